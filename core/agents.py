@@ -1,0 +1,210 @@
+"""Agents: registering, spawning under supervision, liveness, closing and killing.
+
+A spawned agent runs under a small supervisor process (`supervise.py`) that leads its own
+process group, so the exit code is recorded the moment the agent ends. If the supervisor
+is killed along with it, the liveness sweep that every wait runs notices the vanished pid
+within its interval. Agents not spawned here keep a lease by heartbeat instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterable, Sequence
+
+from .bus import Bus
+from .errors import BadInput, UnknownAgent
+from .ids import check_id, check_name, new_id, resolve
+from .model import Agent, Item, now
+from .proc import alive, hostname
+
+KILL_GRACE = 2.0
+SWEEP_INTERVAL = 0.5  # a dead pid is noticed within this (the issue asks for 1 s)
+
+
+def caller_id(explicit: str | None = None) -> str:
+    """Who is calling: `--agent`, else `WAVEWAIT_AGENT_ID`, else `orchestrator`."""
+    return check_id(explicit or os.environ.get("WAVEWAIT_AGENT_ID") or "orchestrator", "agent")
+
+
+async def ensure_agent(bus: Bus, agent_id: str, name: str | None = None, **fields: object) -> Agent:
+    """The agent record for `agent_id`, registering it (running, no pid) if it is new."""
+    agent = await bus.get_agent(agent_id)
+    if agent is None:
+        agent = Agent(id=check_id(agent_id, "agent"), name=check_name(name or agent_id), **fields)
+        await bus.put_agent(agent)
+    return agent
+
+
+async def register(
+    bus: Bus, agent_id: str, name: str | None = None, *, lease: float | None = None,
+    parent_id: str | None = None, wave: str | None = None,
+) -> Agent:
+    """Register an agent that was not spawned here; with `lease`, it must `heartbeat`."""
+    agent = Agent(
+        id=check_id(agent_id, "agent"), name=check_name(name or agent_id), wave=wave,
+        parent_id=parent_id, host=hostname(),
+        lease_expires_at=now() + lease if lease else None,
+    )
+    await bus.put_agent(agent)
+    return agent
+
+
+async def heartbeat(bus: Bus, agent_id: str, lease: float) -> Agent | None:
+    return await bus.transition(agent_id, "running", ("running", "idle"), lease_expires_at=now() + lease) \
+        or await bus.get_agent(agent_id)
+
+
+async def resolve_agent(bus: Bus, token: str, field: str = "agent") -> Agent:
+    """An agent by exact id or unique prefix (≥ 4 characters)."""
+    agent = await bus.get_agent(token) if _plausible(token) else None
+    if agent is not None:
+        return agent
+    agents = {a.id: a for a in await bus.list_agents()}
+    return agents[resolve(token, agents, field)]
+
+
+async def resolve_agents(bus: Bus, tokens: Iterable[str], field: str = "agents") -> list[Agent]:
+    """Resolve several ids or prefixes, deduplicated, in the order given."""
+    tokens = list(tokens)
+    if not tokens:
+        return []
+    agents = {a.id: a for a in await bus.list_agents()}
+    out: dict[str, Agent] = {}
+    for i, token in enumerate(tokens):
+        agent_id = resolve(token, agents, f"{field}[{i}]")
+        out.setdefault(agent_id, agents[agent_id])
+    return list(out.values())
+
+
+def _plausible(token: str) -> bool:
+    try:
+        check_id(token)
+    except BadInput:
+        return False
+    return True
+
+
+async def spawn(
+    bus: Bus, name: str, command: Sequence[str], *, wave: str | None = None,
+    parent_id: str | None = None, env: dict[str, str] | None = None, cwd: str | None = None,
+) -> Agent:
+    """Run `command` as a supervised agent in its own process group; return its record."""
+    check_name(name)
+    if not command or not all(isinstance(c, str) and c for c in command):
+        raise BadInput("command: give the program and its arguments as a non-empty list of strings")
+    if wave is not None:
+        check_name(wave, "wave")
+    parent_id = caller_id(parent_id)
+    agent_id = new_id()
+    agent = Agent(
+        id=agent_id, name=name, wave=wave, parent_id=parent_id, host=hostname(),
+        command=list(command), log_path=bus.log_path(agent_id),
+    )
+    await bus.put_agent(agent)
+    child_env = dict(os.environ if env is None else env)
+    child_env.update(WAVEWAIT_BUS=bus.url, WAVEWAIT_AGENT_ID=agent.id, WAVEWAIT_PARENT_ID=parent_id)
+    supervisor = subprocess.Popen(
+        [sys.executable, "-m", "wavewait.core.supervise", agent.id, "--", *command],
+        env=child_env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    assert supervisor.stdout is not None
+    line = (await asyncio.to_thread(supervisor.stdout.readline)).decode().strip()
+    supervisor.stdout.close()
+    if not line.isdigit():
+        await asyncio.to_thread(supervisor.wait)
+        detail = line.removeprefix("error: ") or f"the supervisor exited with code {supervisor.returncode}"
+        await bus.transition(agent.id, "dead", ("running",), reason=detail, ended_at=now())
+        raise BadInput(f"command: cannot start {command[0]!r}: {detail}")
+    # reap the supervisor when it ends, so a long-lived spawner leaves no zombies
+    threading.Thread(target=supervisor.wait, daemon=True).start()
+    updated = await bus.get_agent(agent.id)
+    return updated or agent
+
+
+async def close(bus: Bus, agent: Agent, reason: str = "closed") -> Agent:
+    """Mark an agent closed (terminal). Its process, if any, is left to finish."""
+    closed = await bus.transition(agent.id, "closed", ("running", "idle"), reason=reason, ended_at=now())
+    if closed is None:
+        current = await bus.get_agent(agent.id)
+        if current is not None and current.status == "dead":
+            raise BadInput(f"agentId: {agent.name} ({agent.id[:8]}) is dead, not open; nothing to close")
+        return current or agent
+    return closed
+
+
+async def kill(bus: Bus, agent: Agent, by: str | None = None) -> Agent:
+    """Mark the agent dead, then end its process group (TERM, then KILL after a grace)."""
+    if agent.host not in (None, hostname()) and agent.pid:
+        raise BadInput(f"agent: {agent.name} runs on host {agent.host}; kill it from there")
+    dead = await bus.transition(
+        agent.id, "dead", ("running", "idle", "closed"), reason=f"killed by {by or 'request'}",
+        ended_at=now(),
+    )
+    if dead is not None:
+        await _announce_death(bus, dead)
+    pgid = agent.supervisor_pid or agent.pid
+    if pgid and alive(agent.pid, agent.pid_start):
+        await _end_group(pgid, agent)
+    return await bus.get_agent(agent.id) or agent
+
+
+async def _end_group(pgid: int, agent: Agent) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return
+        except PermissionError as e:
+            raise BadInput(f"agent: not allowed to signal process group {pgid}: {e}") from e
+        deadline = asyncio.get_running_loop().time() + KILL_GRACE
+        while asyncio.get_running_loop().time() < deadline:
+            if not alive(agent.pid, agent.pid_start):
+                return
+            await asyncio.sleep(0.02)
+
+
+async def mark_dead(bus: Bus, agent_id: str, reason: str, **fields: object) -> Agent | None:
+    """Record a death once and tell the parent (an `agent_dead` event in its inbox)."""
+    dead = await bus.transition(agent_id, "dead", ("running", "idle"), reason=reason, ended_at=now(), **fields)
+    if dead is not None:
+        await _announce_death(bus, dead)
+    return dead
+
+
+async def _announce_death(bus: Bus, agent: Agent) -> None:
+    if agent.parent_id and agent.parent_id != agent.id:
+        await bus.deliver(Item(
+            id=new_id(), type="agent_dead", to=agent.parent_id, sender=agent.id,
+            body=agent.reason or "dead",
+            data={"agent_id": agent.id, "name": agent.name, "exit_code": agent.exit_code},
+        ))
+
+
+async def sweep(bus: Bus, agents: Iterable[Agent]) -> list[Agent]:
+    """Mark dead the agents whose process vanished or whose lease ran out; return those."""
+    dead = []
+    t = now()
+    for a in agents:
+        if a.finished:
+            continue
+        reason = None
+        if a.pid and a.host == hostname() and not alive(a.pid, a.pid_start):
+            reason = "process vanished" if a.exit_code is None else f"exited with code {a.exit_code}"
+        elif a.lease_expires_at is not None and a.lease_expires_at < t:
+            reason = "lease ran out (no heartbeat)"
+        if reason and (d := await mark_dead(bus, a.id, reason)) is not None:
+            dead.append(d)
+    return dead
+
+
+async def get_or_fail(bus: Bus, agent_id: str) -> Agent:
+    agent = await bus.get_agent(agent_id)
+    if agent is None:
+        raise UnknownAgent(f"agent: no agent {agent_id!r}")
+    return agent

@@ -1,0 +1,410 @@
+"""The directory bus: Maildir-style inboxes on a local file system.
+
+Layout under the root (folders 0700, files 0600):
+
+    agents/<id>.json                 agent records, replaced atomically
+    inbox/<id>/tmp/                  items being written
+    inbox/<id>/new/<seq>~<type>~<sender>~<item id>      delivered, FIFO by seq
+    inbox/<id>/claims/<wait id>/...  claimed by one wait (atomic rename: exactly once)
+    inbox/<id>/cur/...               taken, with who took it and when (bounded history)
+    inbox/<id>/seq                   the inbox's sequence counter (flock)
+    waits/<wait id>.json             waits in progress; <wait id>.interrupt is the flag
+    resolutions/<key>.json           stored results of named waits (wait_agent ids)
+    logs/<agent id>.log              output of spawned agents
+    quarantine/                      malformed or foreign files, moved aside with a warning
+    locks/, tmp/                     private; not watched
+
+A reader never sees half an item: it is written under tmp/ and renamed into new/. The
+sequence number lives in the file name, so FIFO order never depends on mtimes and a claim
+returned to new/ lands back at its original place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from .. import watch
+from ..errors import BusError
+from ..ids import check_id, new_id
+from ..model import SYSTEM_EVENTS_KEPT, SYSTEM_ITEM_TYPES, Agent, Item, ItemRef, WaitRecord, now
+from ..proc import alive, hostname
+
+log = logging.getLogger(__name__)
+
+SEP = "~"
+HISTORY_KEPT = 1000
+_WATCHED = ("agents", "inbox", "waits")
+_DIRS = (*_WATCHED, "resolutions", "logs", "quarantine", "locks", "tmp")
+
+
+def _name(ref: ItemRef) -> str:
+    return f"{ref.seq:016d}{SEP}{ref.type}{SEP}{ref.sender}{SEP}{ref.id}"
+
+
+def _parse_name(name: str) -> ItemRef | None:
+    parts = name.split(SEP)
+    if len(parts) != 4 or not parts[0].isdigit():
+        return None
+    return ItemRef(seq=int(parts[0]), type=parts[1], sender=parts[2], id=parts[3])
+
+
+class FileBus:
+    """A bus in a directory. Cheap to open; safe for many processes at once."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root).expanduser().absolute()
+        self.url = str(self.root)
+        try:
+            self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            for d in _DIRS:
+                (self.root / d).mkdir(mode=0o700, exist_ok=True)
+        except OSError as e:
+            raise BusError(f"cannot create the bus at {self.root}: {e.strerror}; "
+                           "pass --bus PATH (or set WAVEWAIT_BUS) to a writable folder") from e
+        self._agent_cache: dict[str, tuple[tuple[int, int, int], Agent]] = {}
+        self._keepalive: watch.Subscription | None = None
+
+    # ------------------------------------------------------------------ files
+    def _write_json(self, dest: Path, data: str) -> None:
+        """Write `data` to `dest` atomically (tmp file + rename), mode 0600."""
+        tmp = self.root / "tmp" / f"{dest.name}.{new_id()}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.write(fd, data.encode())
+        finally:
+            os.close(fd)
+        os.rename(tmp, dest)
+
+    @contextlib.contextmanager
+    def _lock(self, name: str) -> Iterator[int]:
+        fd = os.open(self.root / "locks" / name, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield fd
+        finally:
+            os.close(fd)
+
+    def _quarantine(self, path: Path, why: str) -> None:
+        dest = self.root / "quarantine" / f"{int(time.time() * 1000)}-{path.parent.name}-{path.name}"
+        try:
+            os.rename(path, dest)
+        except FileNotFoundError:
+            return
+        log.warning("wavewait: moved %s to %s: %s", path, dest, why)
+
+    def _inbox(self, agent_id: str) -> Path:
+        check_id(agent_id, "inbox")
+        box = self.root / "inbox" / agent_id
+        if not (box / "new").is_dir():
+            for sub in ("", "tmp", "new", "claims", "cur"):
+                (box / sub).mkdir(mode=0o700, exist_ok=True)
+        return box
+
+    # ------------------------------------------------------------------ agents
+    def _agent_path(self, agent_id: str) -> Path:
+        return self.root / "agents" / f"{check_id(agent_id, 'agent')}.json"
+
+    def _read_agent(self, path: Path) -> Agent | None:
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            return None
+        key = (st.st_mtime_ns, st.st_ino, st.st_size)
+        cached = self._agent_cache.get(path.name)
+        if cached and cached[0] == key:
+            return cached[1]
+        try:
+            agent = Agent.model_validate_json(path.read_bytes())
+        except FileNotFoundError:
+            return None
+        except (ValidationError, ValueError) as e:
+            self._quarantine(path, f"not an agent record ({e.__class__.__name__})")
+            return None
+        self._agent_cache[path.name] = (key, agent)
+        return agent
+
+    async def put_agent(self, agent: Agent) -> None:
+        with self._lock(f"agent-{agent.id}"):
+            self._write_json(self._agent_path(agent.id), agent.model_dump_json())
+        self._inbox(agent.id)
+
+    async def get_agent(self, agent_id: str) -> Agent | None:
+        return self._read_agent(self._agent_path(agent_id))
+
+    async def list_agents(self) -> list[Agent]:
+        agents = []
+        with os.scandir(self.root / "agents") as it:
+            for entry in it:
+                if entry.name.endswith(".json"):
+                    a = self._read_agent(Path(entry.path))
+                    if a is not None:
+                        agents.append(a)
+                elif not entry.name.startswith("."):
+                    self._quarantine(Path(entry.path), "foreign file in agents/")
+        agents.sort(key=lambda a: (a.created_at, a.id))
+        return agents
+
+    async def update_agent(self, agent_id: str, **changes: Any) -> Agent | None:
+        """Change fields of an agent under its lock; None if there is no such agent."""
+        return self._modify(agent_id, None, None, changes)
+
+    async def transition(
+        self, agent_id: str, status: str, only_from: Sequence[str], **changes: Any
+    ) -> Agent | None:
+        """Move an agent to `status` if it is in `only_from`; None when nothing changed.
+
+        The guard makes each transition happen once (one `agent_dead` event, no resurrection).
+        """
+        return self._modify(agent_id, status, only_from, changes)
+
+    def _modify(
+        self, agent_id: str, status: str | None, only_from: Sequence[str] | None,
+        changes: dict[str, Any],
+    ) -> Agent | None:
+        path = self._agent_path(agent_id)
+        with self._lock(f"agent-{agent_id}"):
+            agent = self._read_agent(path)
+            if agent is None or (only_from is not None and agent.status not in only_from):
+                return None
+            data = agent.model_dump() | changes | {"updated_at": now()}
+            if status is not None:
+                data["status"] = status
+            agent = Agent.model_validate(data)
+            self._write_json(path, agent.model_dump_json())
+            return agent
+
+    # ------------------------------------------------------------------ items
+    async def deliver(self, item: Item) -> Item:
+        box = self._inbox(item.to)
+        tmp = box / "tmp" / item.id
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.write(fd, item.model_dump_json(exclude={"seq"}).encode())
+        finally:
+            os.close(fd)
+        with self._lock(f"inbox-{item.to}") as lock:
+            raw = os.pread(lock, 32, 0)
+            seq = int(raw or b"0") + 1
+            os.pwrite(lock, str(seq).encode().ljust(20), 0)
+            ref = ItemRef(seq=seq, type=item.type, sender=item.sender, id=item.id)
+            os.rename(tmp, box / "new" / _name(ref))
+            if item.type in SYSTEM_ITEM_TYPES:
+                self._trim_system_events(box)
+        return item.model_copy(update={"seq": seq})
+
+    def _trim_system_events(self, box: Path) -> None:
+        refs = [r for r in self._scan(box / "new") if r.type in SYSTEM_ITEM_TYPES]
+        for ref in refs[: max(0, len(refs) - SYSTEM_EVENTS_KEPT)]:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(box / "new" / _name(ref))
+
+    def _scan(self, folder: Path) -> list[ItemRef]:
+        refs = []
+        try:
+            with os.scandir(folder) as it:
+                for entry in it:
+                    ref = _parse_name(entry.name)
+                    if ref is None:
+                        self._quarantine(Path(entry.path), "not an inbox item name")
+                    else:
+                        refs.append(ref)
+        except FileNotFoundError:
+            return []
+        refs.sort(key=lambda r: r.seq)
+        return refs
+
+    def _load(self, path: Path, ref: ItemRef) -> Item | None:
+        try:
+            item = Item.model_validate_json(path.read_bytes())
+        except FileNotFoundError:
+            return None
+        except (ValidationError, ValueError) as e:
+            self._quarantine(path, f"not an inbox item ({e.__class__.__name__})")
+            return None
+        return item.model_copy(update={"seq": ref.seq})
+
+    async def pending(self, inbox: str) -> list[ItemRef]:
+        return self._scan(self._inbox(inbox) / "new")
+
+    async def peek(self, inbox: str) -> list[Item]:
+        box = self._inbox(inbox)
+        items = [self._load(box / "new" / _name(r), r) for r in self._scan(box / "new")]
+        return [i for i in items if i is not None]
+
+    async def claim(self, inbox: str, ref: ItemRef, wait_id: str) -> Item | None:
+        box = self._inbox(inbox)
+        dest_dir = box / "claims" / check_id(wait_id, "wait")
+        dest_dir.mkdir(mode=0o700, exist_ok=True)
+        dest = dest_dir / _name(ref)
+        try:
+            os.rename(box / "new" / _name(ref), dest)
+        except FileNotFoundError:
+            return None  # another waiter got it first
+        return self._load(dest, ref)
+
+    async def release(self, inbox: str, wait_id: str) -> int:
+        box = self._inbox(inbox)
+        folder = box / "claims" / wait_id
+        count = 0
+        for ref in self._scan(folder):
+            with contextlib.suppress(FileNotFoundError):
+                os.rename(folder / _name(ref), box / "new" / _name(ref))
+                count += 1
+        with contextlib.suppress(FileNotFoundError, OSError):
+            folder.rmdir()
+        return count
+
+    async def take(self, inbox: str, wait_id: str, taker: str) -> list[Item]:
+        box = self._inbox(inbox)
+        folder = box / "claims" / wait_id
+        taken = []
+        for ref in self._scan(folder):
+            item = self._load(folder / _name(ref), ref)
+            if item is None:
+                continue
+            item = item.model_copy(update={"taken_by": taker, "taken_at": now()})
+            self._write_json(box / "cur" / _name(ref), item.model_dump_json())
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(folder / _name(ref))
+            taken.append(item)
+        with contextlib.suppress(FileNotFoundError, OSError):
+            folder.rmdir()
+        if taken:
+            self._rotate_history(box)
+        return taken
+
+    def _rotate_history(self, box: Path) -> None:
+        refs = self._scan(box / "cur")
+        for ref in refs[: max(0, len(refs) - HISTORY_KEPT)]:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(box / "cur" / _name(ref))
+
+    async def history(self, inbox: str, limit: int = 100) -> list[Item]:
+        box = self._inbox(inbox)
+        refs = self._scan(box / "cur")[-limit:]
+        items = [self._load(box / "cur" / _name(r), r) for r in refs]
+        return [i for i in items if i is not None]
+
+    # ------------------------------------------------------------------ waits
+    def _wait_path(self, wait_id: str, suffix: str = ".json") -> Path:
+        return self.root / "waits" / f"{check_id(wait_id, 'wait')}{suffix}"
+
+    async def register_wait(self, record: WaitRecord) -> None:
+        self._write_json(self._wait_path(record.id), record.model_dump_json())
+
+    async def update_wait(self, wait_id: str, progress: str) -> None:
+        path = self._wait_path(wait_id)
+        try:
+            record = WaitRecord.model_validate_json(path.read_bytes())
+        except FileNotFoundError:
+            return
+        if record.progress != progress:
+            self._write_json(path, record.model_copy(update={"progress": progress}).model_dump_json())
+
+    async def end_wait(self, wait_id: str) -> None:
+        for suffix in (".json", ".interrupt"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self._wait_path(wait_id, suffix))
+
+    async def list_waits(self) -> list[WaitRecord]:
+        records = []
+        with os.scandir(self.root / "waits") as it:
+            for entry in it:
+                if not entry.name.endswith(".json"):
+                    continue
+                try:
+                    rec = WaitRecord.model_validate_json(Path(entry.path).read_bytes())
+                except FileNotFoundError:
+                    continue
+                except (ValidationError, ValueError):
+                    self._quarantine(Path(entry.path), "not a wait record")
+                    continue
+                if rec.host == hostname() and not alive(rec.pid, rec.pid_start):
+                    await self.end_wait(rec.id)  # its process died; the sweep returns its claims
+                    continue
+                records.append(rec)
+        records.sort(key=lambda r: r.started_at)
+        return records
+
+    async def interrupt(self, wait_id: str) -> bool:
+        if not self._wait_path(wait_id).exists():
+            return False
+        fd = os.open(self._wait_path(wait_id, ".interrupt"), os.O_WRONLY | os.O_CREAT, 0o600)
+        os.close(fd)
+        return True
+
+    async def interrupted(self, wait_id: str) -> bool:
+        return self._wait_path(wait_id, ".interrupt").exists()
+
+    async def get_resolution(self, key: str) -> dict[str, Any] | None:
+        path = self.root / "resolutions" / f"{check_id(key, 'id')}.json"
+        try:
+            return json.loads(path.read_bytes())
+        except FileNotFoundError:
+            return None
+        except ValueError:
+            self._quarantine(path, "not a stored resolution")
+            return None
+
+    async def put_resolution(self, key: str, value: dict[str, Any]) -> None:
+        self._write_json(self.root / "resolutions" / f"{check_id(key, 'id')}.json", json.dumps(value))
+
+    # ------------------------------------------------------------------ changes, upkeep
+    async def subscribe(
+        self, *, inboxes: Sequence[str] = (), agents: bool = False, waits: bool = False,
+        wait_id: str | None = None,
+    ) -> watch.Subscription:
+        prefixes: list[Path] = [self._inbox(i) / "new" for i in inboxes]
+        if agents:
+            prefixes.append(self.root / "agents")
+        if waits:
+            prefixes.append(self.root / "waits")
+        if wait_id is not None:
+            prefixes += [self._wait_path(wait_id), self._wait_path(wait_id, ".interrupt")]
+        roots = [self.root / d for d in _WATCHED]
+        if self._keepalive is None:  # keep the shared watcher warm while the bus is open
+            self._keepalive = watch.subscribe(roots, prefixes=[])
+        return watch.subscribe(roots, prefixes=prefixes)
+
+    async def recover(self, inbox: str | None = None) -> int:
+        """Return claims whose wait is gone or whose process died (the recovery sweep)."""
+        boxes = [inbox] if inbox else [p.name for p in (self.root / "inbox").iterdir()]
+        returned = 0
+        for box_id in boxes:
+            claims = self._inbox(box_id) / "claims"
+            for folder in claims.iterdir():
+                # a wait registers before it claims, so a folder without a live record is orphaned
+                if self._wait_alive(folder.name):
+                    continue
+                n = await self.release(box_id, folder.name)
+                if n:
+                    log.warning("wavewait: returned %d claimed item(s) of ended wait %s to %s",
+                                n, folder.name, box_id)
+                returned += n
+        return returned
+
+    def _wait_alive(self, wait_id: str) -> bool:
+        try:
+            rec = WaitRecord.model_validate_json(self._wait_path(wait_id).read_bytes())
+        except (FileNotFoundError, ValidationError, ValueError):
+            return False
+        return rec.host != hostname() or alive(rec.pid, rec.pid_start)
+
+    def log_path(self, agent_id: str) -> str:
+        return str(self.root / "logs" / f"{check_id(agent_id, 'agent')}.log")
+
+    async def close(self) -> None:
+        if self._keepalive is not None:
+            self._keepalive.close()
+            self._keepalive = None
+

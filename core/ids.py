@@ -1,0 +1,84 @@
+"""Id, name and prefix rules shared by every face.
+
+Ids end up in file names (inbox folders, claim folders), so they are validated before
+they touch the disk: no `/`, no `..`, no control characters, bounded length.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterable
+
+from .errors import AmbiguousId, BadInput, UnknownAgent
+
+MIN_PREFIX = 4
+MAX_ID_LEN = 100
+_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]*$")
+_TYPE_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+MAX_NAME_LEN = 100
+
+
+def new_id() -> str:
+    """A fresh agent or item id: uuid4 hex, 32 characters."""
+    return uuid.uuid4().hex
+
+
+def check_id(value: object, field: str = "id") -> str:
+    """Return `value` if it is a safe id, else raise `BadInput` naming the field."""
+    if not isinstance(value, str) or not value:
+        raise BadInput(f"{field}: must be a non-empty string")
+    if len(value) > MAX_ID_LEN:
+        raise BadInput(f"{field}: at most {MAX_ID_LEN} characters, got {len(value)}")
+    if ".." in value or not _ID_RE.match(value):
+        raise BadInput(
+            f"{field}: {value!r} is not a valid id; use letters, digits and _ . @ - "
+            "(starting with a letter or digit, no '..')"
+        )
+    return value
+
+
+def check_name(value: object, field: str = "name") -> str:
+    """Names are labels for people; they may hold spaces but no control characters."""
+    if not isinstance(value, str) or not value.strip():
+        raise BadInput(f"{field}: must be a non-empty string")
+    if len(value) > MAX_NAME_LEN:
+        raise BadInput(f"{field}: at most {MAX_NAME_LEN} characters, got {len(value)}")
+    if any(ord(c) < 32 or ord(c) == 127 for c in value) or "/" in value:
+        raise BadInput(f"{field}: {value!r} may not contain '/' or control characters")
+    return value
+
+
+def check_type(value: object, field: str = "type") -> str:
+    if not isinstance(value, str) or not _TYPE_RE.match(value):
+        raise BadInput(
+            f"{field}: {value!r} is not a valid item type; use lower-case letters, digits "
+            "and '_' (e.g. message, worker_complete)"
+        )
+    return value
+
+
+def resolve(token: str, known: Iterable[str], field: str = "agent") -> str:
+    """Resolve an exact id or a unique prefix of at least 4 characters.
+
+    An exact id wins over a prefix; a prefix that fits several ids is an error naming them.
+    """
+    check_id(token, field)
+    ids = set(known)
+    if token in ids:
+        return token
+    if len(token) < MIN_PREFIX:
+        raise UnknownAgent(
+            f"{field}: no agent {token!r}; a prefix needs at least {MIN_PREFIX} characters"
+        )
+    hits = sorted(i for i in ids if i.startswith(token))
+    if not hits:
+        raise UnknownAgent(f"{field}: no agent matches {token!r}; list agents to see the ids")
+    if len(hits) > 1:
+        raise AmbiguousId(f"{field}: prefix {token!r} fits {len(hits)} agents: {', '.join(hits)}")
+    return hits[0]
+
+
+def short(agent_id: str, length: int = 8) -> str:
+    """The short form shown to people; long enough to be a usable prefix."""
+    return agent_id[:length]

@@ -1,0 +1,104 @@
+"""Records that cross a process boundary: agents, inbox items, wait records.
+
+Every record carries `v`, its schema version, so a newer reader can tell an old file
+from a foreign one (foreign and malformed files go to quarantine, never into a wait).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+AgentStatus = Literal["running", "idle", "closed", "dead"]
+TargetStatus = Literal["received", "running", "idle", "dead", "closed"]
+WaitKind = Literal["next", "fan_in", "agents", "signal", "event"]
+
+#: Items that agents send; `wait` takes these. System events are only for `wait_for_event`.
+AGENT_ITEM_TYPES = frozenset({"message", "worker_complete", "question"})
+SYSTEM_ITEM_TYPES = frozenset({"agent_dead", "guard_tripped"})
+SYSTEM_EVENTS_KEPT = 1000
+
+AGENT_VERSION = 1
+ITEM_VERSION = 1
+WAIT_VERSION = 1
+
+
+def now() -> float:
+    return time.time()
+
+
+class Record(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class Agent(Record):
+    v: int = AGENT_VERSION
+    id: str
+    name: str
+    wave: str | None = None
+    parent_id: str | None = None
+    status: AgentStatus = "running"
+    created_at: float = Field(default_factory=now)
+    updated_at: float = Field(default_factory=now)
+    host: str | None = None
+    pid: int | None = None
+    pid_start: str | None = None  # /proc start time, so a reused pid is not taken for ours
+    supervisor_pid: int | None = None
+    command: list[str] | None = None
+    log_path: str | None = None
+    exit_code: int | None = None
+    ended_at: float | None = None
+    reason: str | None = None  # why it is dead or closed, for people
+    lease_expires_at: float | None = None  # agents not spawned here keep a lease
+    last_message: str | None = None  # last item this agent sent (shortened)
+    last_message_at: float | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.status in ("closed", "dead")
+
+
+class Item(Record):
+    """One inbox entry: a message, a completion, a question or a system event."""
+
+    v: int = ITEM_VERSION
+    id: str
+    seq: int = 0
+    type: str
+    to: str
+    sender: str
+    body: str = ""
+    sent_at: float = Field(default_factory=now)
+    data: dict[str, Any] = Field(default_factory=dict)
+    taken_by: str | None = None
+    taken_at: float | None = None
+
+
+class ItemRef(Record):
+    """What a wait needs to pick an item without reading its body."""
+
+    seq: int
+    type: str
+    sender: str
+    id: str
+
+
+class WaitRecord(Record):
+    """A wait in progress, on the bus so other processes can mirror and interrupt it."""
+
+    v: int = WAIT_VERSION
+    id: str
+    waiter: str
+    kind: WaitKind
+    tool: str
+    targets: list[str] = Field(default_factory=list)
+    target_names: list[str] = Field(default_factory=list)
+    description: str = ""
+    started_at: float = Field(default_factory=now)
+    deadline: float | None = None
+    progress: str = ""
+    host: str | None = None
+    pid: int | None = None
+    pid_start: str | None = None

@@ -1,0 +1,72 @@
+"""The supervisor of one spawned agent: `python -m wavewait.core.supervise AGENT_ID -- CMD...`.
+
+It leads the agent's process group, starts the command with its output in the agent's
+log, reports the child's pid to the spawner on stdout, and records the exit the moment
+it happens, so every wait on the agent learns of a death at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+
+from .agents import mark_dead
+from .bus import open_bus
+from .model import now
+from .proc import pid_start
+
+
+def _describe(code: int) -> str:
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+async def supervise(agent_id: str, command: list[str]) -> int:
+    bus = await open_bus()
+    agent = await bus.get_agent(agent_id)
+    if agent is None:
+        print(f"error: no agent {agent_id} on the bus {bus.url}", flush=True)
+        return 2
+    log = open(agent.log_path or os.devnull, "ab", buffering=0)
+    try:
+        child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+    except OSError as e:
+        print(f"error: {e.strerror or e}", flush=True)
+        return 2
+    # a TERM to the group is for the agent; we stay to record how it ended
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    await bus.update_agent(
+        agent_id, pid=child.pid, pid_start=pid_start(child.pid), supervisor_pid=os.getpid(),
+    )
+    print(child.pid, flush=True)
+    sys.stdout.close()
+    code = await asyncio.to_thread(child.wait)
+    ended = {"exit_code": code, "ended_at": now()}
+    # an agent that reported completion (idle) and then exits cleanly has finished, not died
+    if code == 0 and await bus.transition(agent_id, "closed", ("idle",), reason="finished", **ended):
+        pass
+    elif await mark_dead(bus, agent_id, _describe(code), exit_code=code) is None:
+        await bus.update_agent(agent_id, exit_code=code)  # already closed or killed: keep the code
+    await bus.close()
+    log.close()
+    return 0
+
+
+def main() -> None:
+    args = sys.argv[1:]
+    if len(args) < 3 or args[1] != "--":
+        print("error: usage: python -m wavewait.core.supervise AGENT_ID -- CMD ...", flush=True)
+        sys.exit(2)
+    sys.exit(asyncio.run(supervise(args[0], args[2:])))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,137 @@
+"""The change stream of directories, one watcher per watched root per process.
+
+Every wait in a process shares the watcher of a root, so 100 waits cost one inotify
+descriptor and one thread. Changes are *hints*: a subscriber is told "something under
+these paths changed" and must re-read what it needs; a coalesced or dropped event (the
+kernel drops past 16,384 queued, silently) therefore never loses anything.
+
+The watcher is created synchronously (`RustNotify.__init__` installs the inotify watches
+before it returns), which is what lets a wait subscribe *before* it reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+
+from watchfiles._rust_notify import RustNotify
+
+log = logging.getLogger(__name__)
+
+STEP_MS = 5  # single-event latency is about 1.5 x step + 1 ms
+DEBOUNCE_MS = 50
+TIMEOUT_MS = 500  # how often the thread looks at its stop flag
+
+
+class Subscription:
+    """A set of path prefixes and a flag that the watcher raises when one of them changes."""
+
+    def __init__(self, prefixes: Iterable[str]) -> None:
+        self.prefixes = tuple(os.path.abspath(p) for p in prefixes)
+        self.loop = asyncio.get_running_loop()
+        self._event = asyncio.Event()
+        self.changed: set[str] = set()
+        self._watchers: list[_RootWatcher] = []
+
+    def _matches(self, path: str) -> bool:
+        return any(path == p or path.startswith(p + os.sep) for p in self.prefixes)
+
+    def _notify(self, paths: set[str]) -> None:
+        hits = {p for p in paths if self._matches(p)}
+        if hits:
+            self.loop.call_soon_threadsafe(self._deliver, hits)
+
+    def _deliver(self, paths: set[str]) -> None:
+        self.changed |= paths
+        self._event.set()
+
+    def poke(self) -> None:
+        """Wake the subscriber from this process (an in-process interrupt, say)."""
+        self.loop.call_soon_threadsafe(self._event.set)
+
+    async def wait(self) -> None:
+        """Sleep until something changed; `changed` then holds the paths (empty on a poke)."""
+        await self._event.wait()
+        self._event.clear()
+
+    def take_changed(self) -> set[str]:
+        changed, self.changed = self.changed, set()
+        return changed
+
+    def close(self) -> None:
+        for w in self._watchers:
+            _release(w, self)
+        self._watchers.clear()
+
+
+class _RootWatcher:
+    def __init__(self, roots: tuple[str, ...]) -> None:
+        self.roots = roots
+        self.subscribers: set[Subscription] = set()
+        self._stop = threading.Event()
+        self._notify = RustNotify(list(roots), False, False, 50, True, True)
+        self._thread = threading.Thread(target=self._run, name="wavewait-watch", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                changes = self._notify.watch(DEBOUNCE_MS, STEP_MS, TIMEOUT_MS, self._stop)
+                if isinstance(changes, str):
+                    continue  # 'timeout', 'stop' or 'signal'
+                paths = {p for _, p in changes}
+                for sub in list(self.subscribers):
+                    sub._notify(paths)
+        except Exception:  # the watcher must never die silently
+            log.exception("watcher of %s failed; waits on it fall back to their timers", self.roots)
+            for sub in list(self.subscribers):
+                sub.poke()
+        finally:
+            self._notify.close()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+_lock = threading.Lock()
+_watchers: dict[tuple[str, ...], _RootWatcher] = {}
+
+
+def _watch_root(path: str) -> str:
+    """The nearest existing directory at or above `path` (a glob's base may not exist yet)."""
+    p = Path(path)
+    while not p.is_dir():
+        if p.parent == p:
+            break
+        p = p.parent
+    return str(p)
+
+
+def subscribe(roots: Iterable[str | Path], prefixes: Iterable[str | Path] | None = None) -> Subscription:
+    """Watch `roots` recursively and wake the returned subscription on changes under `prefixes`.
+
+    Call this *before* reading state. `prefixes` default to the roots themselves. Callers
+    that pass the same set of roots share one watcher (one inotify descriptor, one thread).
+    """
+    roots = [os.path.abspath(r) for r in roots]
+    sub = Subscription([str(p) for p in (prefixes if prefixes is not None else roots)])
+    key = tuple(sorted({_watch_root(r) for r in roots}))
+    with _lock:
+        w = _watchers.get(key)
+        if w is None:
+            w = _watchers[key] = _RootWatcher(key)
+        w.subscribers.add(sub)
+        sub._watchers.append(w)
+    return sub
+
+
+def _release(w: _RootWatcher, sub: Subscription) -> None:
+    with _lock:
+        w.subscribers.discard(sub)
+        if not w.subscribers and _watchers.get(w.roots) is w:
+            del _watchers[w.roots]
+            w.stop()

@@ -1,0 +1,62 @@
+"""Shared fixtures: a real bus on tmp_path, and waiting on conditions with deadlines."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import anyio
+import pytest
+
+from wavewait.core.bus import Bus
+from wavewait.core.bus.file import FileBus
+
+PYTHON = sys.executable
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def bus_dir(tmp_path: Path) -> Path:
+    return tmp_path / "bus"
+
+
+@pytest.fixture
+async def bus(bus_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Bus:
+    b = FileBus(bus_dir)
+    monkeypatch.setenv("WAVEWAIT_BUS", b.url)
+    monkeypatch.delenv("WAVEWAIT_AGENT_ID", raising=False)
+    monkeypatch.delenv("WAVEWAIT_PARENT_ID", raising=False)
+    yield b
+    await b.close()
+
+
+async def until(cond: Callable[[], Awaitable[bool] | bool], timeout: float = 10.0,
+                what: str = "condition") -> None:
+    """Wait for `cond` with a deadline; re-check on a short beat (never a fixed sleep)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        r = cond()
+        if hasattr(r, "__await__"):
+            r = await r
+        if r:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        with anyio.move_on_after(0.01):  # a beat of the deadline loop, not a synchronising sleep
+            await anyio.Event().wait()
+
+
+def wavewait_cmd(*args: str) -> list[str]:
+    return [PYTHON, "-m", "wavewait", *args]
+
+
+def env_for(bus: Bus, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WAVEWAIT_")}
+    return env | {"WAVEWAIT_BUS": bus.url} | extra

@@ -1,0 +1,3 @@
+"""wavewait: fan work out to agents, then sit still until they report."""
+
+__version__ = "0.1.0"
