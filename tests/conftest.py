@@ -29,6 +29,18 @@ def bus_dir(tmp_path: Path) -> Path:
 
 @pytest.fixture
 async def bus(bus_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Bus:
+    """A real bus for backend-agnostic tests (will be parametrized over every backend)."""
+    b = FileBus(bus_dir)
+    monkeypatch.setenv("WAVEWAIT_BUS", b.url)
+    monkeypatch.delenv("WAVEWAIT_AGENT_ID", raising=False)
+    monkeypatch.delenv("WAVEWAIT_PARENT_ID", raising=False)
+    yield b
+    await b.close()
+
+
+@pytest.fixture
+async def file_bus(bus_dir: Path, monkeypatch: pytest.MonkeyPatch) -> FileBus:
+    """The directory bus, for tests of what only it has (Maildir layout, modes, quarantine)."""
     b = FileBus(bus_dir)
     monkeypatch.setenv("WAVEWAIT_BUS", b.url)
     monkeypatch.delenv("WAVEWAIT_AGENT_ID", raising=False)
