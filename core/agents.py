@@ -15,12 +15,14 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from .bus import Bus
 from .errors import BadInput, UnknownAgent
 from .ids import check_id, check_name, new_id, resolve
 from .model import Agent, Item, now
 from .proc import alive, hostname
+from .results import iso
 
 KILL_GRACE = 2.0
 SWEEP_INTERVAL = 0.5  # a dead pid is noticed within this (the issue asks for 1 s)
@@ -208,3 +210,13 @@ async def get_or_fail(bus: Bus, agent_id: str) -> Agent:
     if agent is None:
         raise UnknownAgent(f"agent: no agent {agent_id!r}")
     return agent
+
+
+def agent_view(a: Agent) -> dict[str, Any]:
+    """What `wavewait agents` and the `list_agents` tool show of an agent (one shape for both)."""
+    return {
+        "id": a.id, "name": a.name, "wave": a.wave, "status": a.status,
+        "age_sec": round(max(0.0, now() - a.created_at), 1),
+        "last_message": a.last_message, "last_message_at": iso(a.last_message_at),
+        "pid": a.pid, "exit_code": a.exit_code, "reason": a.reason, "parent_id": a.parent_id,
+    }

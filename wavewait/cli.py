@@ -19,8 +19,8 @@ from .core import agents as agents_mod
 from .core import messages, wait
 from .core.bus import Bus, open_bus
 from .core.errors import WavewaitError
-from .core.results import Result, iso
-from .core.model import Agent, now
+from .core.agents import agent_view
+from .core.results import Result
 
 EXIT = {"satisfied": 0, "timeout": 3, "interrupted": 4}
 BAD_INPUT = 2
@@ -34,16 +34,6 @@ class _Parser(argparse.ArgumentParser):
 
 def _print(data: Any) -> None:
     print(json.dumps(data, ensure_ascii=False))
-
-
-def agent_view(a: Agent) -> dict[str, Any]:
-    """What `agents` / `list_agents` show of an agent."""
-    return {
-        "id": a.id, "name": a.name, "wave": a.wave, "status": a.status,
-        "age_sec": round(max(0.0, now() - a.created_at), 1),
-        "last_message": a.last_message, "last_message_at": iso(a.last_message_at),
-        "pid": a.pid, "exit_code": a.exit_code, "reason": a.reason, "parent_id": a.parent_id,
-    }
 
 
 async def _interruptible(run: Callable[[wait.Control], Awaitable[Result]]) -> int:
