@@ -42,6 +42,7 @@ class Progress:
     elapsed: float
     total: float | None
     message: str
+    received: tuple[str, ...] = ()  # ids of the targets received so far (fan-in)
 
 
 ProgressFn = Callable[[Progress], Awaitable[None] | None]
@@ -94,6 +95,7 @@ class _Wait:
         self.deadline = None if timeout is None else self.started + timeout
         self.claimed = False
         self.extra_changes: Changes | None = None
+        self.received_ids: list[str] = []  # reported with progress, for the faces' live views
 
     @property
     def elapsed(self) -> float:
@@ -180,7 +182,8 @@ class _Wait:
     async def _report(self, msg: str) -> None:
         if self.on_progress is None:
             return
-        r = self.on_progress(Progress(elapsed=self.elapsed, total=self.timeout, message=msg))
+        r = self.on_progress(Progress(elapsed=self.elapsed, total=self.timeout, message=msg,
+                                      received=tuple(self.received_ids)))
         if inspect.isawaitable(r):
             await r
 
@@ -260,6 +263,7 @@ async def wait_fan_in(
                 item = await bus.claim(caller, ref, w.id)
                 if item is not None:
                     received[ref.sender] = item
+                    w.received_ids.append(ref.sender)
                     wanted.discard(ref.sender)
         return all(a_id in received or state[a_id].status != "running" for a_id in state)
 
