@@ -1,0 +1,49 @@
+"""Helpers for the MCP tests: `wavewait mcp` as a subprocess, driven by the real `mcp` client."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.types import CallToolResult
+
+from conftest import PYTHON, env_for
+from wavewait.core.bus import Bus
+
+PASS_THROUGH = ("WAVEWAIT_LOG_DIR",)  # set by the PostgreSQL bus fixture for spawned agents' logs
+
+
+def server_env(bus: Bus, **extra: str) -> dict[str, str]:
+    keep = {k: os.environ[k] for k in PASS_THROUGH if k in os.environ}
+    return env_for(bus, **keep, **extra)
+
+
+@asynccontextmanager
+async def mcp_client(bus: Bus, *flags: str, env: dict[str, str] | None = None, cwd: str | None = None,
+                     mode: str = "auto") -> AsyncIterator[Client]:
+    """A client session with `wavewait mcp --bus BUS FLAGS...` over stdio."""
+    params = StdioServerParameters(
+        command=PYTHON, args=["-m", "wavewait", "mcp", "--bus", bus.url, *flags],
+        env=server_env(bus, **(env or {})), cwd=cwd,
+    )
+    async with Client(params, mode=mode) as client:  # type: ignore[arg-type]
+        yield client
+
+
+def data(result: CallToolResult) -> dict[str, Any]:
+    """The structured result of a successful call; it must equal the JSON text."""
+    text = result.content[0].text if result.content else ""
+    assert not result.is_error, text
+    assert result.structured_content is not None
+    assert json.loads(text) == result.structured_content
+    return result.structured_content
+
+
+def error_text(result: CallToolResult) -> str:
+    assert result.is_error, result
+    return result.content[0].text

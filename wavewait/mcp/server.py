@@ -1,0 +1,197 @@
+"""The MCP server: tool registration, strict input checks, error mapping, transports.
+
+Input is checked twice, and both layers answer with an `isError` result that names the
+field and what is allowed, having changed nothing: the published JSON schema (types,
+ranges, enums, no unknown fields) and then the core's own rules (ids, prefixes, bodies).
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import socket
+import sys
+from typing import Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp.types import CallToolResult, ToolAnnotations
+from pydantic import ValidationError
+
+from ..core.bus import Bus
+from ..core.errors import WavewaitError
+from .outputs import OUTPUT_SCHEMAS
+from .tools import (
+    CLOSE_DOC, EVENT_DOC, KILL_DOC, LIST_DOC, NOTIFY_DOC, SEND_DOC, SIGNAL_DOC, SPAWN_DOC, WAIT_AGENT_DOC,
+    WAIT_DOC, Settings, Tools, error,
+)
+
+log = logging.getLogger(__name__)
+
+INSTRUCTIONS = (
+    "wavewait lets you fan work out to agents ('flights' of a 'wave') and then sit still until "
+    "they report. After dispatching, call a wait tool (wait, wait_for_event, wait_agent, "
+    "wave_wait_for_signal) instead of sleeping, polling, or ending your turn. A timeout is a "
+    "normal result with the partial state; the flights keep running; call again, waiting only "
+    "on what is pending."
+)
+
+
+def _ann(title: str, *, read_only: bool, destructive: bool = False, idempotent: bool = False,
+         open_world: bool = False) -> ToolAnnotations:
+    return ToolAnnotations(title=title, read_only_hint=read_only, destructive_hint=destructive,
+                           idempotent_hint=idempotent, open_world_hint=open_world)
+
+
+# name → (description, annotations). Waits that consume inbox items are not read-only.
+TOOLS: dict[str, tuple[str, ToolAnnotations]] = {
+    "wait": (WAIT_DOC, _ann("Wait for messages from agents", read_only=False)),
+    "wave_wait_for_signal": (SIGNAL_DOC, _ann("Wait for signal files", read_only=True, idempotent=True)),
+    "wait_agent": (WAIT_AGENT_DOC, _ann("Wait until agents are idle or closed", read_only=True, idempotent=True)),
+    "wait_for_event": (EVENT_DOC, _ann("Wait for the next event", read_only=False)),
+    "notify_completion": (NOTIFY_DOC, _ann("Report that a worker finished", read_only=False)),
+    "send": (SEND_DOC, _ann("Send a message to an agent", read_only=False)),
+    "spawn_agent": (SPAWN_DOC, _ann("Start a flight (an agent process)", read_only=False, open_world=True)),
+    "list_agents": (LIST_DOC, _ann("List agents", read_only=True, idempotent=True)),
+    "close_agent": (CLOSE_DOC, _ann("Close an agent for good", read_only=False, destructive=True, idempotent=True)),
+    "kill_agent": (KILL_DOC, _ann("Kill an agent", read_only=False, destructive=True, idempotent=True)),
+}
+
+
+def _allowed(prop: dict[str, Any]) -> str:
+    """What a schema property allows, in words, for error messages."""
+    options = prop.get("anyOf", [prop])
+    words = []
+    for o in options:
+        t = o.get("type")
+        if t == "null":
+            continue
+        if "enum" in o or "const" in o:
+            words.append(" or ".join(repr(v) for v in o.get("enum", [o.get("const")])))
+        elif t == "array":
+            words.append(f"a list of {o.get('items', {}).get('type', 'value')}s")
+        elif t in ("number", "integer"):
+            w = "a whole number" if t == "integer" else "a number"
+            if "minimum" in o:
+                w += f" ≥ {o['minimum']:g}"
+            if "exclusiveMinimum" in o:
+                w += f" > {o['exclusiveMinimum']:g}"
+            words.append(w)
+        elif t:
+            words.append(f"a {t}")
+    out = " or ".join(words) or "a value"
+    if "default" in prop:
+        out += f" (default {prop['default']!r})"
+    return out
+
+
+def explain(tool: str, exc: ValidationError, schema: dict[str, Any]) -> str:
+    """One line per bad field: which field, what was wrong, what is allowed."""
+    props = schema.get("properties", {})
+    lines = []
+    for err in exc.errors():
+        loc = [str(p) for p in err["loc"]]
+        field = loc[0] if loc else "arguments"
+        where = field + "".join(f"[{p}]" for p in loc[1:])
+        got = "" if err["type"] == "missing" else f", got {err.get('input')!r}"
+        lines.append(f"{where}: {err['msg'].lower()}{got}; allowed: {_allowed(props.get(field, {}))}")
+    return f"{tool}: invalid arguments, nothing was done.\n" + "\n".join(lines)
+
+
+class WaveServer(MCPServer):
+    """`MCPServer` with strict arguments and the core's errors as `isError` results."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Context | None = None) -> Any:
+        tool = self._tool_manager.get_tool(name)
+        if tool is not None:
+            known = set(tool.parameters.get("properties", {}))
+            unknown = sorted(set(arguments) - known)
+            if unknown:
+                return error(f"{name}: unknown argument(s) {', '.join(unknown)}; nothing was done. "
+                             f"Allowed: {', '.join(sorted(known))}")
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as e:
+            cause = e.__cause__
+            if isinstance(cause, WavewaitError):
+                return error(f"{name}: {cause}")
+            if isinstance(cause, ValidationError) and tool is not None:
+                return error(explain(name, cause, tool.parameters))
+            raise
+
+
+def build(bus: Bus, settings: Settings) -> WaveServer:
+    """A server whose tools all act on `bus` as `settings.caller`."""
+    server = WaveServer("wavewait", instructions=INSTRUCTIONS, log_level="WARNING")
+    tools = Tools(bus, settings)
+    for name, (doc, ann) in TOOLS.items():
+        server.add_tool(getattr(tools, name), name=name, title=ann.title, description=doc, annotations=ann)
+        t = server._tool_manager.get_tool(name)
+        assert t is not None
+        t.parameters["additionalProperties"] = False
+        t.fn_metadata.output_schema = OUTPUT_SCHEMAS[name]
+    return server
+
+
+# --------------------------------------------------------------------------- HTTP
+LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
+
+
+class Guard:
+    """ASGI wrapper: only our own Host/Origin, and only with the bearer token."""
+
+    def __init__(self, app: Any, token: str, hosts: set[str]) -> None:
+        self.app, self.token, self.hosts = app, token.encode(), hosts
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        host, origin = headers.get("host", ""), headers.get("origin")
+        if host not in self.hosts:
+            return await _plain(send, 421, f"Host {host!r} is not served here")
+        if origin is not None and origin.removeprefix("http://").removeprefix("https://") not in self.hosts:
+            return await _plain(send, 403, f"Origin {origin!r} is not allowed")
+        auth = headers.get("authorization", "")
+        scheme, _, given = auth.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), self.token):
+            return await _plain(send, 401, "a bearer token is required (Authorization: Bearer TOKEN)",
+                                [(b"www-authenticate", b'Bearer realm="wavewait"')])
+        await self.app(scope, receive, send)
+
+
+async def _plain(send: Any, status: int, text: str, extra: list[tuple[bytes, bytes]] | None = None) -> None:
+    body = (text + "\n").encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"text/plain; charset=utf-8"),
+                            (b"content-length", str(len(body)).encode()), *(extra or [])]})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def serve_http(server: WaveServer, host: str, port: int, token: str) -> None:
+    """Streamable HTTP on `host:port` (port 0 picks one; the address goes to stderr)."""
+    import uvicorn
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    port = sock.getsockname()[1]
+    names = {f"[{host}]" if ":" in host else host, *LOOPBACK} if host in ("127.0.0.1", "::1", "localhost") \
+        else {f"[{host}]" if ":" in host else host}
+    hosts = {f"{n}:{port}" for n in names}
+    app = server.streamable_http_app(
+        host=host,
+        transport_security=TransportSecuritySettings(
+            enable_dns_rebinding_protection=True, allowed_hosts=sorted(hosts),
+            allowed_origins=sorted(f"http://{h}" for h in hosts) + sorted(f"https://{h}" for h in hosts),
+        ),
+    )
+    shown = f"[{host}]" if ":" in host else host
+    print(f"wavewait mcp: streamable HTTP on http://{shown}:{port}/mcp", file=sys.stderr, flush=True)
+    config = uvicorn.Config(Guard(app, token, hosts), log_level="warning", lifespan="on")
+    await uvicorn.Server(config).serve(sockets=[sock])
+
+
