@@ -221,7 +221,10 @@ def _notify_hook_guard(args: argparse.Namespace) -> int | None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)  # `mcp` takes its own options (see mcp_server)
+    if extra and args.command != "mcp":
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command in (None, "demo"):
         from .tui_main import run_tui
 
@@ -229,7 +232,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == "mcp":
         from .mcp_server import main as mcp_main
 
-        sys.exit(mcp_main(args.rest, bus=args.bus, agent=args.agent))
+        sys.exit(mcp_main([*extra, *args.rest], bus=args.bus, agent=args.agent))
     if args.command == "spawn":
         if args.cmd[:1] == ["--"]:
             args.cmd = args.cmd[1:]
