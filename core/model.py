@@ -7,6 +7,7 @@ from a foreign one (foreign and malformed files go to quarantine, never into a w
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -76,8 +77,12 @@ class Item(Record):
     taken_at: float | None = None
 
 
-class ItemRef(Record):
-    """What a wait needs to pick an item without reading its body."""
+@dataclass(frozen=True, slots=True)
+class ItemRef:
+    """What a wait needs to pick an item without reading its body.
+
+    A plain dataclass: a wait builds one per queued item on every wake, so it must be cheap.
+    """
 
     seq: int
     type: str

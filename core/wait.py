@@ -64,7 +64,9 @@ class Control:
 
 def check_timeout(value: object, field: str = "timeout") -> float:
     """A timeout in seconds: a finite number ≥ 0 (0 is an instant check)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool):
+        raise BadInput(f"{field}: must be a number of seconds ≥ 0, got {value!r}")
+    if not isinstance(value, (int, float)):
         try:
             value = float(value)  # type: ignore[arg-type]
         except (TypeError, ValueError):
@@ -162,11 +164,14 @@ class _Wait:
                 if time.monotonic() >= next_progress:
                     break
                 if time.monotonic() >= next_sweep:
+                    # the sweep also re-reads: a change event the kernel dropped (its queue
+                    # overflows silently) then costs one sweep interval, never the message
                     next_sweep = time.monotonic() + (SWEEP_INTERVAL if self.targets else RECOVER_EVERY)
                     if self.targets:
                         await sweep(self.bus, [a for a in self.targets if not a.finished])
-                    if self.uses_inbox and await self.bus.recover(self.caller):
-                        break
+                    if self.uses_inbox:
+                        await self.bus.recover(self.caller)
+                    break
 
     async def _next_change(self, changes: Changes) -> None:
         if self.extra_changes is None:

@@ -51,11 +51,20 @@ def _name(ref: ItemRef) -> str:
     return f"{ref.seq:016d}{SEP}{ref.type}{SEP}{ref.sender}{SEP}{ref.id}"
 
 
+_refs: dict[str, ItemRef] = {}  # a name always means the same item: parse each once
+
+
 def _parse_name(name: str) -> ItemRef | None:
+    ref = _refs.get(name)
+    if ref is not None:
+        return ref
     parts = name.split(SEP)
-    if len(parts) != 4 or not parts[0].isdigit():
+    if len(parts) != 4 or len(parts[0]) != 16 or not parts[0].isdigit():
         return None
-    return ItemRef(seq=int(parts[0]), type=parts[1], sender=parts[2], id=parts[3])
+    if len(_refs) >= 200_000:
+        _refs.clear()
+    ref = _refs[name] = ItemRef(int(parts[0]), parts[1], parts[2], parts[3])
+    return ref
 
 
 class FileBus:
@@ -209,18 +218,20 @@ class FileBus:
                 os.unlink(box / "new" / _name(ref))
 
     def _scan(self, folder: Path) -> list[ItemRef]:
-        refs = []
+        """The items in `folder`, FIFO. Names start with the zero-padded seq, so a name sort
+        is a seq sort; this runs on every wake, so it stays a listdir, a sort and a split."""
         try:
-            with os.scandir(folder) as it:
-                for entry in it:
-                    ref = _parse_name(entry.name)
-                    if ref is None:
-                        self._quarantine(Path(entry.path), "not an inbox item name")
-                    else:
-                        refs.append(ref)
+            names = os.listdir(folder)
         except FileNotFoundError:
             return []
-        refs.sort(key=lambda r: r.seq)
+        names.sort()
+        refs = []
+        for name in names:
+            ref = _parse_name(name)
+            if ref is None:
+                self._quarantine(folder / name, "not an inbox item name")
+            else:
+                refs.append(ref)
         return refs
 
     def _load(self, path: Path, ref: ItemRef) -> Item | None:
@@ -284,10 +295,13 @@ class FileBus:
         return taken
 
     def _rotate_history(self, box: Path) -> None:
-        refs = self._scan(box / "cur")
-        for ref in refs[: max(0, len(refs) - HISTORY_KEPT)]:
+        names = os.listdir(box / "cur")
+        if len(names) <= HISTORY_KEPT:
+            return
+        names.sort()  # seq first, zero-padded: oldest first
+        for name in names[: len(names) - HISTORY_KEPT]:
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(box / "cur" / _name(ref))
+                os.unlink(box / "cur" / name)
 
     async def history(self, inbox: str, limit: int = 100) -> list[Item]:
         box = self._inbox(inbox)
