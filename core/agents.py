@@ -197,6 +197,8 @@ async def sweep(bus: Bus, agents: Iterable[Agent]) -> list[Agent]:
             continue
         reason = None
         if a.pid and a.host == hostname() and not alive(a.pid, a.pid_start):
+            if a.exit_code is None and a.supervisor_pid and alive(a.supervisor_pid):
+                continue  # its supervisor is recording how it ended (exit code, signal)
             reason = "process vanished" if a.exit_code is None else f"exited with code {a.exit_code}"
         elif a.lease_expires_at is not None and a.lease_expires_at < t:
             reason = "lease ran out (no heartbeat)"

@@ -16,8 +16,12 @@ def hostname() -> str:
     return socket.gethostname()
 
 
-def pid_start(pid: int) -> str | None:
-    """The kernel's start time of `pid` (clock ticks since boot), or None if it is gone."""
+def pid_start(pid: int, *, zombie_ok: bool = False) -> str | None:
+    """The kernel's start time of `pid` (clock ticks since boot), or None if it is gone.
+
+    A zombie counts as gone, unless `zombie_ok`: a parent recording its own child, which
+    may have ended before it looked, still needs the child's identity.
+    """
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             stat = f.read().decode("ascii", "replace")
@@ -25,7 +29,7 @@ def pid_start(pid: int) -> str | None:
         return None
     # the command name is in parentheses and may hold spaces; fields resume after ')'
     rest = stat[stat.rfind(")") + 2 :].split()
-    if rest and rest[0] in ("Z", "X"):
+    if rest and rest[0] in ("Z", "X") and not zombie_ok:
         return None
     return rest[19] if len(rest) > 19 else None
 

@@ -44,7 +44,7 @@ async def supervise(agent_id: str, command: list[str]) -> int:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     await bus.update_agent(
-        agent_id, pid=child.pid, pid_start=pid_start(child.pid), supervisor_pid=os.getpid(),
+        agent_id, pid=child.pid, pid_start=pid_start(child.pid, zombie_ok=True), supervisor_pid=os.getpid(),
     )
     print(child.pid, flush=True)
     sys.stdout.close()

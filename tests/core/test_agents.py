@@ -1,0 +1,220 @@
+"""Fan-out and liveness: supervised spawn, deaths, leases, kill, close, wait_agent."""
+
+from __future__ import annotations
+
+import os
+import signal
+from datetime import datetime, timedelta, timezone
+
+import anyio
+import pytest
+
+from conftest import PYTHON, until
+from coretools import crew, waits_of
+from test_semantics import Background, push_timers_out
+from wavewait.core import agents, messages, wait
+from wavewait.core.errors import BadInput, DeadRecipient
+from wavewait.core.proc import alive, pid_start
+
+pytestmark = pytest.mark.anyio
+
+
+async def status_of(bus, agent_id: str) -> str:
+    return (await bus.get_agent(agent_id)).status
+
+
+def is_dead(bus, agent_id: str):
+    async def check() -> bool:
+        return await status_of(bus, agent_id) == "dead"
+    return check
+
+
+async def test_spawn_records_pid_start_time_exit_code_and_log_and_sets_the_child_env(bus):
+    await crew(bus)
+    a = await agents.spawn(bus, "reporter", [
+        "sh", "-c", 'echo "bus=$WAVEWAIT_BUS id=$WAVEWAIT_AGENT_ID parent=$WAVEWAIT_PARENT_ID"; exit 3'],
+        parent_id="orchestrator", wave="wave-7")
+    assert a.pid and a.pid_start and a.supervisor_pid and a.wave == "wave-7"
+    assert a.parent_id == "orchestrator" and len(a.id) == 32
+    await until(is_dead(bus, a.id), what="the flight to be recorded dead")
+    done = await bus.get_agent(a.id)
+    assert done.exit_code == 3 and done.reason == "exited with code 3" and done.ended_at
+    with open(done.log_path) as f:
+        assert f.read().strip() == f"bus={bus.url} id={a.id} parent=orchestrator"
+    event = await wait.wait_event(bus, "orchestrator", 0, ["agent_dead"])
+    assert (event.type, event.model_extra["from"]) == ("agent_dead", a.id)
+
+
+async def test_a_flight_that_reports_and_exits_cleanly_is_closed_not_dead(bus):
+    await crew(bus)
+    a = await agents.spawn(bus, "tidy", [PYTHON, "-m", "wavewait", "notify", "--message", "all done"],
+                           parent_id="orchestrator")
+    with anyio.fail_after(30):
+        r = await wait.wait_agents(bus, "orchestrator", id="tidy-closed", agent_id=a.id,
+                                   kind="agent-closed", description="tidy finishes")
+    assert r.resolution.status == "agent_closed"
+    assert (await bus.get_agent(a.id)).exit_code == 0
+    assert (await wait.wait_next(bus, "orchestrator", 0)).message == "all done"
+
+
+async def test_a_flight_that_exits_without_closing_is_dead(bus):
+    await crew(bus)
+    a = await agents.spawn(bus, "quitter", ["true"], parent_id="orchestrator")
+    with anyio.fail_after(15):
+        r = await wait.wait_fan_in(bus, "orchestrator", 60, [a.id])
+    assert [(t.status, t.reason) for t in r.results] == [("dead", "exited with code 0")]
+
+
+async def test_a_sigkilled_flight_makes_a_60s_fan_in_return_at_once_with_it_dead(bus, monkeypatch):
+    await crew(bus)
+    push_timers_out(monkeypatch)  # only the supervisor's record can wake the wait
+    sleeper = await agents.spawn(bus, "sleeper", ["sleep", "60"], parent_id="orchestrator")
+    await messages.send(bus, "file-reader", "orchestrator", "done early")
+    async with anyio.create_task_group() as tg:
+        bg = Background(tg)
+        bg.start("fan", wait.wait_fan_in, bus, "orchestrator", 60, ["file-reader", sleeper.id])
+        await until(lambda: waits_of(bus, "fan_in"), what="the fan-in to register")
+        os.kill(sleeper.pid, signal.SIGKILL)
+        r = await bg.result("fan", 15)
+    assert r.status == "complete"
+    assert [(t.status, t.reason) for t in r.results] == [
+        ("received", None), ("dead", "killed by SIGKILL")]
+
+
+async def test_a_killed_process_group_is_found_dead_by_the_liveness_sweep(bus):
+    await crew(bus)
+    sleeper = await agents.spawn(bus, "sleeper", ["sleep", "60"], parent_id="orchestrator")
+    async with anyio.create_task_group() as tg:
+        bg = Background(tg)
+        bg.start("fan", wait.wait_fan_in, bus, "orchestrator", 60, [sleeper.id])
+        await until(lambda: waits_of(bus, "fan_in"), what="the fan-in to register")
+        os.killpg(sleeper.supervisor_pid, signal.SIGKILL)  # the supervisor dies with it
+        r = await bg.result("fan", 15)
+    assert r.status == "complete"
+    assert [(t.status, t.reason) for t in r.results] == [("dead", "process vanished")]
+    assert agents.SWEEP_INTERVAL <= 1.0
+
+
+@pytest.mark.parametrize("wait_starts", ["before the death", "after the death"])
+async def test_a_message_sent_before_death_stays_received(bus, wait_starts):
+    await crew(bus)
+    script = f'{PYTHON} -m wavewait send orchestrator "last words" && kill -9 $$'
+    async with anyio.create_task_group() as tg:
+        bg = Background(tg)
+        if wait_starts == "before the death":
+            flight = await agents.spawn(bus, "doomed", ["sh", "-c", f"read _ < /dev/null; {script}"],
+                                        parent_id="orchestrator")
+            bg.start("fan", wait.wait_fan_in, bus, "orchestrator", 60, [flight.id])
+        else:
+            flight = await agents.spawn(bus, "doomed", ["sh", "-c", script], parent_id="orchestrator")
+            await until(is_dead(bus, flight.id), 30, "the flight to die")
+            bg.start("fan", wait.wait_fan_in, bus, "orchestrator", 60, [flight.id])
+        r = await bg.result("fan", 30)
+    assert [(t.status, t.message) for t in r.results] == [("received", "last words")]
+    await until(is_dead(bus, flight.id), 30, "the flight to be dead")
+
+
+async def test_an_agent_whose_lease_runs_out_without_a_heartbeat_is_dead(bus):
+    await crew(bus)
+    await agents.register(bus, "remote", lease=0.3, parent_id="orchestrator")
+    with anyio.fail_after(15):
+        r = await wait.wait_agents(bus, "orchestrator", id="lease-1", agent_id="remote",
+                                   kind="agent-idle", description="remote finishes")
+    assert r.resolution.status == "agent_dead" and r.resolution.dead == ["remote"]
+    assert (await bus.get_agent("remote")).reason == "lease ran out (no heartbeat)"
+
+
+async def test_a_heartbeat_extends_the_lease(bus):
+    await agents.register(bus, "remote", lease=5)
+    before = (await bus.get_agent("remote")).lease_expires_at
+    after = (await agents.heartbeat(bus, "remote", 60)).lease_expires_at
+    assert after > before + 50
+    assert await agents.sweep(bus, [await bus.get_agent("remote")]) == []
+
+
+async def test_kill_ends_the_process_group_marks_dead_and_tells_the_parent(bus):
+    await crew(bus)
+    flight = await agents.spawn(bus, "stubborn", ["sh", "-c", "sleep 60 & wait"], parent_id="orchestrator")
+    child_start = pid_start(flight.pid)
+    killed = await agents.kill(bus, flight, by="orchestrator")
+    assert killed.status == "dead" and killed.reason == "killed by orchestrator"
+    assert not alive(flight.pid, child_start)
+    await until(lambda: not alive(flight.supervisor_pid), what="the supervisor to end")
+    event = await wait.wait_event(bus, "orchestrator", 0, ["agent_dead"])
+    assert event.type == "agent_dead" and event.model_extra["agent_id"] == flight.id
+    with pytest.raises(DeadRecipient, match="dead"):
+        await messages.send(bus, "orchestrator", flight.id, "are you there?")
+
+
+async def test_close_is_terminal_and_a_closed_agent_takes_no_messages(bus):
+    await crew(bus)
+    closed = await agents.close(bus, await bus.get_agent("linter"))
+    assert closed.status == "closed"
+    with pytest.raises(DeadRecipient, match="linter .*closed"):
+        await messages.send(bus, "orchestrator", "linter", "more work")
+    await agents.mark_dead(bus, "test-runner", "crashed")
+    with pytest.raises(BadInput, match="dead, not open"):
+        await agents.close(bus, await bus.get_agent("test-runner"))
+
+
+async def test_new_input_makes_an_idle_agent_running_again(bus):
+    await crew(bus)
+    await messages.notify_completion(bus, "linter", status="success", message="clean")
+    assert await status_of(bus, "linter") == "idle"
+    await messages.send(bus, "orchestrator", "linter", "one more file")
+    assert await status_of(bus, "linter") == "running"
+
+
+# ----------------------------------------------------------------------------- wait_agent
+async def test_wait_agent_any_returns_on_the_first_idle_and_all_waits_for_every_one(bus):
+    await crew(bus)
+    async with anyio.create_task_group() as tg:
+        bg = Background(tg)
+        bg.start("any", wait.wait_agents, bus, "orchestrator", id="any-1", agent_id="file-reader",
+                 agent_ids=["test-runner", "file-reader"], kind="agent-idle", match="any",
+                 description="first one done")
+        bg.start("all", wait.wait_agents, bus, "orchestrator", id="all-1", agent_id="file-reader",
+                 agent_ids=["test-runner"], kind="agent-idle", description="both done")
+        await until(lambda: len(bg.results) == 0 and waits_of(bus, "agents"), what="waits to register")
+        await messages.notify_completion(bus, "test-runner", status="success")
+        r_any = await bg.result("any")
+        assert "all" not in bg.results
+        await agents.close(bus, await bus.get_agent("file-reader"))  # closed counts as idle
+        r_all = await bg.result("all")
+    assert r_any.resolution.status == "agent_idle"
+    assert r_any.resolution.resolved == ["test-runner"] and r_any.resolution.pending == ["file-reader"]
+    assert r_any.to_json()["resolution"]["resolvedAgentIds"] == ["test-runner"]
+    assert r_all.resolution.status == "agent_idle"
+    assert sorted(r_all.resolution.resolved) == ["file-reader", "test-runner"]
+
+
+async def test_wait_agent_with_a_repeated_id_returns_the_stored_resolution(bus):
+    await crew(bus)
+    await agents.close(bus, await bus.get_agent("linter"))
+    first = await wait.wait_agents(bus, "orchestrator", id="lint-closed", agent_id="linter",
+                                   kind="agent-closed", description="linter closes")
+    again = await wait.wait_agents(bus, "orchestrator", id="lint-closed", agent_id="file-reader",
+                                   kind="agent-idle", description="something else entirely")
+    assert first.resolution.status == "agent_closed"
+    assert again.to_json() == first.to_json()
+
+
+async def test_wait_agent_with_a_timeout_in_the_past_resolves_timed_out_at_once(bus):
+    await crew(bus)
+    past = (datetime.now(timezone.utc) - timedelta(minutes=5)).isoformat()
+    with anyio.fail_after(10):
+        r = await wait.wait_agents(bus, "orchestrator", id="late", agent_id="linter",
+                                   kind="agent-closed", description="too late", timeout_at=past)
+    assert r.resolution.status == "timed_out" and r.resolution.pending == ["linter"]
+    assert r.resolution.timeout_at is not None
+
+
+async def test_wait_agent_rejects_unknown_agents_and_bad_fields(bus):
+    await crew(bus)
+    ok = dict(id="w", agent_id="linter", kind="agent-idle", description="d")
+    for bad, match in [({"agent_id": "nobody"}, "no agent"), ({"kind": "agent-done"}, "kind"),
+                       ({"match": "most"}, "match"), ({"description": " "}, "description"),
+                       ({"id": "../x"}, "id"), ({"timeout_at": "tomorrow"}, "timeoutAt")]:
+        with pytest.raises(BadInput, match=match):
+            await wait.wait_agents(bus, "orchestrator", **(ok | bad))
+    assert await bus.list_waits() == []
