@@ -81,7 +81,7 @@ def _allowed(prop: dict[str, Any]) -> str:
         elif t:
             words.append(f"a {t}")
     out = " or ".join(words) or "a value"
-    if "default" in prop:
+    if prop.get("default") is not None:
         out += f" (default {prop['default']!r})"
     return out
 
