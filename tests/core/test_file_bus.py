@@ -1,0 +1,123 @@
+"""What only the directory bus has: Maildir delivery, modes, quarantine, one shared watcher."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import stat
+
+import anyio
+import pytest
+from watchfiles import Change, awatch
+
+from coretools import crew, run_actor, waits_of
+from conftest import until
+from test_semantics import Background
+from wavewait.core import messages, wait, watch
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_a_reader_never_sees_half_an_item_because_delivery_renames_from_tmp(file_bus):
+    await crew(file_bus)
+    box = file_bus.root / "inbox" / "orchestrator"
+    seen: list[tuple[int, bool]] = []
+    ready, stop = anyio.Event(), anyio.Event()
+
+    async def watch_new() -> None:
+        async for changes in awatch(box, stop_event=stop, step=1, debounce=5):
+            for change, path in changes:
+                if path.endswith("sentinel"):
+                    ready.set()
+                elif change == Change.added and os.path.dirname(path) == str(box / "new"):
+                    data = open(path, "rb").read()
+                    try:
+                        json.loads(data)
+                        seen.append((len(data), True))
+                    except ValueError:
+                        seen.append((len(data), False))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(watch_new)
+        while not ready.is_set():  # until the watcher is live (it reports the sentinel)
+            (box / "tmp" / "sentinel").write_text("x")
+            with anyio.move_on_after(0.05):
+                await ready.wait()
+        os.unlink(box / "tmp" / "sentinel")
+        big = "x" * 200_000
+        for _ in range(30):
+            await messages.send(file_bus, "file-reader", "orchestrator", big)
+        await until(lambda: len(seen) >= 30, what="the watcher to see every delivery")
+        stop.set()
+    assert all(ok and size > 200_000 for size, ok in seen), seen
+    assert os.listdir(box / "tmp") == []
+
+
+async def test_folders_are_0700_and_files_0600(file_bus, tmp_path):
+    await crew(file_bus)
+    await messages.send(file_bus, "file-reader", "orchestrator", "hi")
+    await messages.send(file_bus, "linter", "orchestrator", "hi")
+    assert (await wait.wait_next(file_bus, "orchestrator", 0)).status == "received"
+    await wait.wait_agents(file_bus, "orchestrator", id="w1", agent_id="linter", kind="agent-idle",
+                           description="x", timeout_at="2000-01-01T00:00:00Z")
+    for dirpath, dirnames, filenames in os.walk(file_bus.root):
+        assert stat.S_IMODE(os.stat(dirpath).st_mode) == 0o700, dirpath
+        for f in filenames:
+            assert stat.S_IMODE(os.stat(os.path.join(dirpath, f)).st_mode) == 0o600, f
+
+
+async def test_malformed_and_foreign_files_go_to_quarantine_and_never_break_a_wait(file_bus, caplog):
+    await crew(file_bus)
+    new = file_bus.root / "inbox" / "orchestrator" / "new"
+    (new / "README.txt").write_text("not an item")
+    (new / f"{0:016d}~message~linter~deadbeef").write_text("{ broken json")
+    (file_bus.root / "agents" / "ghost.json").write_text('{"v": 1}')
+    (file_bus.root / "agents" / "notes.md").write_text("foreign")
+    (file_bus.root / "waits" / "bogus.json").write_text("[]")
+    await messages.send(file_bus, "file-reader", "orchestrator", "the real one")
+    with caplog.at_level(logging.WARNING):
+        r = await wait.wait_next(file_bus, "orchestrator", 5)
+        assert {a.id for a in await file_bus.list_agents()} >= {"orchestrator", "file-reader"}
+        assert await file_bus.list_waits() == []
+    assert r.message == "the real one"
+    quarantined = sorted(os.listdir(file_bus.root / "quarantine"))
+    assert len(quarantined) == 5, quarantined
+    assert any("deadbeef" in q for q in quarantined)
+    assert any("README.txt" in q for q in quarantined) and any("ghost.json" in q for q in quarantined)
+    assert "quarantine" in caplog.text
+    assert sorted(os.listdir(new)) == []
+
+
+async def test_all_waits_of_a_process_share_one_watcher(file_bus):
+    await crew(file_bus)
+    before = len(watch._watchers)
+    async with anyio.create_task_group() as tg:
+        bg = Background(tg)
+        for i in range(50):
+            bg.start(f"w{i}", wait.wait_next, file_bus, "orchestrator", 3600)
+            bg.start(f"f{i}", wait.wait_fan_in, file_bus, "orchestrator", 3600, ["linter"])
+
+        async def all_registered() -> bool:
+            return len(await waits_of(file_bus)) == 100
+        await until(all_registered, 30, "100 waits to register")
+        assert len(watch._watchers) == max(before, 1)
+        for record in await file_bus.list_waits():
+            await file_bus.interrupt(record.id)
+        await until(lambda: len(bg.results) == 100, 30, "every wait to return")
+
+
+async def test_a_claim_of_a_dead_waiter_is_returned_by_the_recovery_sweep(file_bus):
+    await crew(file_bus)
+    await messages.send(file_bus, "file-reader", "orchestrator", "first")
+    await messages.send(file_bus, "linter", "orchestrator", "second")
+    box = file_bus.root / "inbox" / "orchestrator"
+    # a claim folder whose wait record is gone: its owner died between claim and take
+    orphan = box / "claims" / "0123456789abcdef0123456789abcdef"
+    orphan.mkdir(mode=0o700)
+    first = sorted(os.listdir(box / "new"))[0]
+    os.rename(box / "new" / first, orphan / first)
+    assert await file_bus.recover("orchestrator") == 1
+    assert sorted(os.listdir(box / "new"))[0] == first
+    await run_actor(file_bus, "consume", "orchestrator")
+    assert await file_bus.pending("orchestrator") == []
