@@ -1,0 +1,93 @@
+"""MCP round trips over stdio, measured from a real client talking to `wavewait mcp`.
+
+    python bench/bench_mcp.py [--bus PATH|postgresql://...] [-n 200]
+
+1. round trip of an already-satisfied `wait` (a message is queued; the call returns it);
+2. a flight's completion (`notify_completion` through the core) → the blocked `wait` call's
+   result reaching the client.
+Targets (issue 3): round trip p50 ≤ 5 ms; completion → result p99 ≤ 30 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+import anyio
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+from wavewait.core import messages
+from wavewait.core.agents import register
+from wavewait.core.bus import open_bus
+
+
+def pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(q / 100 * (len(xs) - 1))))]
+
+
+async def main(bus_url: str, n: int) -> None:
+    bus = await open_bus(bus_url)
+    await register(bus, "orchestrator")
+    await register(bus, "flight", parent_id="orchestrator")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WAVEWAIT_")} | {"WAVEWAIT_BUS": bus.url}
+    params = StdioServerParameters(command=sys.executable, args=["-m", "wavewait", "mcp"], env=env)
+    rows = []
+    async with Client(params) as c:
+        # 1. already satisfied
+        for i in range(n + 20):
+            await messages.send(bus, "flight", "orchestrator", f"m{i}")
+        rt = []
+        for i in range(n + 20):
+            t0 = time.perf_counter()
+            r = await c.call_tool("wait", {"timeout": 5})
+            dt = time.perf_counter() - t0
+            assert r.structured_content["message"] == f"m{i}", r
+            if i >= 20:  # warm-up
+                rt.append(dt * 1000)
+        rows.append(("round trip, satisfied `wait` (stdio)", rt, 5.0, "p50"))
+
+        # 2. completion -> result
+        lat = []
+        for i in range(n // 2 + 5):
+            box: dict[str, float] = {}
+            await bus.transition("flight", "running", ("idle",))  # back at work for the next round
+
+            async def call() -> None:
+                r = await c.call_tool("wait", {"timeout": 30, "from_agents": ["flight"]})
+                box["t1"] = time.perf_counter()
+                assert r.structured_content["results"][0]["status"] == "received", r
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call)
+                while not await bus.list_waits():
+                    await anyio.sleep(0.002)
+                await anyio.sleep(0.01)  # let the wait settle into its sleep
+                box["t0"] = time.perf_counter()
+                await messages.notify_completion(bus, "flight", status="success", message=f"done {i}")
+            if i >= 5:
+                lat.append((box["t1"] - box["t0"]) * 1000)
+        rows.append(("flight completion -> result at client", lat, 30.0, "p99"))
+    await bus.close()
+
+    print(f"bus: {bus.url}")
+    print(f"{'measure':40} {'n':>5} {'p50 ms':>8} {'p99 ms':>8} {'target':>14} {'met':>4}")
+    for name, xs, target, which in rows:
+        p50, p99 = statistics.median(xs), pct(xs, 99)
+        got = p50 if which == "p50" else p99
+        print(f"{name:40} {len(xs):5d} {p50:8.2f} {p99:8.2f} {which + ' ≤ ' + format(target, 'g') + ' ms':>14} "
+              f"{'yes' if got <= target else 'NO':>4}")
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bus", default=None, help="bus directory or postgresql:// URL (default: a temp directory)")
+    ap.add_argument("-n", type=int, default=200, help="samples for the round trip (half for completions)")
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory() as d:
+        anyio.run(main, a.bus or os.path.join(d, "bus"), a.n)
