@@ -304,3 +304,25 @@ async def test_print_config_prints_claude_and_codex_setup(bus):
     out = subprocess.run(wavewait_cmd("mcp", "--print-config", "codex", "--max-block", "50"),
                          capture_output=True, text=True, check=True).stdout
     assert "[mcp_servers.wavewait]" in out and "tool_timeout_sec" in out and '"--max-block", "50"' in out
+
+
+@pytest.mark.parametrize("tool, args, check", [
+    ("wait", {"timeout": 60}, lambda r: r["status"] == "interrupted"),
+    ("wait_for_event", {"timeout_secs": 60}, lambda r: r["type"] == "interrupted"),
+    ("wait_agent", {"id": "w-int", "agentId": "test-runner", "kind": "agent-idle", "description": "tests"},
+     lambda r: r["resolution"]["status"] == "interrupted" and r["resolution"]["pendingAgentIds"] == ["test-runner"]),
+])
+async def test_each_blocking_tool_returns_interrupted_when_interrupted_from_outside(bus, tool, args, check):
+    await _crew(bus, "test-runner")
+    async with mcp_client(bus) as c:
+        async with anyio.create_task_group() as tg:
+            box = {}
+
+            async def call():
+                box["r"] = data(await c.call_tool(tool, args))
+            tg.start_soon(call)
+            await until(lambda: _has_wait(bus), what=f"the {tool} wait on the bus")
+            (w,) = await bus.list_waits()
+            assert (w.tool, w.waiter) == (tool, "orchestrator")
+            await bus.interrupt(w.id)
+    assert check(box["r"]) and "interrupted" in box["r"]["hint"]
