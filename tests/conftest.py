@@ -27,15 +27,27 @@ def bus_dir(tmp_path: Path) -> Path:
     return tmp_path / "bus"
 
 
-@pytest.fixture
-async def bus(bus_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Bus:
-    """A real bus for backend-agnostic tests (will be parametrized over every backend)."""
-    b = FileBus(bus_dir)
-    monkeypatch.setenv("WAVEWAIT_BUS", b.url)
+@pytest.fixture(params=["file", "postgres"])
+async def bus(request: pytest.FixtureRequest, bus_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Bus:
+    """A real bus for backend-agnostic tests, once per backend (ids `file`, `postgres`).
+
+    The PostgreSQL bus gets a fresh schema per test, named in its URL (`?schema=`), so
+    child processes given `bus.url` (WAVEWAIT_BUS) see the same bus; it is dropped after.
+    """
     monkeypatch.delenv("WAVEWAIT_AGENT_ID", raising=False)
     monkeypatch.delenv("WAVEWAIT_PARENT_ID", raising=False)
-    yield b
-    await b.close()
+    if request.param == "file":
+        b: Bus = FileBus(bus_dir)
+        monkeypatch.setenv("WAVEWAIT_BUS", b.url)
+        yield b
+        await b.close()
+        return
+    from pg.pgtools import pg_bus  # PostgreSQL helpers live with its tests
+
+    monkeypatch.setenv("WAVEWAIT_LOG_DIR", str(bus_dir / "logs"))
+    async with pg_bus() as b:
+        monkeypatch.setenv("WAVEWAIT_BUS", b.url)
+        yield b
 
 
 @pytest.fixture

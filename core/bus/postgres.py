@@ -1,0 +1,589 @@
+"""The PostgreSQL bus: the same waits for an orchestrator and flights on several machines.
+
+    postgresql://USER[:PASSWORD]@HOST[:PORT]/DB[?schema=NAME][&any libpq parameter]
+
+`schema` (default `wavewait`) is this project's own parameter: the bus lives in that
+schema, created and migrated on first use (`pg_schema.py`). Everything else goes to libpq.
+
+How the protocol maps onto the server:
+- a change (delivery, agent record, wait record) is one statement that also calls
+  `pg_notify` on the bus's one channel, with a payload naming what changed (`i:<inbox>`,
+  `a:<agent>`, `w:<wait>`). Notifications are hints: a woken wait re-reads its state, so a
+  notification lost (say, while the server restarts) loses nothing.
+- one LISTEN connection per open bus serves every subscription of the process; after a
+  reconnect it listens again first and then wakes every subscriber to re-read.
+- a claim sets `claimed_by` on a row under `FOR UPDATE SKIP LOCKED`, so each item goes to
+  one wait; the row keeps its `seq`, so a returned claim is back in its original place.
+- statements are retried across a lost connection (server restart, failover) until
+  `RECONNECT_TIMEOUT`; each write is idempotent on retry (item ids are unique, a claim by
+  the same wait is a claim already held), so a retry neither loses nor duplicates.
+- waits carry a lease on the server's clock, renewed by the waiting process; the
+  recovery sweep returns claims of waits that ended, whose process died on this host, or
+  whose lease ran out (their host vanished).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import re
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import psycopg
+from psycopg import AsyncConnection, sql
+from psycopg_pool import AsyncConnectionPool, PoolClosed
+
+from ..errors import BusError
+from ..ids import check_id
+from ..model import SYSTEM_EVENTS_KEPT, SYSTEM_ITEM_TYPES, Agent, Item, ItemRef, WaitRecord, now
+from ..proc import alive, hostname
+from .pg_schema import SCHEMA_VERSION, current_version, migrate
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+DEFAULT_SCHEMA = "wavewait"
+HISTORY_KEPT = 1000
+WAIT_LEASE = 30.0  # seconds a wait record stays valid without renewal (server clock)
+WAIT_RENEW = 10.0
+LISTEN_CHECK = 10.0  # how often an idle LISTEN connection proves it is still connected
+RECONNECT_TIMEOUT = float(os.environ.get("WAVEWAIT_PG_RECONNECT_TIMEOUT", "60"))
+POOL_MAX = 4
+_SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]{0,39}$")
+_TRANSIENT = (psycopg.OperationalError,)  # lost connection, restart, pool timeout, deadlock
+
+
+def log_dir() -> Path:
+    """Where agents spawned on this machine write their output (the bus has no folder)."""
+    if explicit := os.environ.get("WAVEWAIT_LOG_DIR"):
+        return Path(explicit).expanduser()
+    state = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
+    return Path(state) / "wavewait" / "logs"
+
+
+def split_url(url: str) -> tuple[str, str]:
+    """(libpq conninfo URL, schema): our `schema` parameter is taken out of the query."""
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    schema = DEFAULT_SCHEMA
+    rest = []
+    for key, value in query:
+        if key == "schema":
+            schema = value
+        else:
+            rest.append((key, value))
+    if not _SCHEMA_RE.match(schema):
+        raise BusError(
+            f"bus URL: schema {schema!r} is not allowed; use lower-case letters, digits and '_' "
+            "(at most 40, not starting with a digit), e.g. ?schema=wavewait"
+        )
+    return urlunsplit(parts._replace(query=urlencode(rest))), schema
+
+
+def redact(url: str) -> str:
+    """The URL without its password, for messages."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+class PgSubscription:
+    """What a wait sleeps on: woken by notifications that concern it, or by a poke."""
+
+    def __init__(self, bus: PostgresBus, keys: set[str], prefixes: tuple[str, ...]) -> None:
+        self._bus = bus
+        self.keys = keys
+        self.prefixes = prefixes
+        self.loop = asyncio.get_running_loop()
+        self._event = asyncio.Event()
+
+    def matches(self, payload: str) -> bool:
+        return payload in self.keys or payload.startswith(self.prefixes)
+
+    def _wake(self) -> None:
+        self._event.set()
+
+    def poke(self) -> None:
+        """Wake the subscriber from this process (an in-process interrupt, say)."""
+        self.loop.call_soon_threadsafe(self._event.set)
+
+    async def wait(self) -> None:
+        await self._event.wait()
+        self._event.clear()
+
+    def close(self) -> None:
+        self._bus._subs.discard(self)
+
+
+class PostgresBus:
+    """A bus in a PostgreSQL schema; open with `await PostgresBus.open(url)`."""
+
+    multi_host = True  # agents may run on other hosts: supervisors renew leases
+
+    def __init__(self, url: str, conninfo: str, schema: str) -> None:
+        self.url = url
+        self.conninfo = conninfo
+        self.schema = schema
+        self.channel = f"wavewait.{schema}"
+        self.pool = AsyncConnectionPool(
+            conninfo, min_size=1, max_size=POOL_MAX, open=False, timeout=10.0, max_idle=60.0,
+            kwargs={"autocommit": True, "connect_timeout": 5}, configure=self._configure,
+            name=f"wavewait-{schema}",
+        )
+        self._subs: set[PgSubscription] = set()
+        self._listener: asyncio.Task[None] | None = None
+        self._listening = asyncio.Event()
+        self._listen_error: BaseException | None = None
+        self._my_waits: set[str] = set()
+        self._renewer: asyncio.Task[None] | None = None
+        self._closed = False
+
+    # ------------------------------------------------------------------ opening
+    @classmethod
+    async def open(cls, url: str) -> PostgresBus:
+        conninfo, schema = split_url(url)
+        bus = cls(url, conninfo, schema)
+        try:
+            await bus.pool.open(wait=True, timeout=10.0)
+        except psycopg.OperationalError as e:
+            await bus.pool.close()
+            raise BusError(
+                f"cannot reach the PostgreSQL bus at {redact(url)}: {e}; check that the server "
+                "runs and accepts this user (pg_isready), or pass --bus / WAVEWAIT_BUS"
+            ) from e
+        try:
+            await bus._run(bus._ensure_schema)
+        except BaseException:
+            await bus.pool.close()
+            raise
+        return bus
+
+    async def _configure(self, conn: AsyncConnection) -> None:
+        await conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
+
+    async def _ensure_schema(self, conn: AsyncConnection) -> None:
+        if await current_version(conn, self.schema) == SCHEMA_VERSION:
+            return
+        before = await migrate(conn, self.schema)
+        if before < SCHEMA_VERSION:
+            log.info("wavewait: bus schema %s migrated from version %d to %d", self.schema,
+                     before, SCHEMA_VERSION)
+
+    # ------------------------------------------------------------------ running statements
+    async def _run(self, fn: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+        """Run `fn` on a pooled connection; across a lost connection, retry until the deadline."""
+        deadline: float | None = None
+        delay = 0.05
+        while True:
+            try:
+                async with self.pool.connection() as conn:
+                    return await fn(conn)
+            except PoolClosed as e:
+                raise BusError("the PostgreSQL bus was closed; open it again") from e
+            except _TRANSIENT as e:
+                t = time.monotonic()
+                if deadline is None:
+                    deadline = t + RECONNECT_TIMEOUT
+                    log.warning("wavewait: PostgreSQL bus unavailable (%s); retrying for up to %.0f s",
+                                str(e).strip() or e.__class__.__name__, RECONNECT_TIMEOUT)
+                if t >= deadline:
+                    raise BusError(
+                        f"the PostgreSQL bus at {redact(self.url)} has been unreachable for "
+                        f"{RECONNECT_TIMEOUT:.0f} s ({e}); check the server, then retry"
+                    ) from e
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+                await self.pool.check()  # drop the other connections that died with it
+
+    async def _rows(self, query: Any, params: Any = None) -> list[tuple[Any, ...]]:
+        async def go(conn: AsyncConnection) -> list[tuple[Any, ...]]:
+            cur = await conn.execute(query, params)
+            return await cur.fetchall() if cur.description else []
+        return await self._run(go)
+
+    async def _count(self, query: Any, params: Any = None) -> int:
+        async def go(conn: AsyncConnection) -> int:
+            cur = await conn.execute(query, params)
+            return cur.rowcount
+        return await self._run(go)
+
+    async def _notify(self, *payloads: str) -> None:
+        if payloads:
+            await self._rows("SELECT pg_notify(%s, p) FROM unnest(%s::text[]) AS p",
+                             [self.channel, list(payloads)])
+
+    # ------------------------------------------------------------------ agents
+    async def put_agent(self, agent: Agent) -> None:
+        check_id(agent.id, "agent")
+        await self._rows(
+            "WITH u AS (INSERT INTO agents (id, created_at, record) VALUES (%s, %s, %s::jsonb) "
+            "ON CONFLICT (id) DO UPDATE SET record = excluded.record RETURNING id) "
+            "SELECT pg_notify(%s, %s) FROM u",
+            [agent.id, agent.created_at, agent.model_dump_json(), self.channel, f"a:{agent.id}"],
+        )
+
+    async def get_agent(self, agent_id: str) -> Agent | None:
+        rows = await self._rows("SELECT record FROM agents WHERE id = %s", [check_id(agent_id, "agent")])
+        return Agent.model_validate(rows[0][0]) if rows else None
+
+    async def list_agents(self) -> list[Agent]:
+        rows = await self._rows("SELECT record FROM agents ORDER BY created_at, id")
+        return [Agent.model_validate(r[0]) for r in rows]
+
+    async def update_agent(self, agent_id: str, **changes: Any) -> Agent | None:
+        return await self._modify(agent_id, None, None, changes)
+
+    async def transition(
+        self, agent_id: str, status: str, only_from: Sequence[str], **changes: Any
+    ) -> Agent | None:
+        """Move an agent to `status` if it is in `only_from`; None when nothing changed.
+
+        One conditional UPDATE: the row lock makes each transition happen once.
+        """
+        return await self._modify(agent_id, status, only_from, changes)
+
+    async def _modify(
+        self, agent_id: str, status: str | None, only_from: Sequence[str] | None,
+        changes: dict[str, Any],
+    ) -> Agent | None:
+        check_id(agent_id, "agent")
+        patch = dict(changes)
+        if status is not None:
+            patch["status"] = status
+        # validate the new values before they reach the row (id and name are placeholders)
+        checked = Agent.model_validate({"id": agent_id, "name": "x"} | patch)
+        data = checked.model_dump(mode="json", include=set(patch)) | {"updated_at": now()}
+        quiet = set(patch) <= {"lease_expires_at"}  # a lease renewal wakes nobody
+        guard = sql.SQL("")
+        params: list[Any] = [json.dumps(data), agent_id]
+        if only_from is not None:
+            guard = sql.SQL(" AND record->>'status' = ANY(%s)")
+            params.append(list(only_from))
+        if quiet:
+            query = sql.SQL("UPDATE agents SET record = record || %s::jsonb WHERE id = %s{} "
+                            "RETURNING record").format(guard)
+        else:
+            query = sql.SQL("WITH u AS (UPDATE agents SET record = record || %s::jsonb WHERE id = %s{} "
+                            "RETURNING record) SELECT record, pg_notify(%s, %s) FROM u").format(guard)
+            params += [self.channel, f"a:{agent_id}"]
+        rows = await self._rows(query, params)
+        return Agent.model_validate(rows[0][0]) if rows else None
+
+    # ------------------------------------------------------------------ items
+    async def deliver(self, item: Item) -> Item:
+        check_id(item.to, "inbox")
+
+        async def go(conn: AsyncConnection) -> int:
+            cur = await conn.execute(
+                "WITH ins AS (INSERT INTO items (id, inbox, type, sender, record) "
+                "VALUES (%s, %s, %s, %s, %s::jsonb) ON CONFLICT (id) DO NOTHING RETURNING seq) "
+                "SELECT seq, pg_notify(%s, %s) FROM ins",
+                [item.id, item.to, item.type, item.sender, item.model_dump_json(exclude={"seq"}),
+                 self.channel, f"i:{item.to}"],
+            )
+            row = await cur.fetchone()
+            if row is None:  # a retry after the first attempt committed: the same item, once
+                cur = await conn.execute(
+                    "SELECT seq FROM items WHERE id = %s UNION ALL SELECT seq FROM history h "
+                    "WHERE h.record->>'id' = %s AND h.inbox = %s", [item.id, item.id, item.to])
+                row = await cur.fetchone()
+                if row is None:
+                    raise BusError(f"item id {item.id} is already used by another inbox item")
+            if item.type in SYSTEM_ITEM_TYPES:
+                await conn.execute(
+                    "DELETE FROM items WHERE seq IN (SELECT seq FROM items WHERE inbox = %s "
+                    "AND type = ANY(%s) AND claimed_by IS NULL ORDER BY seq DESC OFFSET %s)",
+                    [item.to, sorted(SYSTEM_ITEM_TYPES), SYSTEM_EVENTS_KEPT],
+                )
+            return int(row[0])
+
+        seq = await self._run(go)
+        return item.model_copy(update={"seq": seq})
+
+    async def pending(self, inbox: str) -> list[ItemRef]:
+        rows = await self._rows(
+            "SELECT seq, type, sender, id FROM items WHERE inbox = %s AND claimed_by IS NULL "
+            "ORDER BY seq", [check_id(inbox, "inbox")])
+        return [ItemRef(seq=s, type=t, sender=f, id=i) for s, t, f, i in rows]
+
+    async def peek(self, inbox: str) -> list[Item]:
+        rows = await self._rows(
+            "SELECT seq, record FROM items WHERE inbox = %s AND claimed_by IS NULL ORDER BY seq",
+            [check_id(inbox, "inbox")])
+        return [Item.model_validate(r | {"seq": s}) for s, r in rows]
+
+    async def claim(self, inbox: str, ref: ItemRef, wait_id: str) -> Item | None:
+        """Claim one item for `wait_id`; None if another wait has it. Idempotent per wait."""
+        rows = await self._rows(
+            "UPDATE items SET claimed_by = %(w)s WHERE seq = (SELECT seq FROM items "
+            "WHERE seq = %(seq)s AND inbox = %(inbox)s AND (claimed_by IS NULL OR claimed_by = %(w)s) "
+            "FOR UPDATE SKIP LOCKED) RETURNING seq, record",
+            {"w": check_id(wait_id, "wait"), "seq": ref.seq, "inbox": check_id(inbox, "inbox")},
+        )
+        return Item.model_validate(rows[0][1] | {"seq": rows[0][0]}) if rows else None
+
+    async def claim_next(
+        self, inbox: str, wait_id: str, types: Sequence[str] | None = None, limit: int = 1,
+    ) -> list[Item]:
+        """Claim up to `limit` of the oldest unclaimed items in one statement (skips locked rows).
+
+        Not part of the Bus protocol: a fast path for consumers that take whatever is next.
+        """
+        type_filter = sql.SQL(" AND type = ANY(%(types)s)") if types else sql.SQL("")
+        rows = await self._rows(
+            sql.SQL("UPDATE items SET claimed_by = %(w)s WHERE seq IN (SELECT seq FROM items "
+                    "WHERE inbox = %(inbox)s AND claimed_by IS NULL{} ORDER BY seq LIMIT %(n)s "
+                    "FOR UPDATE SKIP LOCKED) RETURNING seq, record").format(type_filter),
+            {"w": check_id(wait_id, "wait"), "inbox": check_id(inbox, "inbox"),
+             "types": list(types or []), "n": limit},
+        )
+        return sorted((Item.model_validate(r | {"seq": s}) for s, r in rows), key=lambda i: i.seq)
+
+    async def release(self, inbox: str, wait_id: str) -> int:
+        n = await self._count("UPDATE items SET claimed_by = NULL WHERE inbox = %s AND claimed_by = %s",
+                              [check_id(inbox, "inbox"), check_id(wait_id, "wait")])
+        if n:
+            await self._notify(f"i:{inbox}")
+        return n
+
+    async def take(self, inbox: str, wait_id: str, taker: str) -> list[Item]:
+        check_id(inbox, "inbox")
+
+        async def go(conn: AsyncConnection) -> list[Item]:
+            cur = await conn.execute(
+                "WITH t AS (DELETE FROM items WHERE inbox = %(inbox)s AND claimed_by = %(w)s "
+                "RETURNING seq, inbox, record) "
+                "INSERT INTO history (seq, inbox, record, taken_by, taken_at) "
+                "SELECT seq, inbox, record, %(taker)s, %(at)s FROM t ON CONFLICT (seq) DO NOTHING "
+                "RETURNING seq, record, taken_by, taken_at",
+                {"inbox": inbox, "w": check_id(wait_id, "wait"), "taker": taker, "at": now()},
+            )
+            rows = await cur.fetchall()
+            if rows:
+                await conn.execute(
+                    "DELETE FROM history WHERE inbox = %(inbox)s AND seq < (SELECT seq FROM history "
+                    "WHERE inbox = %(inbox)s ORDER BY seq DESC OFFSET %(keep)s LIMIT 1)",
+                    {"inbox": inbox, "keep": HISTORY_KEPT - 1})
+            return sorted((Item.model_validate(r | {"seq": s, "taken_by": by, "taken_at": at})
+                           for s, r, by, at in rows), key=lambda i: i.seq)
+
+        return await self._run(go)
+
+    async def history(self, inbox: str, limit: int = 100) -> list[Item]:
+        rows = await self._rows(
+            "SELECT seq, record, taken_by, taken_at FROM history WHERE inbox = %s "
+            "ORDER BY seq DESC LIMIT %s", [check_id(inbox, "inbox"), limit])
+        return [Item.model_validate(r | {"seq": s, "taken_by": by, "taken_at": at})
+                for s, r, by, at in reversed(rows)]
+
+    # ------------------------------------------------------------------ waits
+    async def register_wait(self, record: WaitRecord) -> None:
+        check_id(record.id, "wait")
+        await self._rows(
+            "WITH u AS (INSERT INTO waits (id, started_at, host, pid, pid_start, lease_until, record) "
+            "VALUES (%s, %s, %s, %s, %s, now() + make_interval(secs => %s), %s::jsonb) "
+            "ON CONFLICT (id) DO UPDATE SET record = excluded.record, lease_until = excluded.lease_until "
+            "RETURNING id) SELECT pg_notify(%s, %s) FROM u",
+            [record.id, record.started_at, record.host, record.pid, record.pid_start, WAIT_LEASE,
+             record.model_dump_json(), self.channel, f"w:{record.id}"],
+        )
+        self._my_waits.add(record.id)
+        if self._renewer is None or self._renewer.done():
+            self._renewer = asyncio.create_task(self._renew_leases(), name="wavewait-pg-leases")
+
+    async def _renew_leases(self) -> None:
+        """Keep the leases of this process's waits fresh while they run."""
+        while self._my_waits and not self._closed:
+            await asyncio.sleep(WAIT_RENEW)
+            ids = list(self._my_waits)
+            if not ids:
+                break
+            try:
+                await self._count("UPDATE waits SET lease_until = now() + make_interval(secs => %s) "
+                                  "WHERE id = ANY(%s)", [WAIT_LEASE, ids])
+            except BusError as e:  # the next round tries again; the lease may lapse meanwhile
+                log.warning("wavewait: could not renew wait leases: %s", e)
+
+    async def update_wait(self, wait_id: str, progress: str) -> None:
+        await self._rows(
+            "WITH u AS (UPDATE waits SET record = jsonb_set(record, '{progress}', to_jsonb(%s::text)), "
+            "lease_until = now() + make_interval(secs => %s) "
+            "WHERE id = %s AND record->>'progress' IS DISTINCT FROM %s RETURNING id) "
+            "SELECT pg_notify(%s, %s) FROM u",
+            [progress, WAIT_LEASE, check_id(wait_id, "wait"), progress, self.channel, f"w:{wait_id}"],
+        )
+
+    async def end_wait(self, wait_id: str) -> None:
+        check_id(wait_id, "wait")
+        self._my_waits.discard(wait_id)
+        await self._rows("WITH d AS (DELETE FROM waits WHERE id = %s RETURNING id) "
+                         "SELECT pg_notify(%s, %s) FROM d", [wait_id, self.channel, f"w:{wait_id}"])
+
+    async def list_waits(self) -> list[WaitRecord]:
+        rows = await self._rows("SELECT record, lease_until > now() FROM waits ORDER BY started_at, id")
+        records = []
+        for data, leased in rows:
+            rec = WaitRecord.model_validate(data)
+            if not self._wait_live(rec, leased):
+                await self.end_wait(rec.id)  # its process or host is gone; the sweep returns its claims
+                continue
+            records.append(rec)
+        return records
+
+    @staticmethod
+    def _wait_live(rec: WaitRecord | None, leased: bool | None) -> bool:
+        if rec is None:
+            return False
+        if rec.host == hostname():
+            return alive(rec.pid, rec.pid_start)
+        return bool(leased)
+
+    async def interrupt(self, wait_id: str) -> bool:
+        rows = await self._rows(
+            "WITH u AS (UPDATE waits SET interrupted = true WHERE id = %s RETURNING id) "
+            "SELECT pg_notify(%s, %s) FROM u", [check_id(wait_id, "wait"), self.channel, f"w:{wait_id}"])
+        return bool(rows)
+
+    async def interrupted(self, wait_id: str) -> bool:
+        rows = await self._rows("SELECT interrupted FROM waits WHERE id = %s", [check_id(wait_id, "wait")])
+        return bool(rows and rows[0][0])
+
+    async def get_resolution(self, key: str) -> dict[str, Any] | None:
+        rows = await self._rows("SELECT value FROM resolutions WHERE key = %s", [check_id(key, "id")])
+        return rows[0][0] if rows else None
+
+    async def put_resolution(self, key: str, value: dict[str, Any]) -> None:
+        await self._rows(
+            "INSERT INTO resolutions (key, value) VALUES (%s, %s::jsonb) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            [check_id(key, "id"), json.dumps(value)])
+
+    # ------------------------------------------------------------------ changes
+    async def subscribe(
+        self, *, inboxes: Sequence[str] = (), agents: bool = False, waits: bool = False,
+        wait_id: str | None = None,
+    ) -> PgSubscription:
+        """A subscription that is listening when this returns (subscribe before reading)."""
+        keys = {f"i:{check_id(i, 'inbox')}" for i in inboxes}
+        if wait_id is not None:
+            keys.add(f"w:{check_id(wait_id, 'wait')}")
+        prefixes = tuple(p for p, on in (("a:", agents), ("w:", waits)) if on)
+        sub = PgSubscription(self, keys, prefixes)
+        self._subs.add(sub)
+        try:
+            await self._ensure_listening()
+        except BaseException:
+            sub.close()
+            raise
+        return sub
+
+    async def _ensure_listening(self) -> None:
+        if self._listener is None or self._listener.done():
+            self._listening.clear()
+            self._listen_error = None
+            self._listener = asyncio.create_task(self._listen(), name="wavewait-pg-listen")
+        if self._listening.is_set():
+            return
+        try:
+            await asyncio.wait_for(self._listening.wait(), RECONNECT_TIMEOUT)
+        except TimeoutError:
+            raise BusError(
+                f"cannot LISTEN on the PostgreSQL bus at {redact(self.url)} "
+                f"({self._listen_error or 'no answer'}); check the server, then retry"
+            ) from None
+
+    async def _listen(self) -> None:
+        """The process's one LISTEN connection; reconnects for as long as the bus is open."""
+        delay = 0.05
+        connected_before = False
+        while not self._closed:
+            conn: AsyncConnection | None = None
+            try:
+                conn = await AsyncConnection.connect(self.conninfo, autocommit=True, connect_timeout=5)
+                await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
+                self._listening.set()
+                delay = 0.05
+                if connected_before:  # anything may have changed while we were deaf: re-read
+                    log.warning("wavewait: PostgreSQL bus connection back; waits re-read")
+                    for sub in list(self._subs):
+                        sub._wake()
+                connected_before = True
+                while True:
+                    async for n in conn.notifies(timeout=LISTEN_CHECK):
+                        self._dispatch(n.payload)
+                    await conn.execute("SELECT 1")  # an idle link may have died silently
+            except psycopg.Error as e:
+                self._listening.clear()
+                self._listen_error = e
+                if connected_before:
+                    log.warning("wavewait: lost the PostgreSQL LISTEN connection (%s); reconnecting",
+                                str(e).strip() or e.__class__.__name__)
+            finally:
+                if conn is not None:
+                    try:
+                        await conn.close()
+                    except psycopg.Error as e:  # already broken; nothing more to release
+                        log.debug("closing a broken LISTEN connection: %s", e)
+            if not self._closed:
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+
+    def _dispatch(self, payload: str) -> None:
+        for sub in list(self._subs):
+            if sub.matches(payload):
+                sub._wake()
+
+    # ------------------------------------------------------------------ upkeep
+    async def recover(self, inbox: str | None = None) -> int:
+        """Return claims whose wait ended, whose process died here, or whose lease ran out."""
+        inbox_filter = sql.SQL("")
+        params: list[Any] = []
+        if inbox is not None:
+            inbox_filter = sql.SQL(" AND i.inbox = %s")
+            params.append(check_id(inbox, "inbox"))
+        rows = await self._rows(sql.SQL(
+            "SELECT DISTINCT i.claimed_by, w.record, w.lease_until > now() FROM items i "
+            "LEFT JOIN waits w ON w.id = i.claimed_by WHERE i.claimed_by IS NOT NULL{}"
+        ).format(inbox_filter), params)
+        returned = 0
+        for wait_id, data, leased in rows:
+            rec = WaitRecord.model_validate(data) if data is not None else None
+            if self._wait_live(rec, leased):
+                continue
+            if rec is not None:
+                await self.end_wait(wait_id)
+            boxes = await self._rows(
+                "UPDATE items SET claimed_by = NULL WHERE claimed_by = %s RETURNING inbox", [wait_id])
+            for box in sorted({b for (b,) in boxes}):
+                n = sum(1 for (b,) in boxes if b == box)
+                log.warning("wavewait: returned %d claimed item(s) of ended wait %s to %s", n, wait_id, box)
+            await self._notify(*sorted({f"i:{b}" for (b,) in boxes}))
+            returned += len(boxes)
+        return returned
+
+    def log_path(self, agent_id: str) -> str:
+        folder = log_dir()
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return str(folder / f"{check_id(agent_id, 'agent')}.log")
+
+    async def close(self) -> None:
+        self._closed = True
+        for task in (self._listener, self._renewer):
+            if task is not None and not task.done():
+                task.cancel()
+                try:
+                    await task
+                except asyncio.CancelledError:
+                    pass
+        self._listener = self._renewer = None
+        self._subs.clear()
+        await self.pool.close()

@@ -1,0 +1,104 @@
+"""Helpers for tests on the PostgreSQL bus: the test server, a fresh schema per test.
+
+The server is `WAVEWAIT_TEST_PG` or postgresql://postgres@127.0.0.1:5432/test. Under
+`CI=true` an unreachable server fails the test (CI must prove both buses); elsewhere the
+test is skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from functools import cache
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from wavewait.core.bus.postgres import PostgresBus
+
+PG_URL = os.environ.get("WAVEWAIT_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
+STALE_AFTER = "1 hour"  # schemas of test runs that were killed before they could clean up
+
+
+def with_schema(url: str, schema: str) -> str:
+    parts = urlsplit(url)
+    query = [(k, v) for k, v in parse_qsl(parts.query) if k != "schema"] + [("schema", schema)]
+    return urlunsplit(parts._replace(query=urlencode(query)))
+
+
+@cache
+def _reachable() -> str | None:
+    """None when the test server answers, else why not. Also drops stale test schemas."""
+    try:
+        with psycopg.connect(PG_URL, connect_timeout=3, autocommit=True) as conn:
+            stale = conn.execute(
+                "SELECT n.nspname FROM pg_namespace n WHERE n.nspname LIKE 't\\_%%' AND EXISTS ("
+                "SELECT 1 FROM pg_class c WHERE c.relnamespace = n.oid AND c.relname = 'schema_version')"
+            ).fetchall()
+            for (name,) in stale:
+                row = conn.execute(sql.SQL("SELECT max(applied_at) < now() - %s::interval FROM {}.schema_version")
+                                   .format(sql.Identifier(name)), [STALE_AFTER]).fetchone()
+                if row and row[0]:
+                    conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+    except psycopg.Error as e:
+        return f"PostgreSQL test server {PG_URL} unreachable: {str(e).strip()}"
+    return None
+
+
+def require_pg() -> None:
+    """Fail under CI, skip elsewhere, when the test server cannot be reached."""
+    why = _reachable()
+    if why is None:
+        return
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        pytest.fail(f"{why} (CI=true: PostgreSQL tests must run; start the server, see .ci/run)")
+    pytest.skip(f"{why}; set WAVEWAIT_TEST_PG or start the server to run PostgreSQL tests")
+
+
+def new_schema() -> str:
+    return f"t_{uuid.uuid4().hex[:20]}"
+
+
+def drop_schema(schema: str) -> None:
+    for attempt in range(50):  # the server may be coming back from a restart test
+        try:
+            with psycopg.connect(PG_URL, connect_timeout=3, autocommit=True) as conn:
+                conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+            return
+        except psycopg.OperationalError:
+            if attempt == 49:
+                raise
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                subprocess.run(["pg_isready", "-h", "127.0.0.1", "-t", "1"], timeout=2, check=False,
+                               capture_output=True)
+
+
+@contextlib.asynccontextmanager
+async def pg_bus(schema: str | None = None) -> AsyncIterator[PostgresBus]:
+    """A PostgreSQL bus in a fresh schema, dropped afterwards."""
+    require_pg()
+    schema = schema or new_schema()
+    bus = await PostgresBus.open(with_schema(PG_URL, schema))
+    try:
+        yield bus
+    finally:
+        try:
+            await bus.close()
+        finally:
+            drop_schema(schema)
+
+
+@contextlib.contextmanager
+def fresh_schema_url() -> Iterator[str]:
+    """A bus URL on a fresh schema (created by whoever opens it first), dropped afterwards."""
+    require_pg()
+    schema = new_schema()
+    try:
+        yield with_schema(PG_URL, schema)
+    finally:
+        drop_schema(schema)
