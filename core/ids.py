@@ -58,10 +58,11 @@ def check_type(value: object, field: str = "type") -> str:
     return value
 
 
-def resolve(token: str, known: Iterable[str], field: str = "agent") -> str:
+def resolve(token: str, known: Iterable[str], field: str = "agent", what: str = "agent") -> str:
     """Resolve an exact id or a unique prefix of at least 4 characters.
 
     An exact id wins over a prefix; a prefix that fits several ids is an error naming them.
+    `what` names the kind of thing in messages (agent, wait).
     """
     check_id(token, field)
     ids = set(known)
@@ -69,13 +70,13 @@ def resolve(token: str, known: Iterable[str], field: str = "agent") -> str:
         return token
     if len(token) < MIN_PREFIX:
         raise UnknownAgent(
-            f"{field}: no agent {token!r}; a prefix needs at least {MIN_PREFIX} characters"
+            f"{field}: no {what} {token!r}; a prefix needs at least {MIN_PREFIX} characters"
         )
     hits = sorted(i for i in ids if i.startswith(token))
     if not hits:
-        raise UnknownAgent(f"{field}: no agent matches {token!r}; list agents to see the ids")
+        raise UnknownAgent(f"{field}: no {what} matches {token!r}; list {what}s to see the ids")
     if len(hits) > 1:
-        raise AmbiguousId(f"{field}: prefix {token!r} fits {len(hits)} agents: {', '.join(hits)}")
+        raise AmbiguousId(f"{field}: prefix {token!r} fits {len(hits)} {what}s: {', '.join(hits)}")
     return hits[0]
 
 

@@ -127,7 +127,7 @@ async def cmd_interrupt(bus: Bus, args: argparse.Namespace) -> int:
     from .core.ids import resolve
 
     waits = {w.id: w for w in await bus.list_waits()}
-    wait_id = resolve(args.wait, waits, "wait")
+    wait_id = resolve(args.wait, waits, "wait", what="wait")
     await bus.interrupt(wait_id)
     _print({"wait_id": wait_id, "interrupted": True})
     return 0
@@ -147,12 +147,19 @@ COMMANDS: dict[str, Callable[[Bus, argparse.Namespace], Awaitable[int]]] = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--bus", help="bus directory or postgresql:// URL (default: $WAVEWAIT_BUS or ./.wavebus)")
-    common.add_argument("--agent", help="who is calling (default: $WAVEWAIT_AGENT_ID or 'orchestrator')")
-    p = _Parser(prog="wavewait", parents=[common],
+    def globals_(default: object) -> argparse.ArgumentParser:
+        g = argparse.ArgumentParser(add_help=False)
+        g.add_argument("--bus", default=default,
+                       help="bus directory or postgresql:// URL (default: $WAVEWAIT_BUS or ./.wavebus)")
+        g.add_argument("--agent", default=default,
+                       help="who is calling (default: $WAVEWAIT_AGENT_ID or 'orchestrator')")
+        return g
+
+    p = _Parser(prog="wavewait", parents=[globals_(None)],
                 description="Fan work out to agents, then sit still until they report.")
     sub = p.add_subparsers(dest="command", parser_class=_Parser)
+    # given after the command too; SUPPRESS keeps a value given before it (`--bus X agents`)
+    common = globals_(argparse.SUPPRESS)
 
     def cmd(name: str, help: str) -> argparse.ArgumentParser:
         return sub.add_parser(name, help=help, parents=[common], description=help)
@@ -182,7 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = cmd("spawn", "run a command as a supervised agent: spawn NAME [--wave W] -- CMD ...")
     s.add_argument("name")
     s.add_argument("--wave")
-    s.add_argument("cmd", nargs=argparse.REMAINDER)
+    s.add_argument("cmd", nargs="*", help="the command (everything after --)")
     s = cmd("agents", "list agents")
     s.add_argument("--wave")
     s = cmd("kill", "kill an agent's process group and mark it dead")
@@ -220,9 +227,26 @@ def _notify_hook_guard(args: argparse.Namespace) -> int | None:
     return None
 
 
+def _split_spawn(argv: list[str]) -> list[str] | None:
+    """Cut `spawn NAME [--wave W] -- CMD ...` at the `--`, so CMD's options stay CMD's.
+
+    Returns CMD (and shortens `argv` in place), or None when there is no spawn with `--`.
+    """
+    if "spawn" not in argv or "--" not in argv or argv.index("--") < argv.index("spawn"):
+        return None
+    cut = argv.index("--")
+    cmd = argv[cut + 1 :]
+    del argv[cut:]
+    return cmd
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    spawn_cmd = _split_spawn(argv)
     args, extra = parser.parse_known_args(argv)  # `mcp` takes its own options (see mcp_server)
+    if spawn_cmd is not None and args.command == "spawn":
+        args.cmd = [*args.cmd, *spawn_cmd]
     if extra and args.command != "mcp":
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command in (None, "demo"):
@@ -234,8 +258,6 @@ def main(argv: list[str] | None = None) -> None:
 
         sys.exit(mcp_main([*extra, *args.rest], bus=args.bus, agent=args.agent))
     if args.command == "spawn":
-        if args.cmd[:1] == ["--"]:
-            args.cmd = args.cmd[1:]
         if not args.cmd:
             print("wavewait spawn: error: give the command after --: spawn NAME -- CMD ...", file=sys.stderr)
             sys.exit(BAD_INPUT)
