@@ -34,7 +34,9 @@ from .results import (
 )
 
 PROGRESS_EVERY = 10.0  # the MCP face must report at least every 15 s
-RECOVER_EVERY = 2.0  # how often a wait without targets looks for orphaned claims
+#: how often a wait re-reads with no change reported, and returns claims of dead waiters:
+#: a backstop for change events the kernel dropped (its queue overflows silently)
+RESCAN_EVERY = 5.0
 
 
 @dataclass
@@ -112,7 +114,7 @@ class _Wait:
             targets=[a.id for a in self.targets] + self.extra_targets,
             target_names=[a.name for a in self.targets] + self.extra_targets,
             description=self.description, host=hostname(), pid=pid, pid_start=start,
-            deadline=None if self.timeout is None else now() + self.timeout,
+            deadline=None if self.timeout is None else now() + self.timeout, progress=progress(),
         )
         await self.bus.register_wait(record)
         changes = await self.bus.subscribe(
@@ -126,7 +128,7 @@ class _Wait:
                 await self.bus.recover(self.caller)
             if self.targets:
                 await sweep(self.bus, self.targets)
-            outcome = await self._loop(changes, step, progress)
+            outcome = await self._loop(changes, step, progress, record.progress)
             cancelled = False
             return outcome
         finally:
@@ -134,44 +136,48 @@ class _Wait:
             with anyio.CancelScope(shield=True):
                 await self._finish(cancelled)
 
-    async def _loop(self, changes: Changes, step, progress) -> Literal["done", "timeout", "interrupted"]:
-        last_msg = None
+    async def _loop(
+        self, changes: Changes, step, progress, registered: str,
+    ) -> Literal["done", "timeout", "interrupted"]:
+        last_msg, written = None, registered
         next_progress = time.monotonic()
-        next_sweep = time.monotonic() + (SWEEP_INTERVAL if self.targets else RECOVER_EVERY)
+        next_sweep = time.monotonic() + SWEEP_INTERVAL
+        next_rescan = time.monotonic() + RESCAN_EVERY
         while True:
             if self.control.interrupted or await self.bus.interrupted(self.id):
                 return "interrupted"
             done = await step()
             msg = progress()
-            if msg != last_msg:
+            if msg != written and not done:  # a finished wait's record is about to go
                 await self.bus.update_wait(self.id, msg)
+                written = msg
             if msg != last_msg or time.monotonic() >= next_progress:
                 await self._report(msg)
                 last_msg, next_progress = msg, time.monotonic() + PROGRESS_EVERY
             if done:
                 return "done"
-            while True:  # sleep until a change, the deadline, a progress beat or a sweep
+            while True:  # sleep until a change, the deadline, a progress beat, a sweep or a rescan
                 t = time.monotonic()
                 if self.deadline is not None and t >= self.deadline:
                     return "timeout"
-                wake_at = min(x for x in (self.deadline, next_progress, next_sweep) if x is not None)
+                timers = (self.deadline, next_progress, next_rescan, next_sweep if self.targets else None)
+                wake_at = min(x for x in timers if x is not None)
                 woke = False
                 with anyio.move_on_after(max(0.0, wake_at - t)):
                     await self._next_change(changes)
                     woke = True
-                if woke:
+                t = time.monotonic()
+                if woke or t >= next_progress:
                     break
-                if time.monotonic() >= next_progress:
-                    break
-                if time.monotonic() >= next_sweep:
-                    # the sweep also re-reads: a change event the kernel dropped (its queue
-                    # overflows silently) then costs one sweep interval, never the message
-                    next_sweep = time.monotonic() + (SWEEP_INTERVAL if self.targets else RECOVER_EVERY)
-                    if self.targets:
-                        await sweep(self.bus, [a for a in self.targets if not a.finished])
+                if t >= next_rescan:
+                    next_rescan = t + RESCAN_EVERY
                     if self.uses_inbox:
                         await self.bus.recover(self.caller)
                     break
+                if self.targets and t >= next_sweep:
+                    # liveness only: a death it records is a change, which wakes this wait
+                    next_sweep = t + SWEEP_INTERVAL
+                    await sweep(self.bus, [a for a in self.targets if not a.finished])
 
     async def _next_change(self, changes: Changes) -> None:
         if self.extra_changes is None:

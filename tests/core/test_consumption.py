@@ -99,6 +99,7 @@ class Deaf:
 
 async def test_a_wait_whose_wake_ups_are_all_lost_still_gets_the_message(bus, monkeypatch):
     await crew(bus)
+    monkeypatch.setattr(wait, "RESCAN_EVERY", 0.5)  # the backstop, made short for the test
     real_subscribe = bus.subscribe
 
     async def deaf_subscribe(**kwargs):
@@ -120,3 +121,11 @@ async def test_a_wait_whose_wake_ups_are_all_lost_still_gets_the_message(bus, mo
         await until(lambda: "fan" in results, 30, "the fan-in to find it anyway")
     assert results["next"].message == "test-runner-0"
     assert results["fan"].results[0].message == "linter-0"
+
+
+async def test_after_a_burst_of_sends_the_senders_last_message_is_the_newest(bus):
+    await crew(bus)
+    await run_actor(bus, "send", "orchestrator", "linter", "50")
+    linter = await bus.get_agent("linter")
+    assert (linter.last_message, linter.status) == ("linter-49", "running")
+    assert len(await bus.pending("orchestrator")) == 50

@@ -110,6 +110,7 @@ async def test_a_signal_timeout_returns_the_partial_matches(bus, tmp_path):
     ({"min_count": 1.5}, "min_count"), ({"pattern": "relative/*.done"}, "absolute"),
 ])
 async def test_bad_signal_arguments_are_validation_errors(bus, tmp_path, kwargs, match):
+    kwargs = dict(kwargs)  # the parameters are shared by every backend's run: never mutate them
     pattern = kwargs.pop("pattern", str(tmp_path / "*.done"))
     with pytest.raises(BadInput, match=match):
         await wait.wait_signal(bus, "orchestrator", pattern, timeout=1, **kwargs)

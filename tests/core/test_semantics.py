@@ -21,7 +21,7 @@ pytestmark = pytest.mark.anyio
 
 def push_timers_out(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every timer of the engine an hour away: only a change on the bus can wake a wait."""
-    monkeypatch.setattr(wait, "RECOVER_EVERY", 3600.0)
+    monkeypatch.setattr(wait, "RESCAN_EVERY", 3600.0)
     monkeypatch.setattr(wait, "PROGRESS_EVERY", 3600.0)
     monkeypatch.setattr(wait, "SWEEP_INTERVAL", 3600.0)
 
