@@ -13,7 +13,8 @@ from functools import cache
 
 @cache
 def hostname() -> str:
-    return socket.gethostname()
+    """This host's name on the bus; `WAVEWAIT_HOST` overrides it (containers, tests of two hosts)."""
+    return os.environ.get("WAVEWAIT_HOST") or socket.gethostname()
 
 
 def pid_start(pid: int, *, zombie_ok: bool = False) -> str | None:

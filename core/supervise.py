@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 
-from .agents import mark_dead
+from .agents import AGENT_LEASE, mark_dead
 from .bus import open_bus
 from .model import now
 from .proc import pid_start
@@ -43,12 +43,20 @@ async def supervise(agent_id: str, command: list[str]) -> int:
     # a TERM to the group is for the agent; we stay to record how it ended
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    leased = getattr(bus, "multi_host", False)  # other hosts cannot see our pids: keep a lease
     await bus.update_agent(
         agent_id, pid=child.pid, pid_start=pid_start(child.pid, zombie_ok=True), supervisor_pid=os.getpid(),
+        **({"lease_expires_at": now() + AGENT_LEASE} if leased else {}),
     )
     print(child.pid, flush=True)
     sys.stdout.close()
-    code = await asyncio.to_thread(child.wait)
+    ended_task = asyncio.ensure_future(asyncio.to_thread(child.wait))
+    while leased and not (await asyncio.wait({ended_task}, timeout=AGENT_LEASE / 3))[0]:
+        try:
+            await bus.update_agent(agent_id, lease_expires_at=now() + AGENT_LEASE)
+        except Exception as e:  # keep supervising: the exit must still be recorded
+            log.write(f"\nwavewait supervise: could not renew the lease of {agent_id}: {e}\n".encode())
+    code = await ended_task
     ended = {"exit_code": code, "ended_at": now()}
     # an agent that reported completion (idle) and then exits cleanly has finished, not died
     if code == 0 and await bus.transition(agent_id, "closed", ("idle",), reason="finished", **ended):

@@ -51,8 +51,8 @@ T = TypeVar("T")
 
 DEFAULT_SCHEMA = "wavewait"
 HISTORY_KEPT = 1000
-WAIT_LEASE = 30.0  # seconds a wait record stays valid without renewal (server clock)
-WAIT_RENEW = 10.0
+#: seconds a wait record stays valid without renewal (server clock); renewed every third
+WAIT_LEASE = float(os.environ.get("WAVEWAIT_PG_WAIT_LEASE", "30"))
 LISTEN_CHECK = 10.0  # how often an idle LISTEN connection proves it is still connected
 RECONNECT_TIMEOUT = float(os.environ.get("WAVEWAIT_PG_RECONNECT_TIMEOUT", "60"))
 POOL_MAX = 4
@@ -169,6 +169,11 @@ class PostgresBus:
 
     async def _configure(self, conn: AsyncConnection) -> None:
         await conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
+        if "synchronous_commit" not in self.conninfo:
+            # like the directory bus (rename, no fsync): a commit survives any client crash
+            # and a clean server restart; only a server crash may drop its last fraction of
+            # a second. Put options=-csynchronous_commit%3Don in the URL to wait for the disk.
+            await conn.execute("SET synchronous_commit TO off")
 
     async def _ensure_schema(self, conn: AsyncConnection) -> None:
         if await current_version(conn, self.schema) == SCHEMA_VERSION:
@@ -403,7 +408,7 @@ class PostgresBus:
     async def _renew_leases(self) -> None:
         """Keep the leases of this process's waits fresh while they run."""
         while self._my_waits and not self._closed:
-            await asyncio.sleep(WAIT_RENEW)
+            await asyncio.sleep(WAIT_LEASE / 3)
             ids = list(self._my_waits)
             if not ids:
                 break

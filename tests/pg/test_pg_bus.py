@@ -1,0 +1,261 @@
+"""What only the PostgreSQL bus has: its schema, claims across processes and hosts, leases."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import anyio
+import psycopg
+import pytest
+from psycopg import sql
+
+from conftest import env_for, until, wavewait_cmd
+from pg.pgtools import PG_URL, fresh_schema_url, pg_bus, with_schema, new_schema, drop_schema
+from wavewait.core import wait
+from wavewait.core.agents import sweep
+from wavewait.core.bus import open_bus
+from wavewait.core.bus.pg_schema import SCHEMA_VERSION
+from wavewait.core.bus.postgres import PostgresBus, split_url
+from wavewait.core.errors import BusError
+from wavewait.core.ids import new_id
+from wavewait.core.model import Item
+
+pytestmark = pytest.mark.anyio
+HERE = os.path.dirname(__file__)
+ACTOR = [sys.executable, os.path.join(HERE, "pgactor.py")]
+
+
+def item(to: str, body: str, sender: str = "flight", type: str = "message") -> Item:
+    return Item(id=new_id(), type=type, to=to, sender=sender, body=body)
+
+
+async def test_concurrent_first_use_creates_the_schema_once_with_its_version():
+    with fresh_schema_url() as url:
+        buses = await asyncio.gather(*(PostgresBus.open(url) for _ in range(6)))
+        try:
+            await buses[0].deliver(item("orchestrator", "hello"))
+            assert [i.body for i in await buses[5].peek("orchestrator")] == ["hello"]
+        finally:
+            for b in buses:
+                await b.close()
+        schema = split_url(url)[1]
+        with psycopg.connect(PG_URL, autocommit=True) as conn:
+            rows = conn.execute(sql.SQL("SELECT version FROM {}.schema_version").format(
+                sql.Identifier(schema))).fetchall()
+        assert rows == [(SCHEMA_VERSION,)]
+
+
+async def test_a_bus_schema_newer_than_this_code_is_refused_with_what_to_do():
+    with fresh_schema_url() as url:
+        b = await PostgresBus.open(url)  # creates it at this code's version
+        await b.close()
+        with psycopg.connect(PG_URL, autocommit=True) as conn:
+            conn.execute(sql.SQL("INSERT INTO {}.schema_version (version) VALUES (%s)").format(
+                sql.Identifier(split_url(url)[1])), [SCHEMA_VERSION + 1])
+        with pytest.raises(BusError, match="newer than this wavewait"):
+            await PostgresBus.open(url)
+
+
+@pytest.mark.parametrize("schema", ['x"; DROP TABLE agents; --', "Upper", "9lives", "a" * 41])
+async def test_a_schema_name_that_is_not_a_plain_identifier_is_refused(schema):
+    with pytest.raises(BusError, match="schema"):
+        await open_bus(with_schema(PG_URL, schema))
+
+
+async def test_an_unreachable_server_is_a_bus_error_naming_the_url_without_its_password():
+    with pytest.raises(BusError) as e:
+        await open_bus("postgresql://someone:s3cret@127.0.0.1:1/test?connect_timeout=1")
+    assert "127.0.0.1:1" in str(e.value) and "s3cret" not in str(e.value)
+
+
+async def test_item_ids_and_names_are_data_never_sql():
+    async with pg_bus() as bus:
+        body = "'); DROP TABLE items; -- \"quoted\" \\ ünïcode"
+        await bus.deliver(item("orchestrator", body, sender="o'brien"))
+        (got,) = await bus.peek("orchestrator")
+        assert (got.body, got.sender) == (body, "o'brien")
+
+
+async def test_a_redelivered_item_id_is_stored_once():
+    """A delivery retried after its commit was lost on the wire must not duplicate."""
+    async with pg_bus() as bus:
+        it = item("orchestrator", "once")
+        first = await bus.deliver(it)
+        again = await bus.deliver(it)
+        assert first.seq == again.seq
+        assert [i.body for i in await bus.peek("orchestrator")] == ["once"]
+
+
+async def test_a_claim_is_idempotent_for_its_wait_and_refused_to_another():
+    async with pg_bus() as bus:
+        await bus.deliver(item("orchestrator", "x"))
+        (ref,) = await bus.pending("orchestrator")
+        assert (await bus.claim("orchestrator", ref, "wait-a")).body == "x"
+        assert (await bus.claim("orchestrator", ref, "wait-a")).body == "x"  # a retried claim
+        assert await bus.claim("orchestrator", ref, "wait-b") is None
+
+
+async def test_history_is_bounded_per_inbox(monkeypatch):
+    from wavewait.core.bus import postgres
+    monkeypatch.setattr(postgres, "HISTORY_KEPT", 5)
+    async with pg_bus() as bus:
+        for i in range(8):
+            await bus.deliver(item("orchestrator", f"m{i}"))
+        for _ in range(8):
+            n = await bus.claim_next("orchestrator", "w1")
+            assert len(n) == 1
+            await bus.take("orchestrator", "w1", "orchestrator")
+        assert [i.body for i in await bus.history("orchestrator", 100)] == [f"m{i}" for i in range(3, 8)]
+
+
+async def test_eight_consumer_processes_claim_10000_messages_exactly_once():
+    async with pg_bus() as bus:
+        n = 10_000
+        bodies = [f"m{i:05d}" for i in range(n)]
+
+        async def produce(part: list[str]) -> None:
+            for body in part:
+                await bus.deliver(item("pool", body))
+        async with anyio.create_task_group() as tg:
+            for k in range(4):
+                tg.start_soon(produce, bodies[k::4])
+        assert len(await bus.pending("pool")) == n
+        outputs: list[list[str]] = []
+
+        async def consume(mode: str) -> None:
+            done = await anyio.run_process([*ACTOR, "consume", "pool", "10", mode],
+                                           env=env_for(bus), check=False)
+            assert done.returncode == 0, done.stderr.decode()
+            outputs.append(json.loads(done.stdout))
+
+        with anyio.fail_after(100):
+            async with anyio.create_task_group() as tg:
+                for k in range(8):  # half claim by reference, half take whatever is next
+                    tg.start_soon(consume, "refs" if k % 2 else "next")
+        taken = [b for out in outputs for b in out]
+        assert len(taken) == n, f"{len(taken)} taken, {len(set(taken))} distinct"
+        assert set(taken) == set(bodies)
+        assert sum(1 for out in outputs if out) >= 2, "the consumers did not race"
+        assert await bus.pending("pool") == [] and await bus.recover() == 0
+
+
+async def start_holder(bus, seqs: str, **env: str) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen([*ACTOR, "hold", "orchestrator", seqs], env=env_for(bus, **env),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    line = (await anyio.to_thread.run_sync(proc.stdout.readline)).decode().split()
+    assert line[:1] == ["held"], proc.stderr.read().decode() if proc.poll() is not None else line
+    return proc, line[1]
+
+
+def kill(proc: subprocess.Popen) -> None:
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+async def test_claims_of_a_killed_waiter_process_return_to_the_inbox_in_order():
+    async with pg_bus() as bus:
+        for i in range(5):
+            await bus.deliver(item("orchestrator", f"m{i}"))
+        seqs = [r.seq for r in await bus.pending("orchestrator")]
+        holder, _ = await start_holder(bus, f"{seqs[1]},{seqs[3]}")
+        try:
+            assert [i.body for i in await bus.peek("orchestrator")] == ["m0", "m2", "m4"]
+            assert await bus.recover("orchestrator") == 0  # its owner is alive
+        finally:
+            kill(holder)
+        got = [(await wait.wait_next(bus, "orchestrator", 5)).message for _ in range(5)]
+        assert got == ["m0", "m1", "m2", "m3", "m4"]
+
+
+async def test_claims_of_a_waiter_on_a_vanished_host_return_when_its_wait_lease_runs_out():
+    async with pg_bus() as bus:
+        for i in range(3):
+            await bus.deliver(item("orchestrator", f"m{i}"))
+        seqs = [r.seq for r in await bus.pending("orchestrator")]
+        holder, wait_id = await start_holder(bus, f"{seqs[0]}", WAVEWAIT_HOST="host-b",
+                                             WAVEWAIT_PG_WAIT_LEASE="0.6")
+
+        async def lease_until():
+            rows = await bus._rows("SELECT lease_until FROM waits WHERE id = %s", [wait_id])
+            return rows[0][0]
+        first = await lease_until()
+
+        async def renewed_twice() -> bool:  # the live holder keeps its lease fresh
+            return (await lease_until() - first).total_seconds() > 0.35
+        await until(renewed_twice, what="the holder to renew its wait lease")
+        assert await bus.recover() == 0, "a live lease on another host keeps its claims"
+        assert [w.host for w in await bus.list_waits()] == ["host-b"]
+        kill(holder)  # the whole host vanishes: nobody renews, nobody on host-b cleans up
+
+        async def returned() -> bool:
+            return await bus.recover() == 1
+        await until(returned, 10, "the lease to run out and the claim to return")
+        assert [i.body for i in await bus.peek("orchestrator")] == ["m0", "m1", "m2"]
+        assert await bus.list_waits() == []
+
+
+async def test_an_agent_on_a_vanished_host_is_marked_dead_when_its_lease_runs_out(monkeypatch):
+    """Two hosts: flights spawned by host-b's CLI; a fan-in here sees them through leases."""
+    async with pg_bus() as bus:
+        env = env_for(bus, WAVEWAIT_HOST="host-b", WAVEWAIT_AGENT_LEASE="0.6",
+                      WAVEWAIT_AGENT_ID="orchestrator")
+        spawn = subprocess.run(wavewait_cmd("spawn", "flight-b", "--", "sleep", "600"), env=env,
+                               capture_output=True, text=True, timeout=60)
+        assert spawn.returncode == 0, spawn.stderr
+        flight = json.loads(spawn.stdout)
+        agent = await bus.get_agent(flight["agent_id"])
+        assert agent.host == "host-b" and agent.pid == flight["pid"]
+        first = agent.lease_expires_at
+
+        async def renewed_twice() -> bool:
+            a = await bus.get_agent(agent.id)
+            return a.lease_expires_at - first > 0.35
+        await until(renewed_twice, what="host-b's supervisor to renew the lease")
+        assert await sweep(bus, [await bus.get_agent(agent.id)]) == []  # alive elsewhere: not ours to judge
+        async with anyio.create_task_group() as tg:
+            results = {}
+
+            async def fan_in() -> None:
+                results["r"] = await wait.wait_fan_in(bus, "orchestrator", 60, [agent.id])
+            tg.start_soon(fan_in)
+            await until(lambda: "r" in results or bus.list_waits(), what="the fan-in to start")
+            os.killpg((await bus.get_agent(agent.id)).supervisor_pid, signal.SIGKILL)  # host-b is gone
+            await until(lambda: "r" in results, 20, "the fan-in to see the dead flight")
+        (t,) = results["r"].results
+        assert t.status == "dead" and "lease ran out" in (t.reason or "")
+        assert "host-b" in t.reason
+        events = [i for i in await bus.peek("orchestrator") if i.type == "agent_dead"]
+        assert [e.sender for e in events] == [agent.id]
+
+
+async def test_a_lease_renewal_wakes_no_waiter():
+    async with pg_bus() as bus:
+        from wavewait.core.agents import register
+        await register(bus, "flight", lease=60)
+        sub = await bus.subscribe(agents=True)
+        try:
+            await bus.update_agent("flight", lease_expires_at=1e10)
+            await bus.update_agent("flight", last_message="hi")  # a real change, after it
+            with anyio.fail_after(10):
+                await sub.wait()
+            # the only wake is the real change: the renewal before it sent nothing
+            assert (await bus.get_agent("flight")).last_message == "hi"
+            with anyio.move_on_after(0.3) as scope:
+                await sub.wait()
+            assert scope.cancelled_caught, "a lease renewal woke the subscriber"
+        finally:
+            sub.close()
+
+
+async def test_the_schema_is_dropped_after_a_test_and_others_are_untouched():
+    schema = new_schema()
+    async with pg_bus(schema) as bus:
+        await bus.deliver(item("orchestrator", "x"))
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        assert conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", [schema]).fetchone() is None
+    drop_schema(schema)  # dropping twice is harmless
