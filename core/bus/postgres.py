@@ -150,21 +150,18 @@ class PostgresBus:
     # ------------------------------------------------------------------ opening
     @classmethod
     async def open(cls, url: str) -> PostgresBus:
+        """Connect, create or migrate the schema if needed, and start the pool."""
         conninfo, schema = split_url(url)
         bus = cls(url, conninfo, schema)
-        try:
-            await bus.pool.open(wait=True, timeout=10.0)
+        try:  # one direct connection first: a refused or wrong URL fails at once, clearly
+            async with await AsyncConnection.connect(conninfo, autocommit=True, connect_timeout=5) as conn:
+                await bus._ensure_schema(conn)
         except psycopg.OperationalError as e:
-            await bus.pool.close()
             raise BusError(
-                f"cannot reach the PostgreSQL bus at {redact(url)}: {e}; check that the server "
-                "runs and accepts this user (pg_isready), or pass --bus / WAVEWAIT_BUS"
+                f"cannot reach the PostgreSQL bus at {redact(url)}: {str(e).strip()}; check that the "
+                "server runs and accepts this user (pg_isready), or pass --bus / WAVEWAIT_BUS"
             ) from e
-        try:
-            await bus._run(bus._ensure_schema)
-        except BaseException:
-            await bus.pool.close()
-            raise
+        await bus.pool.open(wait=False)
         return bus
 
     async def _configure(self, conn: AsyncConnection) -> None:
@@ -527,11 +524,11 @@ class PostgresBus:
                         self._dispatch(n.payload)
                     await conn.execute("SELECT 1")  # an idle link may have died silently
             except psycopg.Error as e:
-                self._listening.clear()
                 self._listen_error = e
-                if connected_before:
+                if self._listening.is_set():  # say it once per outage, not per attempt
                     log.warning("wavewait: lost the PostgreSQL LISTEN connection (%s); reconnecting",
                                 str(e).strip() or e.__class__.__name__)
+                self._listening.clear()
             finally:
                 if conn is not None:
                     try:

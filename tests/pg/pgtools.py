@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
+import shutil
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from functools import cache
@@ -102,3 +103,26 @@ def fresh_schema_url() -> Iterator[str]:
         yield with_schema(PG_URL, schema)
     finally:
         drop_schema(schema)
+
+
+def _cluster() -> list[str]:
+    versions = sorted(os.listdir("/etc/postgresql")) if os.path.isdir("/etc/postgresql") else []
+    if not versions or not shutil.which("pg_ctlcluster"):
+        pytest.skip("no local PostgreSQL cluster to restart (pg_ctlcluster, /etc/postgresql)")
+    return ["pg_ctlcluster", "--skip-systemctl-redirect", versions[-1], "main"]
+
+
+def server_up() -> bool:
+    return subprocess.run(["pg_isready", "-h", "127.0.0.1", "-q", "-t", "1"], check=False).returncode == 0
+
+
+def restart_server() -> None:
+    """Restart the local server (fast shutdown, start): every connection drops once."""
+    done = subprocess.run([*_cluster(), "restart"], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, f"pg_ctlcluster restart failed: {done.stderr or done.stdout}"
+
+
+def ensure_server_up() -> None:
+    """Start the local server if a test left it down (always run after a restart test)."""
+    if not server_up():
+        subprocess.run([*_cluster(), "start"], capture_output=True, timeout=60, check=False)
