@@ -138,7 +138,7 @@ async def test_wait_is_registered_with_tool_and_caller_and_interrupt_returns_par
             async def call():
                 box["r"] = data(await c.call_tool("wait", {"timeout": 60, "from_agents": ["file-reader", "test-runner"]}))
             tg.start_soon(call)
-            await until(lambda: _has_wait(bus), what="the wait on the bus registry")
+            await until(lambda: _progress(bus, "1/2 received"), what="the wait on the bus, holding one message")
             (w,) = await bus.list_waits()
             assert (w.tool, w.waiter, w.kind) == ("wait", "orchestrator", "fan_in")
             assert w.targets == ["file-reader", "test-runner"] and w.deadline is not None
@@ -155,6 +155,10 @@ async def test_wait_is_registered_with_tool_and_caller_and_interrupt_returns_par
 
 async def _has_wait(bus) -> bool:
     return len(await bus.list_waits()) == 1
+
+
+async def _progress(bus, text: str) -> bool:
+    return any(w.progress.startswith(text) for w in await bus.list_waits())
 
 
 async def _no_wait(bus) -> bool:
