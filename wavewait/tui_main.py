@@ -3,9 +3,49 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
+import shutil
 import sys
+import tempfile
 
 
 def run_tui(args: argparse.Namespace) -> int:
-    print("wavewait: the TUI is not built yet; use the CLI commands (wavewait --help)", file=sys.stderr)
-    return 2
+    """Run the TUI; print the last wait's result as JSON; return DESIGN's exit code."""
+    from .core.agents import caller_id
+    from .core.bus import bus_url, open_bus
+    from .core.errors import WavewaitError
+    from .tui.app import WaveApp
+    from .tui.demo import plan, stop
+
+    try:
+        me = caller_id(args.agent)
+    except WavewaitError as e:
+        print(f"wavewait: error: {e}", file=sys.stderr)
+        return 2
+    demo = args.command == "demo"
+    tmp = None
+    url = args.bus
+    if demo and not url:
+        tmp = tempfile.mkdtemp(prefix="wavewait-demo-")
+        url = tmp
+    url = bus_url(url)
+    app = WaveApp(url, me=me, demo=plan(getattr(args, "seed", None)) if demo else None)
+    try:
+        result = app.run()
+    finally:
+        if demo:
+            asyncio.run(_stop_demo(open_bus, url, me, stop))
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+    if result is not None:
+        print(json.dumps(result, ensure_ascii=False))
+    return app.return_code or 0
+
+
+async def _stop_demo(open_bus, url, me, stop) -> None:
+    bus = await open_bus(url)
+    try:
+        await stop(bus, me)
+    finally:
+        await bus.close()

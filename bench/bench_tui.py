@@ -1,0 +1,176 @@
+"""TUI frame time and keypress latency with 1,000 flights and 100 state changes a second.
+
+    python bench/bench_tui.py [--flights 1000] [--rate 100] [--seconds 10]
+
+The app runs headless at 120×40 on a real directory bus. A writer thread (its own bus
+handle, as another process would be) changes 100 flights a second: last messages and
+running ↔ idle. The app follows the bus's change stream as it always does and repaints
+from its one 10 Hz timer.
+
+- frame: the repaint work of a tick (read model → table cells) plus the compositor
+  render of the frame that follows, including turning it into terminal bytes;
+- keypress → screen: a key event posted to the command line until a frame that shows
+  the typed character has been rendered.
+
+Targets (issue 4): frame p99 ≤ 50 ms; keypress → screen ≤ 100 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from textual import events
+
+from wavewait.core.bus.file import FileBus
+from wavewait.core.model import Agent
+from wavewait.tui.app import WaveApp
+from wavewait.tui.screens.main import MainScreen
+from wavewait.tui.widgets.command import CommandLine
+
+
+def pct(xs: list[float], p: float) -> float:
+    if not xs:
+        return float("nan")
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
+
+
+async def seed(bus: FileBus, n: int) -> list[str]:
+    ids = []
+    for i in range(n):
+        a = Agent(id=f"{i:08x}" + "0" * 24, name=f"flight-{i:04d}", wave=f"wave-{i // 100}",
+                  parent_id="orchestrator")
+        await bus.put_agent(a)
+        ids.append(a.id)
+    return ids
+
+
+def writer(root: str, ids: list[str], rate: float, stop: threading.Event, count: list[int]) -> None:
+    """Change `rate` flights a second from another thread with its own bus handle."""
+    async def run() -> None:
+        bus = FileBus(root)
+        rng = random.Random(1)
+        period = 1.0 / rate
+        nxt = time.monotonic()
+        while not stop.is_set():
+            agent_id = rng.choice(ids)
+            if rng.random() < 0.5:
+                await bus.update_agent(agent_id, last_message=f"step {count[0]}", last_message_at=time.time())
+            else:
+                a = await bus.get_agent(agent_id)
+                new = "idle" if a.status == "running" else "running"
+                await bus.transition(agent_id, new, (a.status,))
+            count[0] += 1
+            nxt += period
+            delay = nxt - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+        await bus.close()
+    asyncio.run(run())
+
+
+async def bench(n: int, rate: float, seconds: float, keys: int) -> dict[str, list[float]]:
+    tmp = tempfile.mkdtemp(prefix="wavewait-bench-")
+    root = str(Path(tmp) / "bus")
+    bus = FileBus(root)
+    ids = await seed(bus, n)
+    app = WaveApp(bus, me="orchestrator", animate=True, bus_label="bench", sweep_every=0)
+    ticks: list[float] = []
+    frames: list[float] = []
+    renders: list[float] = []
+    pending_tick = [0.0]
+    rendered = [0]
+    app.frame_hook = lambda dt: (ticks.append(dt), pending_tick.__setitem__(0, pending_tick[0] + dt))
+
+    original = MainScreen._compositor_refresh
+
+    def timed_refresh(screen: MainScreen) -> None:
+        t0 = time.perf_counter()
+        update = screen._compositor.render_update(screen_stack=app._background_screens)
+        screen._dirty_widgets.clear()
+        if update is None:
+            return
+        update.render_segments(app.console)  # the bytes a terminal would get (headless skips it)
+        dt = time.perf_counter() - t0
+        renders.append(dt)
+        frames.append(dt + pending_tick[0])
+        pending_tick[0] = 0.0
+        rendered[0] += 1
+
+    MainScreen._compositor_refresh = timed_refresh  # type: ignore[method-assign]
+    latencies: list[float] = []
+    stop = threading.Event()
+    count = [0]
+    try:
+        async with app.run_test(size=(120, 40)) as pilot:
+            deadline = time.monotonic() + 30
+            while len(app.flights()) < n and time.monotonic() < deadline:
+                await pilot.pause(0.05)
+            await pilot.pause(0.5)
+            ticks.clear(); frames.clear(); renders.clear()
+            thread = threading.Thread(target=writer, args=(root, ids, rate, stop, count), daemon=True)
+            thread.start()
+            started = time.monotonic()
+            cmd = app.screen.query_one(CommandLine)
+            gap = seconds / (keys + 1)
+            for k in range(keys):
+                await asyncio.sleep(gap * random.Random(k).uniform(0.5, 1.5))
+                ch = "abcdefghij"[k % 10]
+                before = len(cmd.value)
+                seen = rendered[0]
+                t0 = time.perf_counter()
+                app.post_message(events.Key(ch, ch))
+                while not (len(cmd.value) > before and rendered[0] > seen):
+                    await asyncio.sleep(0.001)
+                    if len(cmd.value) <= before:
+                        seen = rendered[0]  # only a frame after the value changed counts
+                latencies.append(time.perf_counter() - t0)
+            while time.monotonic() - started < seconds:
+                await asyncio.sleep(0.05)
+            elapsed = time.monotonic() - started
+            stop.set()
+            thread.join()
+    finally:
+        MainScreen._compositor_refresh = original  # type: ignore[method-assign]
+        await bus.close()
+    return {"ticks": ticks, "frames": frames, "renders": renders, "keys": latencies,
+            "changes_per_s": [count[0] / elapsed], "reads": [app.read_count]}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--flights", type=int, default=1000)
+    p.add_argument("--rate", type=float, default=100)
+    p.add_argument("--seconds", type=float, default=10)
+    p.add_argument("--keys", type=int, default=20)
+    a = p.parse_args()
+    r = asyncio.run(bench(a.flights, a.rate, a.seconds, a.keys))
+    ms = 1000
+    print(f"\nTUI under load: {a.flights} flights, {r['changes_per_s'][0]:.0f} state changes/s measured, "
+          f"{a.seconds:g} s, 120x40, headless; {len(r['frames'])} frames, {r['reads'][0]} bus reads\n")
+    print(f"| {'measure':<38} | {'n':>5} | {'p50 ms':>8} | {'p99 ms':>8} | {'max ms':>8} | {'target':>12} |")
+    print(f"|{'-' * 40}|{'-' * 7}|{'-' * 10}|{'-' * 10}|{'-' * 10}|{'-' * 14}|")
+    rows = (
+        ("frame (repaint work + render)", r["frames"], "p99 ≤ 50"),
+        ("  of which: repaint work per tick", r["ticks"], ""),
+        ("  of which: compositor render", r["renders"], ""),
+        ("keypress → screen", r["keys"], "≤ 100"),
+    )
+    for name, xs, target in rows:
+        print(f"| {name:<38} | {len(xs):>5} | {pct(xs, 50) * ms:>8.1f} | {pct(xs, 99) * ms:>8.1f} | "
+              f"{max(xs, default=float('nan')) * ms:>8.1f} | {target:>12} |")
+    ok = pct(r["frames"], 99) <= 0.050 and max(r["keys"], default=1) <= 0.100
+    print(f"\n{'targets met' if ok else 'targets NOT met'} (figures depend on the machine's load)")
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,409 @@
+"""Pilot tests of the TUI on a real bus, with real processes where the behaviour needs them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from textual.widgets import Input
+
+from conftest import env_for, until, wavewait_cmd
+from tuitools import (
+    IDS, SIZE, deterministic_textual, make_app, put_flight, screen_text, scrollback,  # noqa: F401
+)
+from wavewait.core import messages
+from wavewait.core.agents import register
+from wavewait.core.ids import short
+from wavewait.tui.commands import COMMANDS
+from wavewait.tui.screens.flight import FlightScreen
+from wavewait.tui.screens.help import HelpScreen
+from wavewait.tui.widgets.command import CommandLine
+from wavewait.tui.widgets.eventlog import EventLog
+from wavewait.tui.widgets.flights import FlightsTable
+
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("deterministic_textual")]
+
+
+async def started(app, pilot) -> None:
+    await until(lambda: app.read_count > 0, what="the first read of the bus")
+
+
+async def type_command(pilot, line: str) -> None:
+    await pilot.press(*line, "enter")
+
+
+async def test_command_line_has_focus_at_start(bus):
+    app = make_app(bus)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app, pilot)
+        assert isinstance(app.focused, CommandLine)
+        await pilot.press(*"/agents")
+        assert app.focused.value == "/agents"
+
+
+async def test_panel_shows_state_as_glyph_and_word_and_a_summary(bus):
+    await put_flight(bus, "file-reader", 1)
+    await put_flight(bus, "test-runner", 2)
+    await put_flight(bus, "linter", 3, status="dead", reason="exited with code 1")
+    await register(bus, "orchestrator")
+    await messages.send(bus, IDS["file-reader"], "orchestrator", "found 3 issues")
+    app = make_app(bus)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app, pilot)
+        await until(lambda: "1/3 received" in screen_text(app), what="the summary")
+        await until(lambda: all(n in screen_text(app) for n in ("file-reader", "test-runner", "linter")),
+                    what="the rows laid out")
+        text = screen_text(app)
+        assert "1/3 received · 1 dead · 1 running" in text
+        rows = {line.split()[2]: line for line in text.splitlines() if "wave-1" in line and len(line.split()) > 3}
+        assert "✔ received" in rows["file-reader"] and "found 3 issues" in rows["file-reader"]
+        assert "running" in rows["test-runner"]
+        assert "✖ dead" in rows["linter"] and "exited with code 1" in rows["linter"]
+        table = app._main.query_one(FlightsTable)
+        assert set(table.rows) >= {IDS["file-reader"], IDS["test-runner"], IDS["linter"]}
+        assert "orchestrator" not in {k.value for k in table.rows}  # the person is not a flight
+
+
+async def test_wait_fan_in_completes_when_every_listed_flight_reports(bus):
+    await put_flight(bus, "file-reader", 1)
+    await put_flight(bus, "test-runner", 2)
+    app = make_app(bus)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app, pilot)
+        await type_command(pilot, "/wait 30 a1b2 e5f6")
+        await until(lambda: app.waiting, what="the wait to start")
+        assert "Waiting for sub-agents:" in screen_text(app)
+        await messages.send(bus, IDS["file-reader"], "orchestrator", "found 3 issues")
+        await until(lambda: IDS["file-reader"] in app.wait_received, what="progress of the first")
+        await until(lambda: "[✓] received" in screen_text(app), what="the status line")
+        await messages.send(bus, IDS["test-runner"], "orchestrator", "green")
+        await until(lambda: not app.waiting, what="the wait to end")
+        assert app.last_result.status == "complete"
+        assert [r.message for r in app.last_result.results] == ["found 3 issues", "green"]
+        assert "fan-in complete: 2/2 received" in scrollback(app)
+        await pilot.press("ctrl+q")
+    assert app.return_code == 0
+    assert app.return_value["status"] == "complete"
+
+
+async def test_wait_without_ids_takes_the_next_message(bus):
+    await put_flight(bus, "file-reader", 1)
+    app = make_app(bus)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app, pilot)
+        await type_command(pilot, "/wait 0")
+        await until(lambda: "No messages." in scrollback(app), what="the instant check")
+        await type_command(pilot, "/wait 30")
+        await until(lambda: app.waiting)
+        await messages.send(bus, IDS["file-reader"], "orchestrator", "hello there")
+        await until(lambda: "hello there" in scrollback(app), what="the message")
+        assert "From: file-reader (a1b2c3d4)" in scrollback(app)
+        assert app.last_result.message == "hello there"
+
+
+async def test_escape_interrupts_the_wait_and_keeps_what_was_received(bus):
+    await put_flight(bus, "file-reader", 1)
+    await put_flight(bus, "test-runner", 2)
+    await register(bus, "orchestrator")
+    await messages.send(bus, IDS["file-reader"], "orchestrator", "found 3 issues")
+    app = make_app(bus)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app, pilot)
+        await type_command(pilot, "/wait 600 a1b2 e5f6")
+        await until(lambda: IDS["file-reader"] in app.wait_received, what="the claim")
+        assert app.screen.check_action("interrupt", ()) is True
+        await pilot.press("escape")
+        await until(lambda: not app.waiting, timeout=5, what="Escape to end the wait")
+        result = app.last_result
+        assert result.status == "interrupted"
+        assert [(r.status, r.message) for r in result.results] == [("received", "found 3 issues"),
+                                                                   ("running", None)]
+        assert "interrupted: 1/2 received" in scrollback(app)
+        assert app.screen.check_action("interrupt", ()) is None  # greyed out again
+        await pilot.press("ctrl+q")
+    assert app.return_code == 4
+    assert app.return_value["status"] == "interrupted"
+    # the received message was taken into history, not lost and not left queued
+    history = await bus.history("orchestrator")
+    assert [i.body for i in history] == ["found 3 issues"]
+    assert await bus.pending("orchestrator") == []
+
+
+async def test_escape_without_a_wait_does_nothing(bus):
+    await put_flight(bus, "file-reader", 1)
+    app = make_app(bus)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app, pilot)
+        assert app.screen.check_action("interrupt", ()) is None
+        await pilot.press(*"/age")
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.is_running and app.last_result is None
+        assert app.focused.value == "/age"  # nothing cleared, nothing started
+        await pilot.press("ctrl+q")
+    assert app.return_code == 0 and app.return_value is None
+
+
+async def test_quit_during_a_wait_interrupts_it_and_exits_4(bus):
+    await put_flight(bus, "file-reader", 1)
+    app = make_app(bus)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app, pilot)
+        await type_command(pilot, "/wait 600 a1b2")
+        await until(lambda: app.waiting)
+        await pilot.press("ctrl+q")
+        await until(lambda: app.return_code is not None, what="the exit")
+    assert app.return_code == 4
+    assert app.return_value["results"][0]["status"] == "running"
+
+
+async def test_send_delivers_a_message_to_the_flight(bus):
+    await put_flight(bus, "file-reader", 1)
+    app = make_app(bus)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app, pilot)
+        await type_command(pilot, "/send a1b2 please also check tests/")
+        await until(lambda: "sent to file-reader" in scrollback(app), what="the send")
+    items = await bus.peek(IDS["file-reader"])
+    assert [(i.sender, i.body) for i in items] == [("orchestrator", "please also check tests/")]
+
+
+async def test_spawn_runs_a_supervised_process_and_its_death_shows(bus):
+    app = make_app(bus)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app, pilot)
+        await type_command(pilot, "/spawn crasher --wave w2 -- sh -c 'echo working; exit 7'")
+        await until(lambda: "spawned crasher" in scrollback(app), what="the spawn")
+        await until(lambda: "exited with code 7" in screen_text(app), what="the death in the panel")
+        agent = next(a for a in await bus.list_agents() if a.name == "crasher")
+        assert agent.status == "dead" and agent.wave == "w2" and agent.parent_id == "orchestrator"
+        assert any("crasher" in n and "died" in n for n in app.notices)
+
+
+async def test_kill_ends_the_process_and_marks_the_flight_dead(bus):
+    app = make_app(bus)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app, pilot)
+        await type_command(pilot, "/spawn sleeper -- sleep 60")
+        await until(lambda: "spawned sleeper" in scrollback(app))
+        agent = next(a for a in await bus.list_agents() if a.name == "sleeper")
+        await type_command(pilot, f"/kill {short(agent.id)}")
+        await until(lambda: "sleeper" in scrollback(app) and " is dead" in scrollback(app), what="the kill")
+    agent = await bus.get_agent(agent.id)
+    assert agent.status == "dead" and agent.reason == "killed by orchestrator"
+
+
+async def test_close_marks_the_flight_closed(bus):
+    await put_flight(bus, "file-reader", 1)
+    app = make_app(bus)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app, pilot)
+        await type_command(pilot, "/close a1b2")
+        await until(lambda: "file-reader (a1b2c3d4) is closed" in scrollback(app))
+        await until(lambda: "■ closed" in screen_text(app), what="the panel")
+    assert (await bus.get_agent(IDS["file-reader"])).status == "closed"
+
+
+async def test_agents_lists_every_agent(bus):
+    await put_flight(bus, "file-reader", 1, last_message="found 3 issues")
+    await put_flight(bus, "linter", 2, status="dead", reason="exited with code 1")
+    app = make_app(bus)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app, pilot)
+        await type_command(pilot, "/agents")
+        await until(lambda: "linter" in scrollback(app))
+        out = scrollback(app)
+        assert "file-reader" in out and "found 3 issues" in out and "exited with code 1" in out
+
+
+async def test_help_opens_the_help_screen_with_every_command(bus):
+    app = make_app(bus)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app, pilot)
+        await type_command(pilot, "/help")
+        await until(lambda: isinstance(app.screen, HelpScreen), what="the help screen")
+        await pilot.pause()
+        text = screen_text(app)
+        assert "/wait TIMEOUT [ID ...]" in text and "/send ID MESSAGE" in text
+        await pilot.press("escape")
+        await until(lambda: not isinstance(app.screen, HelpScreen))
+        assert app.is_running
+
+
+@pytest.mark.parametrize("line, why", [
+    ("/wait", "give a timeout"),
+    ("/wait soon a1b2", "TIMEOUT: must be a"),
+    ("/wait -1", "TIMEOUT: must be a"),
+    ("/wait 60 zzzz9", "no agent matches"),
+    ("/send a1b2", "give a flight id and a message"),
+    ("/send zzzz9 hello", "no agent matches"),
+    ("/spawn x", "put the command after --"),
+    ("/spawn a b -- true", "give one NAME"),
+    ("/kill", "give exactly one id"),
+    ("/close a1b2 e5f6", "give exactly one id"),
+    ("/agents now", "takes no arguments"),
+    ("/bogus", "unknown command"),
+])
+async def test_bad_input_prints_the_usage_and_starts_nothing(bus, line, why):
+    await put_flight(bus, "file-reader", 1)
+    app = make_app(bus)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app, pilot)
+        await type_command(pilot, line)
+        await until(lambda: why in scrollback(app), what=f"the error for {line!r}")
+        if not line.startswith("/bogus"):
+            assert "usage: /" in scrollback(app)
+        assert not app.waiting
+        assert await bus.list_waits() == []
+        assert [a.name for a in await bus.list_agents()] == ["file-reader", "orchestrator"] or \
+            sorted(a.name for a in await bus.list_agents()) == ["file-reader", "orchestrator"]
+
+
+async def test_every_slash_command_is_in_the_command_palette(bus):
+    app = make_app(bus)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app, pilot)
+        await pilot.press("ctrl+p")
+        await pilot.press(*"/agents")
+        await until(lambda: "/agents" in screen_text(app), what="the palette hit")
+        text = screen_text(app)
+        assert "list every agent" in text
+        await pilot.press("enter")
+        await until(lambda: "> /agents" in scrollback(app), what="the palette to run /agents")
+        for cmd in COMMANDS:  # each one is offered
+            await pilot.press("ctrl+p")
+            await pilot.press(*cmd.name)
+            await until(lambda: cmd.usage.split()[0] in screen_text(app))
+            await pilot.press("escape")
+
+
+async def test_completion_and_history(bus):
+    await put_flight(bus, "file-reader", 1)
+    await put_flight(bus, "test-runner", 2)
+    app = make_app(bus)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app, pilot)
+        cmd = app.focused
+        await pilot.press(*"/wa", "tab")
+        assert cmd.value == "/wait "
+        await pilot.press(*"5 a1", "tab")
+        assert cmd.value == "/wait 5 a1b2c3d4"
+        await pilot.press(*" test", "tab")
+        assert cmd.value == "/wait 5 a1b2c3d4 e5f6a7b8"  # a name becomes its short id
+        await pilot.press("enter")
+        await until(lambda: app.waiting)
+        await pilot.press("escape")
+        await until(lambda: not app.waiting)
+        await type_command(pilot, "/agents")
+        await pilot.press("up")
+        assert cmd.value == "/agents"
+        await pilot.press("up")
+        assert cmd.value == "/wait 5 a1b2c3d4 e5f6a7b8"
+        await pilot.press("down", "down")
+        assert cmd.value == ""
+
+
+async def test_enter_on_a_flight_shows_its_messages_and_output_log(bus):
+    app = make_app(bus)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app, pilot)
+        await type_command(pilot, f"/spawn talker -- sh -c 'echo step one; echo step two; {sys.executable} "
+                                  "-m wavewait send \"$WAVEWAIT_PARENT_ID\" \"all done\"; sleep 30'")
+        await until(lambda: "1/1 received" in screen_text(app), timeout=15, what="the flight's message")
+        table = app._main.query_one(FlightsTable)
+        table.focus()
+        await pilot.press("enter")
+        await until(lambda: isinstance(app.screen, FlightScreen), what="the flight screen")
+        await until(lambda: "step two" in screen_text(app), what="the output log")
+        await until(lambda: "all done" in screen_text(app), what="the message")
+        text = screen_text(app)
+        assert "talker" in text and "message → you (queued)" in text
+        await pilot.press("escape")
+        await until(lambda: not isinstance(app.screen, FlightScreen))
+
+
+async def test_event_log_streams_bus_events_with_a_per_flight_filter(bus):
+    await put_flight(bus, "file-reader", 1)
+    await put_flight(bus, "test-runner", 2)
+    app = make_app(bus)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app, pilot)
+        events = app._main.query_one(EventLog)
+        await messages.send(bus, IDS["file-reader"], "orchestrator", "first finding")
+        await messages.send(bus, IDS["test-runner"], "orchestrator", "tests green")
+        await until(lambda: len(events.shown()) >= 2, what="two events")
+        await type_command(pilot, "/log e5f6")
+        await until(lambda: events.only == IDS["test-runner"])
+        assert events.display  # /log shows the pane
+        shown = "\n".join(events.shown())
+        assert "tests green" in shown and "first finding" not in shown
+        await until(lambda: any("tests green" in s.text for s in events.lines), what="the pane to show it")
+        await type_command(pilot, "/log")
+        await until(lambda: events.only is None)
+        shown = "\n".join(events.shown())
+        assert "tests green" in shown and "first finding" in shown
+        await until(lambda: any("first finding" in s.text for s in events.lines), what="the pane to show all")
+
+
+async def test_mirror_shows_a_cli_wait_and_interrupting_it_returns_interrupted(bus):
+    await put_flight(bus, "file-reader", 1)
+    await register(bus, "planner")
+    proc = subprocess.Popen(wavewait_cmd("--agent", "planner", "wait", "60", "a1b2"),
+                            env=env_for(bus), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        app = make_app(bus)
+        async with app.run_test(size=SIZE) as pilot:
+            await started(app, pilot)
+            await until(lambda: "planner" in screen_text(app) and "left" in screen_text(app),
+                        timeout=15, what="the mirrored wait")
+            text = screen_text(app)
+            assert "Waits by other processes" in text and "file-reader" in text
+            mirror = app._main.query_one("#mirror")
+            mirror.focus()
+            await pilot.press("i")
+            await until(lambda: "interrupted wait" in scrollback(app), what="the interrupt")
+            out, err = proc.communicate(timeout=15)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 4, err
+    result = json.loads(out)
+    assert result["status"] == "interrupted"
+    assert result["results"] == [{"agent_id": IDS["file-reader"], "name": "file-reader", "status": "running"}]
+
+
+async def test_interrupting_a_mirrored_mcp_wait_makes_the_agents_call_return_interrupted(bus):
+    """A planner agent calls `wait` through a real `wavewait mcp` over stdio; the person interrupts it."""
+    import anyio
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "mcp"))
+    from mcptools import data, mcp_client
+
+    await put_flight(bus, "file-reader", 1)
+    await put_flight(bus, "test-runner", 2)
+    await register(bus, "planner")
+    await messages.send(bus, IDS["file-reader"], "planner", "found 3 issues")
+    app = make_app(bus)
+    box: dict = {}
+    async with mcp_client(bus, env={"WAVEWAIT_AGENT_ID": "planner"}) as client:
+        async with app.run_test(size=SIZE) as pilot, anyio.create_task_group() as tg:
+            async def call() -> None:
+                box["r"] = data(await client.call_tool("wait", {"timeout": 60, "from_agents": ["a1b2", "e5f6"]}))
+            tg.start_soon(call)
+            await started(app, pilot)
+            await until(lambda: any(w.waiter == "planner" for w in app.waits), timeout=20,
+                        what="the agent's wait in the mirror")
+            await until(lambda: "planner" in screen_text(app) and "file-reader, test-runner" in screen_text(app))
+            mirror = app._main.query_one("#mirror")
+            mirror.focus()
+            await pilot.press("enter")  # Enter on a mirrored wait interrupts it
+            await until(lambda: "r" in box, timeout=20, what="the agent's call to return")
+    r = box["r"]
+    assert r["status"] == "interrupted"
+    assert [(x["name"], x["status"]) for x in r["results"]] == [("file-reader", "received"),
+                                                              ("test-runner", "running")]
+    assert r["results"][0]["message"] == "found 3 issues"

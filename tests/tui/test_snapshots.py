@@ -1,0 +1,64 @@
+"""Snapshots of the states a person sees (pytest-textual-snapshot).
+
+Deterministic: a frozen clock, records with fixed ids and times (`wavewait.tui.scenes`, the
+same scenes `screenshots.py` renders), no animations, no cursor blink, a fixed size and
+theme. Regenerate with `--snapshot-update` only after looking at the report.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from tuitools import SIZE, deterministic_textual  # noqa: F401
+from wavewait.core.bus.file import FileBus
+from wavewait.tui import scenes
+
+pytestmark = pytest.mark.usefixtures("deterministic_textual")
+
+
+@pytest.fixture
+def snap_bus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FileBus:
+    monkeypatch.delenv("WAVEWAIT_AGENT_ID", raising=False)
+    return FileBus(tmp_path / "bus")
+
+
+def snap(snap_compare, bus: FileBus, scene: str) -> bool:
+    seed, run_before = scenes.SCENES[scene]
+    if seed is not None:
+        asyncio.run(seed(bus))
+    return snap_compare(scenes.frozen_app(bus), run_before=run_before, terminal_size=SIZE)
+
+
+def test_empty_bus(snap_compare, snap_bus):
+    assert snap(snap_compare, snap_bus, "empty-bus")
+
+
+def test_running_wave(snap_compare, snap_bus):
+    assert snap(snap_compare, snap_bus, "running-wave")
+
+
+def test_waiting_status_layer(snap_compare, snap_bus):
+    assert snap(snap_compare, snap_bus, "waiting")
+
+
+def test_after_escape(snap_compare, snap_bus):
+    assert snap(snap_compare, snap_bus, "after-escape")
+
+
+def test_dead_flight(snap_compare, snap_bus):
+    assert snap(snap_compare, snap_bus, "dead-flight")
+
+
+def test_mirror_panel(snap_compare, snap_bus):
+    assert snap(snap_compare, snap_bus, "mirror")
+
+
+def test_help(snap_compare, snap_bus):
+    assert snap(snap_compare, snap_bus, "help")
+
+
+def test_flight_detail(snap_compare, snap_bus):
+    assert snap(snap_compare, snap_bus, "flight-detail")

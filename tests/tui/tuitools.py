@@ -1,0 +1,78 @@
+"""Helpers for the TUI tests: a deterministic app, fixed records, reading the screen."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from textual import constants
+from textual.widgets import Input
+
+from wavewait.core.bus import Bus
+from wavewait.core.model import Agent, WaitRecord
+from wavewait.core.proc import hostname, me
+from wavewait.tui.app import WaveApp
+
+T0 = 1000.0  # the frozen clock of snapshot tests: records are dated from here
+NOW = 1042.0
+SIZE = (100, 30)
+
+IDS = {
+    "file-reader": "a1b2c3d4000000000000000000000001",
+    "test-runner": "e5f6a7b8000000000000000000000002",
+    "linter": "c3d4e5f6000000000000000000000003",
+    "schema-check": "b7c8d9e0000000000000000000000004",
+    "doc-writer": "f1e2d3c4000000000000000000000005",
+}
+
+
+@pytest.fixture
+def deterministic_textual(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No animations, no cursor blink, no theme from the developer's shell."""
+    monkeypatch.setattr(constants, "TEXTUAL_ANIMATIONS", "none")
+    monkeypatch.setattr(Input, "_toggle_cursor", lambda self: None)
+    monkeypatch.delenv("TEXTUAL_THEME", raising=False)
+
+
+def make_app(bus: Bus, *, frozen: bool = False, **kwargs) -> WaveApp:
+    """The app as tests drive it: repaint on every read (no timer), fixed label and theme."""
+    opts = dict(me="orchestrator", animate=False, bus_label="test-bus", sweep_every=0.5)
+    if frozen:
+        opts |= dict(clock=lambda: NOW, sweep_every=0)
+    app = WaveApp(bus, **(opts | kwargs))
+    app.theme = "textual-dark"
+    return app
+
+
+async def put_flight(bus: Bus, name: str, i: int, **fields) -> Agent:
+    """A flight record with a fixed id and start time (no process: the sweep leaves it be)."""
+    agent = Agent(id=IDS[name], name=name, wave="wave-1", parent_id="orchestrator",
+                  created_at=T0 + i, **fields)
+    await bus.put_agent(agent)
+    return agent
+
+
+async def put_mirrored_wait(bus: Bus, waiter: str, targets: list[Agent], *, progress: str) -> WaitRecord:
+    """A wait registered as another process of this host would (alive: it is this pid)."""
+    pid, start = me()
+    rec = WaitRecord(id="9f8e7d6c000000000000000000000009", waiter=waiter, kind="fan_in", tool="wait",
+                     targets=[a.id for a in targets], target_names=[a.name for a in targets],
+                     description="a message from each", started_at=T0 + 30, deadline=NOW + 45,
+                     progress=progress, host=hostname(), pid=pid, pid_start=start)
+    await bus.register_wait(rec)
+    return rec
+
+
+def screen_text(app: WaveApp) -> str:
+    """What a person sees, as plain text (the compositor's full frame)."""
+    update = app.screen._compositor.render_update(full=True, screen_stack=app._background_screens)
+    return "\n".join("".join(seg.text for strip in line for seg in strip) for line in update.strips)
+
+
+def scrollback(app: WaveApp) -> str:
+    log = app._main.query_one("#scrollback")
+    return "\n".join(strip.text for strip in log.lines)
+
+
+def env_without_wavewait() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("WAVEWAIT_")}

@@ -1,0 +1,131 @@
+"""Slash commands: one table that feeds parsing, usage, completion, /help and the palette."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class SlashCommand:
+    name: str
+    usage: str
+    help: str
+    takes_ids: bool = False  # completion offers flight ids after the command
+    runs_bare: bool = False  # the palette can run it without arguments
+
+
+COMMANDS: tuple[SlashCommand, ...] = (
+    SlashCommand("/wait", "/wait TIMEOUT [ID ...]",
+                 "wait for the next message, or for one message from each listed flight "
+                 "(fan-in); Escape interrupts with partial results", takes_ids=True),
+    SlashCommand("/send", "/send ID MESSAGE", "send a message to a flight", takes_ids=True),
+    SlashCommand("/spawn", "/spawn NAME [--wave W] -- CMD ...", "run a command as a supervised flight"),
+    SlashCommand("/kill", "/kill ID", "kill a flight's process group and mark it dead", takes_ids=True),
+    SlashCommand("/close", "/close ID", "mark a flight closed (done for good)", takes_ids=True),
+    SlashCommand("/interrupt", "/interrupt WAIT",
+                 "interrupt a wait made by another process (see the mirror panel)"),
+    SlashCommand("/log", "/log [ID]", "show the event log, only for one flight when ID is given",
+                 takes_ids=True, runs_bare=True),
+    SlashCommand("/agents", "/agents", "list every agent on the bus in the scrollback", runs_bare=True),
+    SlashCommand("/help", "/help", "show commands and keys", runs_bare=True),
+)
+BY_NAME = {c.name: c for c in COMMANDS}
+
+
+class Usage(ValueError):
+    """Bad input for a slash command; the message is the usage line plus what was wrong."""
+
+
+@dataclass
+class Parsed:
+    command: SlashCommand
+    args: list[str] = field(default_factory=list)
+    rest: list[str] = field(default_factory=list)  # after `--` (spawn's command)
+    wave: str | None = None
+
+
+def usage_error(cmd: SlashCommand, why: str) -> Usage:
+    return Usage(f"{why}\nusage: {cmd.usage}")
+
+
+def parse(line: str) -> Parsed:
+    """Split a command line and check its shape (values are checked by the core)."""
+    line = line.strip()
+    if not line.startswith("/"):
+        raise Usage("commands start with '/'; try /help")
+    head = line.split(maxsplit=1)[0]
+    cmd = BY_NAME.get(head)
+    if cmd is None:
+        known = ", ".join(c.name for c in COMMANDS)
+        raise Usage(f"unknown command {head!r}; commands: {known}")
+    body = line[len(head):].strip()
+    if cmd.name == "/send":
+        parts = body.split(maxsplit=1)
+        if len(parts) < 2:
+            raise usage_error(cmd, "give a flight id and a message")
+        return Parsed(cmd, [parts[0], parts[1]])
+    try:
+        words = shlex.split(body)
+    except ValueError as e:
+        raise usage_error(cmd, f"cannot split the arguments: {e}") from None
+    if cmd.name == "/spawn":
+        return _parse_spawn(cmd, words)
+    if cmd.name == "/wait":
+        if not words:
+            raise usage_error(cmd, "give a timeout in seconds (0 is an instant check)")
+        return Parsed(cmd, words)
+    if cmd.name in ("/kill", "/close", "/interrupt"):
+        if len(words) != 1:
+            raise usage_error(cmd, "give exactly one id")
+        return Parsed(cmd, words)
+    if cmd.name == "/log":
+        if len(words) > 1:
+            raise usage_error(cmd, "give at most one flight id")
+        return Parsed(cmd, words)
+    if words:
+        raise usage_error(cmd, f"{cmd.name} takes no arguments")
+    return Parsed(cmd)
+
+
+def _parse_spawn(cmd: SlashCommand, words: list[str]) -> Parsed:
+    if "--" not in words:
+        raise usage_error(cmd, "put the command after --")
+    i = words.index("--")
+    head, rest = words[:i], words[i + 1:]
+    wave = None
+    if len(head) == 3 and head[1] == "--wave":
+        head, wave = [head[0]], head[2]
+    if len(head) != 1:
+        raise usage_error(cmd, "give one NAME (quote it if it has spaces), then -- and the command")
+    if not rest:
+        raise usage_error(cmd, "give the command to run after --")
+    return Parsed(cmd, head, rest, wave)
+
+
+def complete(value: str, ids: list[tuple[str, str]]) -> str | None:
+    """The completed command line for `value`, or None; `ids` are (id, name) pairs."""
+    if not value.startswith("/"):
+        return None
+    if " " not in value:
+        hits = [c.name for c in COMMANDS if c.name.startswith(value) and c.name != value]
+        return hits[0] + " " if hits else None
+    head = value.split(maxsplit=1)[0]
+    cmd = BY_NAME.get(head)
+    if cmd is None or not cmd.takes_ids or value.endswith(" "):
+        return None
+    token = value.rsplit(" ", 1)[1]
+    for agent_id, name in ids:
+        cand = agent_id[:8]
+        if cand.startswith(token) and cand != token:
+            return value[: len(value) - len(token)] + cand
+    return None
+
+
+def expand_name(value: str, ids: list[tuple[str, str]]) -> str | None:
+    """Replace a last word that starts exactly one flight's name by that flight's short id."""
+    head, _, token = value.rpartition(" ")
+    if not head or not token:
+        return None
+    hits = [agent_id for agent_id, name in ids if name.startswith(token)]
+    return f"{head} {hits[0][:8]}" if len(hits) == 1 else None

@@ -1,0 +1,84 @@
+"""`wavewait demo`: a simulated wave of real processes, so a newcomer sees everything at once.
+
+Six flights start as real child processes (`python -m wavewait.tui.demo_flight`), each
+supervised like any spawned agent. Four report back at different times (three through the
+core, one through the `wavewait notify` CLI, as a shell-only agent would), one dies with an
+error, and one stays slow: it makes a wait of its own, which the mirror panel shows and a
+person can interrupt. The TUI then runs a fan-in wait on the whole wave. `--seed` fixes
+the timings.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..core import agents as agents_mod
+from ..core.bus import Bus
+from ..core.ids import short
+from ..core.model import Agent
+
+WAVE = "wave-1"
+
+
+@dataclass(frozen=True)
+class DemoFlight:
+    name: str
+    role: str  # report | report-cli | die | slow
+    delay: float  # seconds of "work" before it reports, dies or starts waiting
+    message: str
+
+
+@dataclass(frozen=True)
+class DemoPlan:
+    seed: int | None
+    flights: tuple[DemoFlight, ...] = field(default_factory=tuple)
+    timeout: float = 20.0  # the fan-in wait; the slow flight makes it end by timeout
+
+
+def plan(seed: int | None = None) -> DemoPlan:
+    """The demo wave; the same seed gives the same timings and findings."""
+    rng = random.Random(seed)
+    issues = rng.randint(2, 7)
+    fks = rng.randint(8, 20)
+    tests = rng.randint(120, 400)
+    delays = sorted(round(rng.uniform(2.0, 9.0), 1) for _ in range(4))
+    rng.shuffle(delays)
+    flights = (
+        DemoFlight("file-reader", "report", delays[0], f"read 42 files; found {issues} issues in src/provider/"),
+        DemoFlight("schema-check", "report", delays[1], f"{fks} foreign keys, 3 without an index"),
+        DemoFlight("test-runner", "report-cli", delays[2], f"{tests} tests pass, 0 fail"),
+        DemoFlight("doc-writer", "report", delays[3], "wrote docs/orchestration.md (1.2k words)"),
+        DemoFlight("linter", "die", round(rng.uniform(3.0, 6.0), 1), "ruff crashed: config error"),
+        DemoFlight("migrator", "slow", round(rng.uniform(1.0, 3.0), 1), "waiting for a go-ahead"),
+    )
+    return DemoPlan(seed=seed, flights=flights)
+
+
+def command(f: DemoFlight) -> list[str]:
+    return [sys.executable, "-m", "wavewait.tui.demo_flight", f.role, str(f.delay), f.message]
+
+
+async def launch(bus: Bus, me: str, demo: DemoPlan, say: Callable[[str], None]) -> list[Agent]:
+    """Spawn the wave as real supervised processes; return their records."""
+    say(f"demo: spawning {len(demo.flights)} flights in {WAVE}"
+        f"{f' (seed {demo.seed})' if demo.seed is not None else ''}")
+    out = []
+    for f in demo.flights:
+        agent = await agents_mod.spawn(bus, f.name, command(f), wave=WAVE, parent_id=me)
+        say(f"  spawned {agent.name} ({short(agent.id)}), pid {agent.pid}")
+        out.append(agent)
+    say("demo: a fan-in wait on the whole wave follows. Escape interrupts it; Enter on a flight")
+    say("      opens it; migrator's own wait shows below: /interrupt ID (or select it, i) ends it")
+    return out
+
+
+async def stop(bus: Bus, me: str) -> list[Agent]:
+    """End demo flights that still run (the slow one), so the demo leaves nothing behind."""
+    ended = []
+    for a in await bus.list_agents():
+        if a.wave == WAVE and a.parent_id == me and not a.finished:
+            ended.append(await agents_mod.kill(bus, a, by="the demo's exit"))
+    return ended

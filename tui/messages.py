@@ -1,0 +1,30 @@
+"""Messages that travel up from workers and widgets to the app (toad/posting style)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual.message import Message
+
+from ..core.results import Result
+
+
+@dataclass
+class WaitProgressed(Message):
+    """The running wait reported progress (its message and what it received so far)."""
+
+    message: str
+    received: list[str]
+
+
+@dataclass
+class WaitEnded(Message):
+    """The running wait returned (complete, timeout or interrupted); never an error."""
+
+    line: str
+    result: Result
+
+
+@dataclass
+class BusRead(Message):
+    """A fresh read of the bus is ready for the next repaint."""

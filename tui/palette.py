@@ -1,0 +1,29 @@
+"""Every slash command is also a command-palette entry (ctrl+p)."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+from .commands import COMMANDS, SlashCommand
+
+
+class SlashProvider(Provider):
+    def _run(self, cmd: SlashCommand) -> None:
+        app = self.app
+        if cmd.runs_bare:
+            app.run_command(cmd.name)
+        else:
+            app.prefill(cmd.name + " ")
+
+    async def discover(self) -> Hits:
+        for cmd in COMMANDS:
+            yield DiscoveryHit(cmd.usage, partial(self._run, cmd), help=cmd.help)
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for cmd in COMMANDS:
+            score = matcher.match(cmd.usage)
+            if score > 0:
+                yield Hit(score, matcher.highlight(cmd.usage), partial(self._run, cmd), help=cmd.help)

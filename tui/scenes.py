@@ -1,0 +1,164 @@
+"""Fixed scenes of the TUI, shared by the snapshot tests and `screenshots.py`.
+
+Every record has a fixed id and time and the app gets a frozen clock, so a scene renders
+the same way every time (no uuids, no wall-clock times on screen).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+
+from ..core.agents import register
+from ..core.bus import Bus
+from ..core.model import Agent, Item, WaitRecord
+from ..core.proc import hostname, me
+from .app import WaveApp
+
+T0 = 1000.0  # records are dated from here
+NOW = 1042.0  # the frozen clock
+
+IDS = {
+    "file-reader": "a1b2c3d4000000000000000000000001",
+    "test-runner": "e5f6a7b8000000000000000000000002",
+    "linter": "c3d4e5f6000000000000000000000003",
+    "schema-check": "b7c8d9e0000000000000000000000004",
+    "doc-writer": "f1e2d3c4000000000000000000000005",
+}
+MIRROR_WAIT = "9f8e7d6c000000000000000000000009"
+
+
+def frozen_app(bus: Bus, **kwargs) -> WaveApp:
+    app = WaveApp(bus, me="orchestrator", clock=lambda: NOW, animate=False, bus_label="demo-bus",
+                  sweep_every=0, **kwargs)
+    app.theme = "textual-dark"  # never the developer's TEXTUAL_THEME
+    return app
+
+
+async def put_flight(bus: Bus, name: str, i: int, **fields) -> Agent:
+    """A flight record with a fixed id and start time (no process: the sweep leaves it be)."""
+    agent = Agent(id=IDS[name], name=name, wave="wave-1", parent_id="orchestrator",
+                  created_at=T0 + i, **fields)
+    await bus.put_agent(agent)
+    return agent
+
+
+async def seed_wave(bus: Bus) -> None:
+    """A wave of five: two reported, one dead, two still running."""
+    await register(bus, "orchestrator")
+    await put_flight(bus, "file-reader", 1)
+    await put_flight(bus, "test-runner", 2, last_message="42 of 120 tests run", last_message_at=T0 + 38)
+    await put_flight(bus, "linter", 3, status="dead", reason="exited with code 1", ended_at=T0 + 9,
+                     exit_code=1)
+    await put_flight(bus, "schema-check", 4)
+    await put_flight(bus, "doc-writer", 5)
+    for i, (name, kind, body, at) in enumerate((
+        ("file-reader", "message", "read 42 files; found 3 issues", T0 + 21),
+        ("schema-check", "worker_complete", "14 foreign keys, 3 without an index", T0 + 33),
+    )):  # delivered as the core does, with fixed ids and times
+        await bus.deliver(Item(id=f"0000000000000000000000000000010{i}", type=kind, to="orchestrator",
+                               sender=IDS[name], body=body, sent_at=at))
+        await bus.update_agent(IDS[name], last_message=body, last_message_at=at)
+
+
+async def seed_two(bus: Bus) -> None:
+    await register(bus, "orchestrator")
+    await put_flight(bus, "file-reader", 1)
+    await put_flight(bus, "linter", 3)
+
+
+async def seed_mirror(bus: Bus) -> None:
+    """The wave plus a wait that another process (a planner agent) makes on two flights."""
+    await seed_wave(bus)
+    await bus.put_agent(Agent(id="planner", name="planner", created_at=T0 + 6))
+    pid, start = me()  # alive, so the bus keeps the record
+    await bus.register_wait(WaitRecord(
+        id=MIRROR_WAIT, waiter="planner", kind="fan_in", tool="wait",
+        targets=[IDS["file-reader"], IDS["test-runner"]], target_names=["file-reader", "test-runner"],
+        description="a message from each", started_at=T0 + 30, deadline=NOW + 45,
+        progress="1/2 received: file-reader · waiting on test-runner",
+        host=hostname(), pid=pid, pid_start=start,
+    ))
+
+
+async def until(cond: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
+    import anyio
+
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"scene: timed out waiting for {what}")
+        with anyio.move_on_after(0.01):
+            await anyio.Event().wait()
+
+
+async def ready(pilot, rows: int) -> None:
+    app = pilot.app
+    await until(lambda: app.read_count > 0 and len(app.flights()) == rows, "the first read")
+    await pilot.pause()
+
+
+async def start_fan_in(pilot) -> None:
+    await ready(pilot, 5)
+    await pilot.press(*"/wait 60 a1b2 e5f6 c3d4", "enter")
+    await until(lambda: IDS["file-reader"] in pilot.app.wait_received, "the first message claimed")
+    await pilot.pause()
+
+
+async def after_escape(pilot) -> None:
+    await start_fan_in(pilot)
+    await pilot.press("escape")
+    await until(lambda: not pilot.app.waiting and pilot.app.last_result is not None, "the result")
+    await pilot.pause()
+
+
+async def a_death(pilot) -> None:
+    await ready(pilot, 2)
+    await pilot.app.bus.transition(IDS["linter"], "dead", ("running",), reason="exited with code 1",
+                                   ended_at=T0 + 9, exit_code=1)
+    await until(lambda: any(a.status == "dead" for a in pilot.app.agents), "the death")
+    await until(lambda: bool(pilot.app.notices), "the toast")
+    await pilot.pause()
+
+
+async def mirror(pilot) -> None:
+    await ready(pilot, 6)
+    await until(lambda: bool(pilot.app.waits), "the mirrored wait")
+    await pilot.pause()
+
+
+async def help_screen(pilot) -> None:
+    await ready(pilot, 0)
+    await pilot.press("f1")
+    await pilot.pause()
+
+
+async def flight_detail(pilot) -> None:
+    await ready(pilot, 5)
+    pilot.app.open_flight(IDS["file-reader"])
+    await pilot.pause()
+    await until(lambda: "read 42 files" in str(pilot.app.screen.query_one("#flight-items").lines[:1]),
+                "the flight's messages")
+    await until(lambda: len(pilot.app.screen.query_one("#flight-output").lines) > 0, "the output pane")
+    await pilot.pause()
+
+
+async def empty(pilot) -> None:
+    await ready(pilot, 0)
+
+
+async def wave(pilot) -> None:
+    await ready(pilot, 5)
+
+
+Scene = tuple[Callable[[Bus], Awaitable[None]] | None, Callable[..., Awaitable[None]]]
+SCENES: dict[str, Scene] = {
+    "empty-bus": (None, empty),
+    "running-wave": (seed_wave, wave),
+    "waiting": (seed_wave, start_fan_in),
+    "after-escape": (seed_wave, after_escape),
+    "dead-flight": (seed_two, a_death),
+    "mirror": (seed_mirror, mirror),
+    "help": (None, help_screen),
+    "flight-detail": (seed_wave, flight_detail),
+}

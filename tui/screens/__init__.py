@@ -1,0 +1,1 @@
+"""The TUI's screens, one module each, each with its own .tcss."""

@@ -1,0 +1,116 @@
+"""One flight up close: its record, its messages and events, and its output log (live)."""
+
+from __future__ import annotations
+
+import os
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import RichLog, Static
+
+from ...core.bus import Bus
+from ...core.model import AGENT_ITEM_TYPES, Item
+from ..state import ago, flight_state
+
+LOG_TAIL = 64 * 1024
+
+
+class FlightScreen(ModalScreen[None]):
+    CSS_PATH = "flight.tcss"
+    BINDINGS = [Binding("escape,q", "dismiss", "Close")]
+
+    def __init__(self, bus: Bus, me: str, agent_id: str, clock, received: bool) -> None:
+        super().__init__()
+        self.bus, self.me, self.agent_id, self.clock, self.received = bus, me, agent_id, clock, received
+        self._log_size = -1
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="flight-box"):
+            yield Static(id="flight-info")
+            yield Static("Messages and events", classes="section")
+            yield RichLog(id="flight-items", wrap=True, markup=False, highlight=False)
+            yield Static("Output log", classes="section")
+            yield RichLog(id="flight-output", wrap=False, markup=False, highlight=False)
+
+    def on_mount(self) -> None:
+        self.follow()
+        self.tail_log()
+        self.set_interval(0.5, self.tail_log)
+
+    @work(exclusive=True, group="flight", exit_on_error=False)
+    async def follow(self) -> None:
+        """Re-read on every change of the flight or of either inbox (wakes are hints)."""
+        changes = await self.bus.subscribe(agents=True, inboxes=[self.me, self.agent_id])
+        try:
+            while True:
+                await self.reload()
+                await changes.wait()
+        finally:
+            changes.close()
+
+    async def reload(self) -> None:
+        agent = await self.bus.get_agent(self.agent_id)
+        info = self.query_one("#flight-info", Static)
+        if agent is None:
+            info.update(Text(f"no agent {self.agent_id} on the bus", style="red"))
+            return
+        t = self.clock()
+        state = flight_state(agent, self.received)
+        head = Text()
+        head.append(agent.name, style="bold")
+        head.append(f"  {agent.id}  ", style="dim")
+        head.append(f"{state}", style="bold")
+        if agent.status != state:
+            head.append(f" (lifecycle: {agent.status})")
+        if agent.reason:
+            head.append(f" · {agent.reason}", style="red" if agent.status == "dead" else "")
+        head.append(f"\nwave {agent.wave or '—'} · started {ago(t - agent.created_at)} ago · pid {agent.pid or '—'}")
+        if agent.exit_code is not None:
+            head.append(f" · exit code {agent.exit_code}")
+        if agent.command:
+            head.append("\n$ " + " ".join(agent.command), style="dim")
+        info.update(head)
+        mine = [i for i in await self.bus.history(self.me, 1000) + await self.bus.peek(self.me)
+                if i.sender == self.agent_id or i.data.get("agent_id") == self.agent_id]
+        theirs = await self.bus.history(self.agent_id, 1000) + await self.bus.peek(self.agent_id)
+        items = sorted(mine + theirs, key=lambda i: i.sent_at)
+        log = self.query_one("#flight-items", RichLog)
+        log.clear()
+        if not items:
+            log.write(Text("no messages or events yet", style="dim"))
+        for item in items:
+            log.write(self._item_line(item, agent.created_at))
+
+    def _item_line(self, item: Item, t0: float) -> Text:
+        where = "queued" if item.taken_by is None else f"taken by {item.taken_by}"
+        arrow = "→ you" if item.to == self.me else f"→ {item.to[:8]}"
+        kind = item.type if item.type in AGENT_ITEM_TYPES else f"event {item.type}"
+        line = Text(f"+{ago(item.sent_at - t0):>6} ", style="dim")
+        line.append(f"{kind} {arrow} ({where}): ", style="bold" if item.type in AGENT_ITEM_TYPES else "red")
+        line.append(item.body)
+        return line
+
+    def tail_log(self) -> None:
+        """The output log is a plain file outside the watched folders; follow it by size."""
+        out = self.query_one("#flight-output", RichLog)
+        agent_path = self.bus.log_path(self.agent_id)
+        if not agent_path or not os.path.exists(agent_path):
+            if self._log_size != -2:
+                out.write(Text("no output log (not spawned here)", style="dim"))
+                self._log_size = -2
+            return
+        size = os.path.getsize(agent_path)
+        if size == self._log_size:
+            return
+        with open(agent_path, "rb") as f:
+            if size > LOG_TAIL:
+                f.seek(size - LOG_TAIL)
+            data = f.read().decode("utf-8", "replace")
+        out.clear()
+        for line in data.splitlines():
+            out.write(Text(line))
+        self._log_size = size

@@ -1,0 +1,141 @@
+"""What the TUI shows, computed from bus records: pure functions, no Textual.
+
+The panel's word for a flight follows one rule (also in the README):
+
+* `✔ received` when the person has heard back from the flight: an item the flight sent
+  (message, completion or question) is in the person's inbox (queued, or already taken
+  into its history), or the person's current or last wait received one from it. A message
+  that arrived before a death wins, as in DESIGN's fan-in view. A `/send` from the TUI to
+  the flight starts a new round: what it sent before that no longer counts.
+* otherwise the flight's lifecycle status: `⠋ running`, `◌ idle`, `✖ dead` (with the
+  reason), `■ closed`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from ..core.ids import short
+from ..core.model import Agent, WaitRecord
+
+FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"  # rich's "dots" spinner, 10 frames
+GLYPH = {"received": "✔", "idle": "◌", "dead": "✖", "closed": "■"}
+STATE_STYLE = {
+    "received": "bold green", "running": "yellow", "idle": "cyan", "dead": "bold red",
+    "closed": "dim",
+}
+QUIET_AFTER = 30.0  # a running flight silent this long is dimmed: a visible stall
+
+
+def spinner(t: float) -> str:
+    """The spinner frame at time `t` (10 frames a second)."""
+    return FRAMES[int(t * 10) % len(FRAMES)]
+
+
+def state_label(state: str, t: float) -> str:
+    """Glyph plus word, never colour alone."""
+    glyph = spinner(t) if state == "running" else GLYPH.get(state, "?")
+    return f"{glyph} {state}"
+
+
+def ago(seconds: float | None) -> str:
+    """A short duration for people: 4s, 2m05s, 1h03m."""
+    if seconds is None:
+        return "—"
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+
+
+@dataclass(frozen=True)
+class FlightView:
+    """One row of the flights panel, already decided."""
+
+    id: str
+    name: str
+    wave: str
+    state: str  # received | running | idle | dead | closed
+    elapsed: str
+    quiet: str  # time since its last message
+    detail: str  # last message, or why it is dead
+    stalled: bool
+
+    def cells(self, t: float) -> tuple[str, ...]:
+        return (state_label(self.state, t), self.name, short(self.id), self.wave,
+                self.elapsed, self.quiet, self.detail)
+
+
+def flight_state(agent: Agent, received: bool) -> str:
+    return "received" if received else agent.status
+
+
+def flight_view(agent: Agent, received: bool, now: float) -> FlightView:
+    state = flight_state(agent, received)
+    end = agent.ended_at if agent.finished and agent.ended_at else now
+    quiet = None if agent.last_message_at is None else now - agent.last_message_at
+    if state == "dead":
+        detail = agent.reason or "dead"
+    else:
+        detail = (agent.last_message or "").replace("\n", " ")
+    since = agent.last_message_at or agent.created_at
+    return FlightView(
+        id=agent.id, name=agent.name, wave=agent.wave or "", state=state,
+        elapsed=ago(end - agent.created_at), quiet=ago(quiet), detail=detail,
+        stalled=state == "running" and now - since > QUIET_AFTER,
+    )
+
+
+def received_ids(
+    agents: Iterable[Agent], heard_from: set[str], rounds: dict[str, float],
+) -> set[str]:
+    """Apply the panel's rule: heard from, and not since given new work by the person."""
+    out = set()
+    for a in agents:
+        if a.id not in heard_from:
+            continue
+        started = rounds.get(a.id)
+        if started is not None and (a.last_message_at or 0) < started:
+            continue
+        out.add(a.id)
+    return out
+
+
+def summary(views: Sequence[FlightView]) -> str:
+    """`3/5 received · 1 dead · 1 running` (zero counts left out)."""
+    if not views:
+        return "no flights yet"
+    counts: dict[str, int] = {}
+    for v in views:
+        counts[v.state] = counts.get(v.state, 0) + 1
+    parts = [f"{counts.get('received', 0)}/{len(views)} received"]
+    parts += [f"{counts[s]} {s}" for s in ("dead", "running", "idle", "closed") if counts.get(s)]
+    return " · ".join(parts)
+
+
+@dataclass(frozen=True)
+class MirrorView:
+    """One wait made by another process, as the mirror panel shows it."""
+
+    id: str
+    waiter: str
+    tool: str
+    targets: str
+    countdown: str
+    progress: str
+
+    def cells(self) -> tuple[str, ...]:
+        return (short(self.id), self.waiter, self.tool, self.targets, self.countdown, self.progress)
+
+
+def mirror_view(rec: WaitRecord, now: float, names_by_id: dict[str, str] | None = None) -> MirrorView:
+    """`names_by_id` turns the waiter's id into its name when the bus knows it."""
+    names = rec.target_names or [short(t) for t in rec.targets]
+    waiter = (names_by_id or {}).get(rec.waiter, rec.waiter)
+    targets = ", ".join(names) if names else (rec.description or "next message")
+    left = "—" if rec.deadline is None else ago(rec.deadline - now)
+    return MirrorView(id=rec.id, waiter=waiter, tool=rec.tool, targets=targets,
+                      countdown=left, progress=rec.progress or "started")

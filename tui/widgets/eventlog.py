@@ -1,0 +1,39 @@
+"""The log pane: bus events as they happen, optionally only those of one flight."""
+
+from __future__ import annotations
+
+from collections import deque
+
+from rich.text import Text
+from textual.widgets import RichLog
+
+KEPT = 2000
+
+
+class EventLog(RichLog):
+    HELP = """
+## Event log
+Bus events as the TUI sees them: flights spawned, messages, state changes, deaths, waits.
+`/log ID` shows one flight only; `/log` shows all again. **ctrl+l** hides or shows it.
+"""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(wrap=False, markup=False, highlight=False, max_lines=KEPT, **kwargs)
+        self._lines: deque[tuple[str | None, Text]] = deque(maxlen=KEPT)
+        self.only: str | None = None
+
+    def add(self, agent_id: str | None, line: Text) -> None:
+        self._lines.append((agent_id, line))
+        if self.only is None or agent_id == self.only:
+            self.write(line)
+
+    def filter(self, agent_id: str | None) -> None:
+        self.only = agent_id
+        self.clear()
+        for a, line in self._lines:
+            if agent_id is None or a == agent_id:
+                self.write(line)
+
+    def shown(self) -> list[str]:
+        """The lines the pane shows under its filter (also while it is hidden)."""
+        return [t.plain for a, t in self._lines if self.only is None or a == self.only]

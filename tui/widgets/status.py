@@ -1,0 +1,45 @@
+"""The status layer of a running wait: "Waiting for sub-agents:" with one line per target."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from rich.text import Text
+from textual.widgets import Static
+
+from ...core.ids import short
+from ..state import STATE_STYLE, ago, spinner
+
+
+class WaitStatus(Static):
+    """Shown only while the person's own wait runs; fed by the wait's progress and the panel."""
+
+    def render_wait(
+        self, *, targets: Sequence[tuple[str, str]], received: set[str],
+        states: Mapping[str, tuple[str, str]], t: float, left: float | None, progress: str,
+    ) -> None:
+        """`states` maps agent id to (lifecycle status, reason) as the panel knows it."""
+        out = Text()
+        if not targets:
+            out.append(f"{spinner(t)} Waiting for the next message", style="bold")
+        else:
+            out.append("Waiting for sub-agents:", style="bold")
+        if left is not None:
+            out.append(f"  ({ago(left)} left · Escape interrupts)", style="dim")
+        width = max((len(n) for _, n in targets), default=0)
+        for agent_id, name in targets:
+            out.append("\n  ")
+            out.append(name.ljust(width), style="bold")
+            out.append(f"  {short(agent_id)}  ", style="dim")
+            status, reason = states.get(agent_id, ("running", ""))
+            if agent_id in received:
+                out.append("[✓] received", style=STATE_STYLE["received"])
+            elif status == "dead":
+                out.append(f"✖ dead ({reason or 'dead'})", style=STATE_STYLE["dead"])
+            elif status == "running":
+                out.append(f"{spinner(t)} running", style=STATE_STYLE["running"])
+            else:
+                out.append(f"{'◌' if status == 'idle' else '■'} {status}", style=STATE_STYLE.get(status, ""))
+        if progress and not targets:
+            out.append(f"\n  {progress}", style="dim")
+        self.update(out)
