@@ -140,10 +140,22 @@ class WaveApp(App[dict[str, Any] | None]):
         """Subscribe first, then read; after each wake, read again (at most ten times a second)."""
         assert self.bus is not None
         changes = await self.bus.subscribe(agents=True, waits=True, inboxes=[self.me])
+        failing = False
         try:
             while True:
                 started = time.monotonic()
-                await self.read_bus()
+                try:
+                    await self.read_bus()
+                except WavewaitError as e:  # say so, keep the last picture, try again shortly
+                    if not failing:
+                        log.exception("reading the bus failed")
+                        self.say(Text(f"cannot read the bus: {e}; retrying every second", style="red"))
+                    failing = True
+                    await _sleep(1.0)
+                    continue
+                if failing:
+                    self.say(Text("reading the bus again", style="green"))
+                    failing = False
                 await changes.wait()
                 rest = READ_EVERY - (time.monotonic() - started)
                 if rest > 0:
@@ -259,6 +271,9 @@ class WaveApp(App[dict[str, Any] | None]):
     def tick(self) -> None:
         """The one timer: repaint what changed, or just advance spinners and countdowns."""
         t = self.clock()
+        if self.animation_level == "none":  # TEXTUAL_ANIMATIONS=none: spinners stand still
+            if not self._dirty and int(t) == self._last_repaint_second:
+                return
         second = int(t)
         if self._dirty or second != self._last_repaint_second:
             self.repaint()

@@ -407,3 +407,43 @@ async def test_interrupting_a_mirrored_mcp_wait_makes_the_agents_call_return_int
     assert [(x["name"], x["status"]) for x in r["results"]] == [("file-reader", "received"),
                                                               ("test-runner", "running")]
     assert r["results"][0]["message"] == "found 3 issues"
+
+
+async def test_demo_spawns_a_real_wave_and_fans_in_on_it(bus):
+    """A short demo wave: reports, a death, and a slow flight whose own wait the person interrupts."""
+    from wavewait.tui.demo import DemoFlight, DemoPlan
+
+    demo = DemoPlan(seed=1, timeout=60, flights=(
+        DemoFlight("file-reader", "report", 0.2, "found 3 issues"),
+        DemoFlight("test-runner", "report-cli", 0.3, "120 tests pass"),
+        DemoFlight("linter", "die", 0.2, "ruff crashed"),
+        DemoFlight("migrator", "slow", 0.1, "waiting for a go-ahead"),
+    ))
+    app = make_app(bus, demo=demo)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app, pilot)
+        await until(lambda: app.waiting and len(app.wait_targets) == 4, timeout=30, what="the demo's fan-in")
+        await until(lambda: any(w.waiter not in ("orchestrator",) for w in app.waits), timeout=30,
+                    what="migrator's own wait in the mirror")
+        other = next(w for w in app.waits if w.id not in app._own_waits)
+        await type_command(pilot, f"/interrupt {other.id[:8]}")
+        await until(lambda: not app.waiting, timeout=30, what="the fan-in to finish")
+        result = app.last_result
+        assert result.status == "complete"
+        by_name = {r.name: r for r in result.results}
+        assert by_name["file-reader"].message == "found 3 issues"
+        assert by_name["test-runner"].message == "120 tests pass"
+        assert by_name["linter"].status == "dead" and by_name["linter"].reason == "exited with code 1"
+        assert by_name["migrator"].status == "received"
+        assert "interrupted" in by_name["migrator"].message
+        await pilot.press("ctrl+q")
+    assert app.return_code == 0 and app.return_value["status"] == "complete"
+
+
+def test_demo_plan_is_repeatable_with_a_seed():
+    from wavewait.tui.demo import plan
+
+    assert plan(7) == plan(7)
+    assert plan(7) != plan(8)
+    roles = sorted(f.role for f in plan(7).flights)
+    assert roles == ["die", "report", "report", "report", "report-cli", "slow"]

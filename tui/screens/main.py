@@ -26,6 +26,7 @@ received. **F1** shows the help of the focused part.
     BINDINGS = [
         # not a priority binding: the command palette keeps its own Escape
         Binding("escape", "interrupt", "Interrupt wait", tooltip="Interrupt the running wait; partial results are kept"),
+        Binding("slash", "focus_command", "Command", show=False),  # from a panel: start a command
     ]
 
     def compose(self) -> ComposeResult:
@@ -48,6 +49,9 @@ received. **F1** shows the help of the focused part.
         if action == "interrupt":
             return True if self.app.waiting else None
         return True
+
+    def action_focus_command(self) -> None:
+        self.app.prefill("/")
 
     def action_interrupt(self) -> None:
         self.app.interrupt_own_wait()

@@ -56,7 +56,10 @@ ids; a flight's name followed by Tab becomes its short id. **↑/↓** walk the 
         self.cursor_position = len(self.value)
 
     def action_complete(self) -> None:
+        """Complete; with nothing to complete, Tab moves focus on (to the panels) as usual."""
         new = complete(self.value, self._ids()) or expand_name(self.value, self._ids())
         if new:
             self.value = new
             self.cursor_position = len(new)
+        elif not self.value:
+            self.screen.focus_next()
