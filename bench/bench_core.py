@@ -17,7 +17,6 @@ import asyncio
 import glob
 import os
 import random
-import statistics
 import subprocess
 import sys
 import tempfile

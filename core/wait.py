@@ -33,6 +33,7 @@ from .results import (
     AgentWait, Event, FanIn, NextMessage, Resolution, Signal, TargetResult, iso,
 )
 
+PROGRESS_WRITE_EVERY = 0.1  # how often the wait's record on the bus may be rewritten
 PROGRESS_EVERY = 10.0  # the MCP face must report at least every 15 s
 #: how often a wait re-reads with no change reported, and returns claims of dead waiters:
 #: a backstop for change events the kernel dropped (its queue overflows silently)
@@ -139,7 +140,7 @@ class _Wait:
     async def _loop(
         self, changes: Changes, step, progress, registered: str,
     ) -> Literal["done", "timeout", "interrupted"]:
-        last_msg, written = None, registered
+        last_msg, written, written_at, next_write = None, registered, time.monotonic(), None
         next_progress = time.monotonic()
         next_sweep = time.monotonic() + SWEEP_INTERVAL
         next_rescan = time.monotonic() + RESCAN_EVERY
@@ -149,8 +150,13 @@ class _Wait:
             done = await step()
             msg = progress()
             if msg != written and not done:  # a finished wait's record is about to go
-                await self.bus.update_wait(self.id, msg)
-                written = msg
+                # the record is for live views: rewrite it at most every PROGRESS_WRITE_EVERY,
+                # so a fan-in over 1,000 flights does not rewrite it on every wake
+                if time.monotonic() - written_at >= PROGRESS_WRITE_EVERY:
+                    await self.bus.update_wait(self.id, msg)
+                    written, written_at, next_write = msg, time.monotonic(), None
+                else:
+                    next_write = written_at + PROGRESS_WRITE_EVERY
             if msg != last_msg or time.monotonic() >= next_progress:
                 await self._report(msg)
                 last_msg, next_progress = msg, time.monotonic() + PROGRESS_EVERY
@@ -160,14 +166,15 @@ class _Wait:
                 t = time.monotonic()
                 if self.deadline is not None and t >= self.deadline:
                     return "timeout"
-                timers = (self.deadline, next_progress, next_rescan, next_sweep if self.targets else None)
+                timers = (self.deadline, next_progress, next_rescan, next_write,
+                          next_sweep if self.targets else None)
                 wake_at = min(x for x in timers if x is not None)
                 woke = False
                 with anyio.move_on_after(max(0.0, wake_at - t)):
                     await self._next_change(changes)
                     woke = True
                 t = time.monotonic()
-                if woke or t >= next_progress:
+                if woke or t >= next_progress or (next_write is not None and t >= next_write):
                     break
                 if t >= next_rescan:
                     next_rescan = t + RESCAN_EVERY

@@ -46,6 +46,7 @@ log = logging.getLogger(__name__)
 
 SEP = "~"
 HISTORY_KEPT = 1000
+ROTATE_EVERY = 32
 PREVIEW_EVERY = 0.25  # seconds between writes of one sender's last-message preview
 _WATCHED = ("agents", "inbox", "waits")
 _DIRS = (*_WATCHED, "resolutions", "logs", "quarantine", "locks", "tmp")
@@ -90,6 +91,7 @@ class FileBus:
         self._new_dirs: dict[str, str] = {}
         self._agent_paths: dict[str, Path] = {}
         self._locks = str(self.root / "locks")
+        self._takes_seen: dict[str, int] = {}
         self._claimed: dict[tuple[str, str], dict[str, Item]] = {}  # loaded at claim, for take
         self._previews: dict[str, dict[str, Any]] = {}  # last-message previews not yet written
         self._preview_at: dict[str, float] = {}
@@ -301,15 +303,17 @@ class FileBus:
     async def claim(self, inbox: str, ref: ItemRef, wait_id: str) -> Item | None:
         box = self._inbox(inbox)
         dest_dir = box / "claims" / check_id(wait_id, "wait")
-        dest_dir.mkdir(mode=0o700, exist_ok=True)
+        if (inbox, wait_id) not in self._claimed:  # the first claim of this wait makes its folder
+            dest_dir.mkdir(mode=0o700, exist_ok=True)
         dest = dest_dir / _name(ref)
         try:
             os.rename(box / "new" / _name(ref), dest)
         except FileNotFoundError:
             return None  # another waiter got it first
         item = self._load(dest, ref)
+        claimed = self._claimed.setdefault((inbox, wait_id), {})
         if item is not None:
-            self._claimed.setdefault((inbox, wait_id), {})[dest.name] = item
+            claimed[dest.name] = item
         return item
 
     async def release(self, inbox: str, wait_id: str) -> int:
@@ -351,7 +355,12 @@ class FileBus:
             item = known.get(name) or (self._load(dest / name, ref) if ref else None)
             if item is not None:
                 taken.append(item.model_copy(update={"taken_by": taker, "taken_at": at / 1e9}))
-        self._rotate_history(box)
+        # rotating lists every history folder; do it on a process's first take of an inbox
+        # and then every ROTATE_EVERY takes, so history stays near HISTORY_KEPT
+        n = self._takes_seen.get(inbox, 0)
+        self._takes_seen[inbox] = n + 1
+        if n % ROTATE_EVERY == 0:
+            self._rotate_history(box)
         return taken
 
     @staticmethod

@@ -121,3 +121,22 @@ async def test_a_claim_of_a_dead_waiter_is_returned_by_the_recovery_sweep(file_b
     assert sorted(os.listdir(box / "new"))[0] == first
     await run_actor(file_bus, "consume", "orchestrator")
     assert await file_bus.pending("orchestrator") == []
+
+
+async def test_history_keeps_who_took_what_in_order_and_is_rotated(file_bus, monkeypatch):
+    from wavewait.core.bus import file as file_mod
+
+    monkeypatch.setattr(file_mod, "HISTORY_KEPT", 3)
+    monkeypatch.setattr(file_mod, "ROTATE_EVERY", 1)
+    await crew(file_bus)
+    for i in range(5):
+        await messages.send(file_bus, "file-reader", "orchestrator", f"m{i}")
+    fan = await wait.wait_fan_in(file_bus, "orchestrator", 0, ["file-reader", "linter"])
+    assert fan.results[0].message == "m0"
+    for _ in range(4):
+        assert (await wait.wait_next(file_bus, "orchestrator", 0)).status == "received"
+    history = await file_bus.history("orchestrator", 100)
+    assert [i.body for i in history] == ["m2", "m3", "m4"]
+    assert all(i.taken_by == "orchestrator" and i.taken_at for i in history)
+    assert [i.body for i in await file_bus.history("orchestrator", 1)] == ["m4"]
+    assert os.listdir(file_bus.root / "inbox" / "orchestrator" / "claims") == []
