@@ -2,8 +2,8 @@
 
     python bench/bench_tui.py [--flights 1000] [--rate 100] [--seconds 10]
 
-The app runs headless at 120×40 on a real directory bus. A writer thread (its own bus
-handle, as another process would be) changes 100 flights a second: last messages and
+The app runs headless at 120×40 on a real directory bus. A writer process (as the
+flights would be) changes 100 flights a second: last messages and
 running ↔ idle. The app follows the bus's change stream as it always does and repaints
 from its one 10 Hz timer.
 
@@ -23,7 +23,6 @@ import random
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -53,26 +52,28 @@ async def seed(bus: FileBus, n: int) -> list[str]:
     return ids
 
 
-def writer(root: str, ids: list[str], rate: float, stop: threading.Event, count: list[int]) -> None:
-    """Change `rate` flights a second from another thread with its own bus handle."""
+def writer(root: str, ids: list[str], rate: float, seconds: float) -> None:
+    """Change `rate` flights a second, in a process of its own (as the flights would be)."""
     async def run() -> None:
         bus = FileBus(root)
         rng = random.Random(1)
         period = 1.0 / rate
-        nxt = time.monotonic()
-        while not stop.is_set():
+        start = nxt = time.monotonic()
+        count = 0
+        while time.monotonic() - start < seconds:
             agent_id = rng.choice(ids)
             if rng.random() < 0.5:
-                await bus.update_agent(agent_id, last_message=f"step {count[0]}", last_message_at=time.time())
+                await bus.update_agent(agent_id, last_message=f"step {count}", last_message_at=time.time())
             else:
                 a = await bus.get_agent(agent_id)
                 new = "idle" if a.status == "running" else "running"
                 await bus.transition(agent_id, new, (a.status,))
-            count[0] += 1
+            count += 1
             nxt += period
             delay = nxt - time.monotonic()
             if delay > 0:
                 await asyncio.sleep(delay)
+        print(count / (time.monotonic() - start), flush=True)
         await bus.close()
     asyncio.run(run())
 
@@ -88,11 +89,21 @@ async def bench(n: int, rate: float, seconds: float, keys: int) -> dict[str, lis
     renders: list[float] = []
     pending_tick = [0.0]
     rendered = [0]
-    app.frame_hook = lambda dt: (ticks.append(dt), pending_tick.__setitem__(0, pending_tick[0] + dt))
+    pending_cpu = [0.0]
+
+    def hook(dt: float) -> None:
+        ticks.append(dt)
+        pending_tick[0] += dt
+        pending_cpu[0] += dt  # repaint work is all CPU (no I/O in a tick)
+
+    app.frame_hook = hook
 
     original = MainScreen._compositor_refresh
 
+    cpu_frames: list[float] = []
+
     def timed_refresh(screen: MainScreen) -> None:
+        c0 = time.thread_time()
         t0 = time.perf_counter()
         update = screen._compositor.render_update(screen_stack=app._background_screens)
         screen._dirty_widgets.clear()
@@ -100,6 +111,8 @@ async def bench(n: int, rate: float, seconds: float, keys: int) -> dict[str, lis
             return
         update.render_segments(app.console)  # the bytes a terminal would get (headless skips it)
         dt = time.perf_counter() - t0
+        cpu_frames.append(time.thread_time() - c0 + pending_cpu[0])
+        pending_cpu[0] = 0.0
         renders.append(dt)
         frames.append(dt + pending_tick[0])
         pending_tick[0] = 0.0
@@ -107,8 +120,6 @@ async def bench(n: int, rate: float, seconds: float, keys: int) -> dict[str, lis
 
     MainScreen._compositor_refresh = timed_refresh  # type: ignore[method-assign]
     latencies: list[float] = []
-    stop = threading.Event()
-    count = [0]
     try:
         async with app.run_test(size=(120, 40)) as pilot:
             deadline = time.monotonic() + 30
@@ -116,8 +127,9 @@ async def bench(n: int, rate: float, seconds: float, keys: int) -> dict[str, lis
                 await pilot.pause(0.05)
             await pilot.pause(0.5)
             ticks.clear(); frames.clear(); renders.clear()
-            thread = threading.Thread(target=writer, args=(root, ids, rate, stop, count), daemon=True)
-            thread.start()
+            writer_proc = await asyncio.create_subprocess_exec(
+                sys.executable, __file__, "--writer", root, str(rate), str(seconds), str(n),
+                stdout=asyncio.subprocess.PIPE)
             started = time.monotonic()
             cmd = app.screen.query_one(CommandLine)
             gap = seconds / (keys + 1)
@@ -135,17 +147,20 @@ async def bench(n: int, rate: float, seconds: float, keys: int) -> dict[str, lis
                 latencies.append(time.perf_counter() - t0)
             while time.monotonic() - started < seconds:
                 await asyncio.sleep(0.05)
-            elapsed = time.monotonic() - started
-            stop.set()
-            thread.join()
+            out, _ = await writer_proc.communicate()
+            measured_rate = float(out.decode().strip() or "nan")
     finally:
         MainScreen._compositor_refresh = original  # type: ignore[method-assign]
         await bus.close()
-    return {"ticks": ticks, "frames": frames, "renders": renders, "keys": latencies,
-            "changes_per_s": [count[0] / elapsed], "reads": [app.read_count]}
+    return {"ticks": ticks, "frames": frames, "cpu_frames": cpu_frames, "renders": renders, "keys": latencies,
+            "changes_per_s": [measured_rate], "reads": [app.read_count]}
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["--writer"]:
+        root, rate, seconds, n = sys.argv[2], float(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
+        writer(root, [f"{i:08x}" + "0" * 24 for i in range(n)], rate, seconds)
+        return
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--flights", type=int, default=1000)
     p.add_argument("--rate", type=float, default=100)
@@ -162,6 +177,7 @@ def main() -> None:
         ("frame (repaint work + render)", r["frames"], "p99 ≤ 50"),
         ("  of which: repaint work per tick", r["ticks"], ""),
         ("  of which: compositor render", r["renders"], ""),
+        ("frame, CPU time only (load-independent)", r["cpu_frames"], ""),
         ("keypress → screen", r["keys"], "≤ 100"),
     )
     for name, xs, target in rows:

@@ -9,6 +9,7 @@ never blocks. Widgets are given their data (attributes down) and post messages u
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -18,6 +19,7 @@ from rich.text import Text
 from textual import work
 from textual.app import App
 from textual.binding import Binding
+from textual.css.query import NoMatches
 from textual.widgets import RichLog, Static
 
 from ..core import agents as agents_mod
@@ -49,6 +51,7 @@ EXIT = {"satisfied": 0, "timeout": 3, "interrupted": 4}
 REPAINT_EVERY = 0.1  # ≤ 10 Hz, one timer
 READ_EVERY = 0.1  # coalesce bursts of bus changes into at most ten reads a second
 SWEEP_EVERY = 1.0  # liveness sweep, so a flight whose process vanished shows as dead
+FREEZE_STEP = 200  # freeze the heap again when the bus grew or shrank by this many agents
 DEATH_TOASTS = 3  # more deaths than this in one read make one toast, not a burst
 
 
@@ -105,6 +108,7 @@ class WaveApp(App[dict[str, Any] | None]):
         self._own_waits: set[str] = set()  # ids of the person's waits: not mirrored
         self.notices: list[str] = []  # every toast shown, kept (toasts expire)
         self._view_cache: dict[str, tuple[tuple, Agent, FlightView]] = {}
+        self._frozen_at = 0  # agent count when the heap was last frozen
 
     # ------------------------------------------------------------------ set-up
     async def on_mount(self) -> None:
@@ -270,6 +274,10 @@ class WaveApp(App[dict[str, Any] | None]):
 
     def tick(self) -> None:
         """The one timer: repaint what changed, or just advance spinners and countdowns."""
+        try:
+            table = self._main.query_one(FlightsTable)
+        except (LookupError, NoMatches):  # the screen is going away (quitting)
+            return
         t = self.clock()
         if self.animation_level == "none":  # TEXTUAL_ANIMATIONS=none: spinners stand still
             if not self._dirty and int(t) == self._last_repaint_second:
@@ -279,7 +287,7 @@ class WaveApp(App[dict[str, Any] | None]):
             self.repaint()
         else:
             started = time.perf_counter()
-            self._main.query_one(FlightsTable).spin(t)
+            table.spin(t)
             if self.control is not None:
                 self._paint_status(t)
             if self.frame_hook:
@@ -293,6 +301,13 @@ class WaveApp(App[dict[str, Any] | None]):
         screen = self._main
         views = self.flight_views(t)
         screen.query_one(FlightsTable).show(views, t)
+        if abs(len(views) - self._frozen_at) >= FREEZE_STEP:
+            # A big bus means a big heap (records, rows, caches); a full collection then stalls
+            # a frame for 50-140 ms. Freezing what exists once the rows are built takes it out
+            # of the collector's sight (plain records are still freed by reference counting).
+            gc.collect()
+            gc.freeze()
+            self._frozen_at = len(views)
         head = Text()
         head.append(summary(views), style="bold")
         waves = sorted({v.wave for v in views if v.wave})

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from rich.text import Text
 from textual.binding import Binding
+from textual.coordinate import Coordinate
 from textual.widgets import DataTable
 
 from ..state import STATE_STYLE, FlightView, state_label
@@ -78,8 +79,10 @@ time since its last message, and its last message (or why it died).
         return changed
 
     def _visible_keys(self) -> set[str]:
+        """Keys of the rows on screen (cheap: `ordered_rows` would build all 1,000)."""
         first = int(self.scroll_y)
-        return {row.key.value for row in self.ordered_rows[first:first + max(1, self.size.height)]}
+        last = min(self.row_count, first + max(1, self.size.height))
+        return {self.coordinate_to_cell_key(Coordinate(i, 0)).row_key.value for i in range(first, last)}
 
     def spin(self, t: float) -> int:
         """Advance the spinner of running rows that are on screen; return cells touched."""
@@ -89,13 +92,12 @@ time since its last message, and its last message (or why it died).
         if frame == state_label("running", self._frame_t):
             return 0
         self._frame_t = t
-        first = int(self.scroll_y)
-        last = first + max(1, self.size.height)
         touched = 0
-        for row in self.ordered_rows[first:last]:
-            v = self._shown.get(row.key.value)
+        cell = Text(frame, style=STATE_STYLE["running"])
+        for key in self._visible_keys():
+            v = self._shown.get(key)
             if v is not None and v.state == "running":
-                self.update_cell(row.key, "state", Text(frame, style=STATE_STYLE["running"]))
+                self.update_cell(key, "state", cell)
                 touched += 1
         return touched
 
