@@ -33,12 +33,14 @@ async def supervise(agent_id: str, command: list[str]) -> int:
     agent = await bus.get_agent(agent_id)
     if agent is None:
         print(f"error: no agent {agent_id} on the bus {bus.url}", flush=True)
+        await bus.close()
         return 2
     log = open(agent.log_path or os.devnull, "ab", buffering=0)
     try:
         child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
     except OSError as e:
         print(f"error: {e.strerror or e}", flush=True)
+        await bus.close()
         return 2
     # a TERM to the group is for the agent; we stay to record how it ended
     signal.signal(signal.SIGTERM, signal.SIG_IGN)

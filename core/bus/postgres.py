@@ -55,6 +55,7 @@ HISTORY_KEPT = 1000
 WAIT_LEASE = float(os.environ.get("WAVEWAIT_PG_WAIT_LEASE", "30"))
 LISTEN_CHECK = 10.0  # how often an idle LISTEN connection proves it is still connected
 RECONNECT_TIMEOUT = float(os.environ.get("WAVEWAIT_PG_RECONNECT_TIMEOUT", "60"))
+OPEN_TIMEOUT = float(os.environ.get("WAVEWAIT_PG_OPEN_TIMEOUT", "5"))  # a restart takes a second or two
 POOL_MAX = 4
 _SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]{0,39}$")
 _TRANSIENT = (psycopg.OperationalError,)  # lost connection, restart, pool timeout, deadlock
@@ -153,15 +154,25 @@ class PostgresBus:
         """Connect, create or migrate the schema if needed, and start the pool."""
         conninfo, schema = split_url(url)
         bus = cls(url, conninfo, schema)
-        try:  # one direct connection first: a refused or wrong URL fails at once, clearly
-            async with await AsyncConnection.connect(conninfo, autocommit=True, connect_timeout=5) as conn:
-                await bus._ensure_schema(conn)
+        deadline = time.monotonic() + OPEN_TIMEOUT
+        while True:  # one direct connection first, so a wrong URL fails soon and clearly
+            try:
+                async with await AsyncConnection.connect(conninfo, autocommit=True, connect_timeout=5) as conn:
+                    await bus._ensure_schema(conn)
+                break
+            except psycopg.OperationalError as e:  # refused, or the server is restarting
+                if time.monotonic() >= deadline:
+                    raise BusError(
+                        f"cannot reach the PostgreSQL bus at {redact(url)}: {str(e).strip()}; check "
+                        "that the server runs and accepts this user (pg_isready), or pass --bus / "
+                        "WAVEWAIT_BUS"
+                    ) from e
+                await asyncio.sleep(0.2)
+        try:  # wait for the first pooled connection: a pool left connecting would hang exit
+            await bus.pool.open(wait=True, timeout=10.0)
         except psycopg.OperationalError as e:
-            raise BusError(
-                f"cannot reach the PostgreSQL bus at {redact(url)}: {str(e).strip()}; check that the "
-                "server runs and accepts this user (pg_isready), or pass --bus / WAVEWAIT_BUS"
-            ) from e
-        await bus.pool.open(wait=False)
+            await bus.pool.close()
+            raise BusError(f"cannot open a connection pool to {redact(url)}: {e}; check the server") from e
         return bus
 
     async def _configure(self, conn: AsyncConnection) -> None:

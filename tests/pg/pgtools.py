@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-import subprocess
 import shutil
+import subprocess
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from functools import cache
@@ -36,7 +37,8 @@ def with_schema(url: str, schema: str) -> str:
 def _reachable() -> str | None:
     """None when the test server answers, else why not. Also drops stale test schemas."""
     try:
-        with psycopg.connect(PG_URL, connect_timeout=3, autocommit=True) as conn:
+        conn = _connect_retrying()
+        with conn:
             stale = conn.execute(
                 "SELECT n.nspname FROM pg_namespace n WHERE n.nspname LIKE 't\\_%%' AND EXISTS ("
                 "SELECT 1 FROM pg_class c WHERE c.relnamespace = n.oid AND c.relname = 'schema_version')"
@@ -49,6 +51,18 @@ def _reachable() -> str | None:
     except psycopg.Error as e:
         return f"PostgreSQL test server {PG_URL} unreachable: {str(e).strip()}"
     return None
+
+
+def _connect_retrying(seconds: float = 10.0) -> psycopg.Connection:
+    """A connection to the test server, waiting out a restart by a concurrent test run."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            return psycopg.connect(PG_URL, connect_timeout=3, autocommit=True)
+        except psycopg.OperationalError:
+            if time.monotonic() >= deadline:
+                raise
+            subprocess.run(["pg_isready", "-h", "127.0.0.1", "-q", "-t", "1"], check=False)
 
 
 def require_pg() -> None:
@@ -66,17 +80,14 @@ def new_schema() -> str:
 
 
 def drop_schema(schema: str) -> None:
-    for attempt in range(50):  # the server may be coming back from a restart test
+    for attempt in range(3):  # the server may be coming back from a restart test
         try:
-            with psycopg.connect(PG_URL, connect_timeout=3, autocommit=True) as conn:
+            with _connect_retrying() as conn:
                 conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
             return
         except psycopg.OperationalError:
-            if attempt == 49:
+            if attempt == 2:
                 raise
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                subprocess.run(["pg_isready", "-h", "127.0.0.1", "-t", "1"], timeout=2, check=False,
-                               capture_output=True)
 
 
 @contextlib.asynccontextmanager
