@@ -145,9 +145,7 @@ class _Wait:
         next_sweep = time.monotonic() + SWEEP_INTERVAL
         next_rescan = time.monotonic() + RESCAN_EVERY
         while True:
-            if self.control.interrupted or await self.bus.interrupted(self.id):
-                return "interrupted"
-            done = await step()
+            done = await step()  # read first: even an interrupt returns the state as it is now
             msg = progress()
             if msg != written and not done:  # a finished wait's record is about to go
                 # the record is for live views: rewrite it at most every PROGRESS_WRITE_EVERY,
@@ -162,6 +160,8 @@ class _Wait:
                 last_msg, next_progress = msg, time.monotonic() + PROGRESS_EVERY
             if done:
                 return "done"
+            if self.control.interrupted or await self.bus.interrupted(self.id):
+                return "interrupted"
             while True:  # sleep until a change, the deadline, a progress beat, a sweep or a rescan
                 t = time.monotonic()
                 if self.deadline is not None and t >= self.deadline:
