@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
-import statistics
 import sys
 import tempfile
 import time
@@ -82,7 +81,7 @@ async def bench(n: int, rate: float, seconds: float, keys: int) -> dict[str, lis
     tmp = tempfile.mkdtemp(prefix="wavewait-bench-")
     root = str(Path(tmp) / "bus")
     bus = FileBus(root)
-    ids = await seed(bus, n)
+    await seed(bus, n)
     app = WaveApp(bus, me="orchestrator", animate=True, bus_label="bench", sweep_every=0)
     ticks: list[float] = []
     frames: list[float] = []

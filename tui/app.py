@@ -25,12 +25,12 @@ from textual.widgets import RichLog, Static
 from ..core import agents as agents_mod
 from ..core import messages
 from ..core.bus import Bus, open_bus
-from ..core.errors import BadInput, WavewaitError
+from ..core.errors import WavewaitError
 from ..core.ids import resolve, short
 from ..core.model import AGENT_ITEM_TYPES, Agent, WaitRecord, now
 from ..core.results import FanIn, NextMessage, Result
 from ..core.wait import Control, Progress, check_timeout, wait_fan_in, wait_next
-from .commands import BY_NAME, Parsed, Usage, parse
+from .commands import Parsed, Usage, parse
 from .messages import WaitEnded, WaitProgressed
 from .palette import SlashProvider
 from .screens.flight import FlightScreen
@@ -184,7 +184,7 @@ class WaveApp(App[dict[str, Any] | None]):
     def _note_changes(self, agents: list[Agent], waits: list[WaitRecord]) -> None:
         """Turn the difference between two reads into event-log lines and death toasts."""
         before = {a.id: a for a in self.agents}
-        events: EventLog = self.screen_query(EventLog)
+        events: EventLog = self._main.query_one(EventLog)
         deaths = []
         for a in agents:
             if a.id == self.me:
@@ -237,9 +237,6 @@ class WaveApp(App[dict[str, Any] | None]):
                             exit_on_error=False, description="liveness sweep")
 
     # ------------------------------------------------------------------ painting
-    def screen_query(self, kind):
-        return self._main.query_one(kind)
-
     @property
     def _main(self) -> MainScreen:
         for screen in self.screen_stack:
@@ -416,7 +413,6 @@ class WaveApp(App[dict[str, Any] | None]):
         agents = await self.bus.list_agents()
         if not agents:
             self.say("no agents on the bus")
-        t = self.clock()
         for a in agents:
             line = Text(f"  {a.name:<16} {short(a.id)}  ")
             line.append(f"{a.status:<7}", style=STATE_STYLE.get(a.status, ""))

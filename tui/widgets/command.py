@@ -38,7 +38,7 @@ ids; a flight's name followed by Tab becomes its short id. **↑/↓** walk the 
 
     def __init__(self, ids: IdsFn, **kwargs) -> None:
         super().__init__(placeholder="/wait 60 ID …   /send ID MESSAGE   /help", suggester=SlashSuggester(ids),
-                         **kwargs)
+                         select_on_focus=False, **kwargs)
         self._ids = ids
         self.history: list[str] = []
         self._pos = 0
