@@ -80,7 +80,9 @@ class _RootWatcher:
     def _run(self) -> None:
         try:
             while not self._stop.is_set():
-                changes = self._notify.watch(DEBOUNCE_MS, STEP_MS, TIMEOUT_MS, self._stop)
+                # no stop event: Rust would take the GIL to read it every step; the timeout
+                # brings us back to look at `_stop` ourselves
+                changes = self._notify.watch(DEBOUNCE_MS, STEP_MS, TIMEOUT_MS, None)
                 if isinstance(changes, str):
                     continue  # 'timeout', 'stop' or 'signal'
                 paths = {p for _, p in changes}
