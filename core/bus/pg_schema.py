@@ -42,7 +42,8 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
             inbox text NOT NULL,
             record jsonb NOT NULL,
             taken_by text NOT NULL,
-            taken_at double precision NOT NULL)""",
+            taken_at double precision NOT NULL,
+            wait_id text NOT NULL)""",
         "CREATE INDEX history_inbox ON history (inbox, seq)",
         """CREATE TABLE waits (
             id text PRIMARY KEY,

@@ -312,9 +312,10 @@ class PostgresBus:
                 if row is None:
                     raise BusError(f"item id {item.id} is already used by another inbox item")
             if item.type in SYSTEM_ITEM_TYPES:
-                await conn.execute(
+                await conn.execute(  # SKIP LOCKED: two trims never deadlock on each other
                     "DELETE FROM items WHERE seq IN (SELECT seq FROM items WHERE inbox = %s "
-                    "AND type = ANY(%s) AND claimed_by IS NULL ORDER BY seq DESC OFFSET %s)",
+                    "AND type = ANY(%s) AND claimed_by IS NULL ORDER BY seq DESC OFFSET %s "
+                    "FOR UPDATE SKIP LOCKED)",
                     [item.to, sorted(SYSTEM_ITEM_TYPES), SYSTEM_EVENTS_KEPT],
                 )
             return int(row[0])
@@ -369,27 +370,43 @@ class PostgresBus:
         return n
 
     async def take(self, inbox: str, wait_id: str, taker: str) -> list[Item]:
+        """Move the wait's claims to history. On a retry (the first commit's answer was lost)
+        the items this wait already moved are read back, so none goes missing."""
         check_id(inbox, "inbox")
+        check_id(wait_id, "wait")
+        attempts = 0
 
-        async def go(conn: AsyncConnection) -> list[Item]:
+        async def go(conn: AsyncConnection) -> list[tuple[Any, ...]]:
+            nonlocal attempts
+            attempts += 1
+            if attempts > 1:
+                cur = await conn.execute(
+                    "SELECT seq, record, taken_by, taken_at FROM history WHERE inbox = %s AND wait_id = %s",
+                    [inbox, wait_id])
+                done = await cur.fetchall()
+            else:
+                done = []
             cur = await conn.execute(
                 "WITH t AS (DELETE FROM items WHERE inbox = %(inbox)s AND claimed_by = %(w)s "
                 "RETURNING seq, inbox, record) "
-                "INSERT INTO history (seq, inbox, record, taken_by, taken_at) "
-                "SELECT seq, inbox, record, %(taker)s, %(at)s FROM t ON CONFLICT (seq) DO NOTHING "
+                "INSERT INTO history (seq, inbox, record, taken_by, taken_at, wait_id) "
+                "SELECT seq, inbox, record, %(taker)s, %(at)s, %(w)s FROM t ON CONFLICT (seq) DO NOTHING "
                 "RETURNING seq, record, taken_by, taken_at",
-                {"inbox": inbox, "w": check_id(wait_id, "wait"), "taker": taker, "at": now()},
+                {"inbox": inbox, "w": wait_id, "taker": taker, "at": now()},
             )
-            rows = await cur.fetchall()
-            if rows:
-                await conn.execute(
-                    "DELETE FROM history WHERE inbox = %(inbox)s AND seq < (SELECT seq FROM history "
-                    "WHERE inbox = %(inbox)s ORDER BY seq DESC OFFSET %(keep)s LIMIT 1)",
-                    {"inbox": inbox, "keep": HISTORY_KEPT - 1})
-            return sorted((Item.model_validate(r | {"seq": s, "taken_by": by, "taken_at": at})
-                           for s, r, by, at in rows), key=lambda i: i.seq)
+            return done + await cur.fetchall()
 
-        return await self._run(go)
+        rows = await self._run(go)
+        if rows:
+            await self._trim_history(inbox)
+        return sorted((Item.model_validate(r | {"seq": s, "taken_by": by, "taken_at": at})
+                       for s, r, by, at in rows), key=lambda i: i.seq)
+
+    async def _trim_history(self, inbox: str) -> None:
+        """Keep the newest HISTORY_KEPT per inbox; rows another trim holds are left to it."""
+        await self._count(
+            "DELETE FROM history WHERE seq IN (SELECT seq FROM history WHERE inbox = %s "
+            "ORDER BY seq DESC OFFSET %s FOR UPDATE SKIP LOCKED)", [inbox, HISTORY_KEPT])
 
     async def history(self, inbox: str, limit: int = 100) -> list[Item]:
         rows = await self._rows(
