@@ -29,9 +29,7 @@ def _check_body(body: object, field: str) -> str:
 async def _deliver(bus: Bus, item: Item) -> Item:
     item = await bus.deliver(item)
     preview = item.body if len(item.body) <= PREVIEW else item.body[: PREVIEW - 1] + "…"
-    # a bus that can coalesce the preview of a burst of sends does (the directory bus)
-    note = getattr(bus, "note_preview", None) or bus.update_agent
-    await note(item.sender, last_message=preview, last_message_at=item.sent_at)
+    await bus.note_preview(item.sender, last_message=preview, last_message_at=item.sent_at)
     return item
 
 

@@ -45,7 +45,7 @@ async def supervise(agent_id: str, command: list[str]) -> int:
     # a TERM to the group is for the agent; we stay to record how it ended
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    leased = getattr(bus, "multi_host", False)  # other hosts cannot see our pids: keep a lease
+    leased = bus.multi_host  # other hosts cannot see our pids: keep a lease
     await bus.update_agent(
         agent_id, pid=child.pid, pid_start=pid_start(child.pid, zombie_ok=True), supervisor_pid=os.getpid(),
         **({"lease_expires_at": now() + AGENT_LEASE} if leased else {}),

@@ -161,12 +161,13 @@ def build_parser() -> argparse.ArgumentParser:
     # given after the command too; SUPPRESS keeps a value given before it (`--bus X agents`)
     common = globals_(argparse.SUPPRESS)
 
-    def cmd(name: str, help: str) -> argparse.ArgumentParser:
-        return sub.add_parser(name, help=help, parents=[common], description=help)
+    def cmd(name: str, help: str, **kw: object) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help, parents=[common], description=help, **kw)
 
     s = cmd("demo", "TUI with a simulated wave (fan-out, messages, a death, a wait)")
     s.add_argument("--seed", type=int, default=None, help="make the simulated wave repeatable")
-    s = cmd("mcp", "MCP server (stdio by default)")
+    s = cmd("mcp", "MCP server (stdio by default; `wavewait mcp --help` for its options)",
+            add_help=False)  # --help goes on to the server's own parser
     s.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     s = cmd("send", "send a message to an agent")
     s.add_argument("to", help="recipient id or unique prefix (≥ 4 characters)")

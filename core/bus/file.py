@@ -75,6 +75,8 @@ def _parse_name(name: str) -> ItemRef | None:
 class FileBus:
     """A bus in a directory. Cheap to open; safe for many processes at once."""
 
+    multi_host = False  # one machine: pids decide liveness
+
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root).expanduser().absolute()
         self.url = str(self.root)
