@@ -12,18 +12,9 @@ from wavewait.core.bus import Bus
 from wavewait.core.model import Agent, WaitRecord
 from wavewait.core.proc import hostname, me
 from wavewait.tui.app import WaveApp
+from wavewait.tui.scenes import IDS, NOW, T0, put_flight  # noqa: F401  (the fixed records tests share)
 
-T0 = 1000.0  # the frozen clock of snapshot tests: records are dated from here
-NOW = 1042.0
 SIZE = (100, 30)
-
-IDS = {
-    "file-reader": "a1b2c3d4000000000000000000000001",
-    "test-runner": "e5f6a7b8000000000000000000000002",
-    "linter": "c3d4e5f6000000000000000000000003",
-    "schema-check": "b7c8d9e0000000000000000000000004",
-    "doc-writer": "f1e2d3c4000000000000000000000005",
-}
 
 
 @pytest.fixture
@@ -42,14 +33,6 @@ def make_app(bus: Bus, *, frozen: bool = False, **kwargs) -> WaveApp:
     app = WaveApp(bus, **(opts | kwargs))
     app.theme = "textual-dark"
     return app
-
-
-async def put_flight(bus: Bus, name: str, i: int, **fields) -> Agent:
-    """A flight record with a fixed id and start time (no process: the sweep leaves it be)."""
-    agent = Agent(id=IDS[name], name=name, wave="wave-1", parent_id="orchestrator",
-                  created_at=T0 + i, **fields)
-    await bus.put_agent(agent)
-    return agent
 
 
 async def put_mirrored_wait(bus: Bus, waiter: str, targets: list[Agent], *, progress: str) -> WaitRecord:
