@@ -56,11 +56,20 @@ def with_schema(url: str, schema: str) -> str:
 
 
 # ----------------------------------------------------------------------------- child processes
+async def ready_set_go() -> None:
+    """Tell the parent this child is connected, then wait for its go: no child is still
+    importing or connecting (seconds of CPU on a small machine) while the others are measured."""
+    print("ready", flush=True)
+    await asyncio.to_thread(sys.stdin.readline)
+
+
 async def child_send(url: str, sender: str, count: int, pace: float) -> None:
     """Deliver `count` items; with `pace`, one every `pace` s (jittered), else flat out."""
     bus = await open_bus(url)
     rng = random.Random(sender)
     try:
+        await bus.pending(INBOX)  # a first statement: the pooled connection is up
+        await ready_set_go()
         for i in range(count):
             if pace:
                 await asyncio.sleep(pace * rng.uniform(0.5, 1.5))
@@ -69,7 +78,7 @@ async def child_send(url: str, sender: str, count: int, pace: float) -> None:
         await bus.close()
 
 
-async def child_claim(url: str, mode: str, go_at: float) -> None:
+async def child_claim(url: str, mode: str) -> None:
     """Claim from the pre-filled inbox until it is empty; print count and first/last times."""
     bus = await open_bus(url)
     wait_id = new_id()
@@ -78,11 +87,17 @@ async def child_claim(url: str, mode: str, go_at: float) -> None:
                                        host=hostname(), pid=pid, pid_start=start))
     rng = random.Random(os.getpid())
     n, first = 0, None
-    await asyncio.sleep(max(0.0, go_at - time.time()))
+    await ready_set_go()
     try:
         while True:
             got = 0
-            if mode == "next":
+            if mode == "take_next":  # claim and take in one statement
+                taken = len(await bus.take_next(INBOX, wait_id, INBOX, limit=10))  # type: ignore[attr-defined]
+                if taken:
+                    first = first or time.time()
+                    n += taken
+                    continue
+            elif mode == "next":
                 got = len(await bus.claim_next(INBOX, wait_id, limit=10))  # type: ignore[attr-defined]
             else:
                 refs = await bus.pending(INBOX)
@@ -105,7 +120,18 @@ async def child_claim(url: str, mode: str, go_at: float) -> None:
 
 
 def spawn(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, __file__, "--child", *args], stdout=subprocess.PIPE, text=True)
+    return subprocess.Popen([sys.executable, __file__, "--child", *args], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+
+
+def start_together(procs: list[subprocess.Popen]) -> None:
+    """Wait until every child is connected, then let them all go at once."""
+    for p in procs:
+        assert p.stdout is not None and p.stdout.readline().strip() == "ready", "a child failed to start"
+    for p in procs:
+        assert p.stdin is not None
+        p.stdin.write("go\n")
+        p.stdin.flush()
 
 
 # ----------------------------------------------------------------------------- measurements
@@ -138,7 +164,9 @@ async def consume(bus: Bus, total: int) -> tuple[list[float], float, float]:
 
 async def senders_run(bus: Bus, senders: int, per_sender: int, pace: float) -> tuple[list[float], float]:
     procs = [spawn("send", bus.url, f"s{k:02d}", str(per_sender), str(pace)) for k in range(senders)]
-    lat, first, last = await consume(bus, senders * per_sender)
+    consumer = asyncio.create_task(consume(bus, senders * per_sender))
+    await asyncio.to_thread(start_together, procs)
+    lat, first, last = await consumer
     for p in procs:
         p.wait()
     return lat, senders * per_sender / (last - first)
@@ -149,8 +177,8 @@ async def claims_run(bus: Bus, n: int, mode: str, consumers: int = 8) -> float:
         for i in part:
             await bus.deliver(Item(id=new_id(), type="message", to=INBOX, sender="filler", body=str(i)))
     await asyncio.gather(*(fill(range(k, n, 4)) for k in range(4)))
-    go_at = time.time() + 1.5  # every consumer has imported and connected by then
-    procs = [spawn("claim", bus.url, mode, str(go_at)) for _ in range(consumers)]
+    procs = [spawn("claim", bus.url, mode) for _ in range(consumers)]
+    await asyncio.to_thread(start_together, procs)
     outs = [json.loads(p.communicate()[0]) for p in procs]
     got = sum(o["n"] for o in outs)
     assert got == n, f"{got} claimed of {n}"
@@ -175,7 +203,9 @@ async def bench_bus(url: str, quick: bool) -> dict[str, str]:
     try:
         rows["claims/s, 8 consumers, by reference"] = f"{await claims_run(bus, n, 'refs'):,.0f}"
         if hasattr(bus, "claim_next"):
-            rows["claims/s, 8 consumers, claim_next (10/stmt)"] = f"{await claims_run(bus, n, 'next'):,.0f}"
+            rows["claims/s, 8 consumers, claim_next (10/stmt) + take"] = f"{await claims_run(bus, n, 'next'):,.0f}"
+        if hasattr(bus, "take_next"):
+            rows["claims/s, 8 consumers, take_next (10/stmt)"] = f"{await claims_run(bus, n, 'take_next'):,.0f}"
     finally:
         await bus.close()
     return rows
@@ -213,7 +243,7 @@ if __name__ == "__main__":
         if kind == "send":
             asyncio.run(child_send(args[0], args[1], int(args[2]), float(args[3])))
         else:
-            asyncio.run(child_claim(args[0], args[1], float(args[2])))
+            asyncio.run(child_claim(args[0], args[1]))
         sys.exit(0)
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer samples")

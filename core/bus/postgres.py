@@ -40,7 +40,7 @@ from psycopg import AsyncConnection, sql
 from psycopg_pool import AsyncConnectionPool, PoolClosed
 
 from ..errors import BusError
-from ..ids import check_id
+from ..ids import check_id, new_id
 from ..model import SYSTEM_EVENTS_KEPT, SYSTEM_ITEM_TYPES, Agent, Item, ItemRef, WaitRecord, now
 from ..proc import alive, hostname
 from .pg_schema import SCHEMA_VERSION, current_version, migrate
@@ -59,6 +59,33 @@ OPEN_TIMEOUT = float(os.environ.get("WAVEWAIT_PG_OPEN_TIMEOUT", "5"))  # a resta
 POOL_MAX = 4
 _SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]{0,39}$")
 _TRANSIENT = (psycopg.OperationalError,)  # lost connection, restart, pool timeout, deadlock
+
+# Trims find the cutoff (the newest row beyond the kept ones) without locking, then lock and
+# delete only the rows at or below it. (`... OFFSET n FOR UPDATE` would lock the n kept rows
+# too: a write per kept row on every trim, and trims queueing on each other's locks.)
+# SKIP LOCKED: a row another trim holds is left to it, so two trims never deadlock.
+_TRIM_HISTORY = (
+    "DELETE FROM history WHERE seq IN (SELECT seq FROM history WHERE inbox = %(inbox)s AND seq <= "
+    "(SELECT seq FROM history WHERE inbox = %(inbox)s ORDER BY seq DESC OFFSET %(keep)s LIMIT 1) "
+    "FOR UPDATE SKIP LOCKED)"
+)
+_TO_HISTORY = (
+    "INSERT INTO history (seq, inbox, record, taken_by, taken_at, wait_id) "
+    "SELECT seq, inbox, record, %(taker)s, %(at)s, %(w)s FROM t ON CONFLICT (seq) DO NOTHING "
+    "RETURNING seq, record, taken_by, taken_at"
+)
+_TRIM_EVENTS = (
+    "DELETE FROM items WHERE seq IN (SELECT seq FROM items WHERE inbox = %(inbox)s "
+    "AND type = ANY(%(types)s) AND claimed_by IS NULL AND seq <= (SELECT seq FROM items "
+    "WHERE inbox = %(inbox)s AND type = ANY(%(types)s) AND claimed_by IS NULL "
+    "ORDER BY seq DESC OFFSET %(keep)s LIMIT 1) FOR UPDATE SKIP LOCKED)"
+)
+
+
+def _taken(rows: list[tuple[Any, ...]]) -> list[Item]:
+    """History rows as taken items, in their original order."""
+    return sorted((Item.model_validate(r | {"seq": s, "taken_by": by, "taken_at": at})
+                   for s, r, by, at in rows), key=lambda i: i.seq)
 
 
 def log_dir() -> Path:
@@ -316,12 +343,8 @@ class PostgresBus:
                 if row is None:
                     raise BusError(f"item id {item.id} is already used by another inbox item")
             if item.type in SYSTEM_ITEM_TYPES:
-                await conn.execute(  # SKIP LOCKED: two trims never deadlock on each other
-                    "DELETE FROM items WHERE seq IN (SELECT seq FROM items WHERE inbox = %s "
-                    "AND type = ANY(%s) AND claimed_by IS NULL ORDER BY seq DESC OFFSET %s "
-                    "FOR UPDATE SKIP LOCKED)",
-                    [item.to, sorted(SYSTEM_ITEM_TYPES), SYSTEM_EVENTS_KEPT],
-                )
+                await conn.execute(_TRIM_EVENTS, {"inbox": item.to, "types": sorted(SYSTEM_ITEM_TYPES),
+                                                   "keep": SYSTEM_EVENTS_KEPT})
             return int(row[0])
 
         seq = await self._run(go)
@@ -378,39 +401,54 @@ class PostgresBus:
         the items this wait already moved are read back, so none goes missing."""
         check_id(inbox, "inbox")
         check_id(wait_id, "wait")
+        rows = await self._move_to_history(
+            "WITH t AS (DELETE FROM items WHERE inbox = %(inbox)s AND claimed_by = %(w)s "
+            "RETURNING seq, inbox, record) " + _TO_HISTORY,
+            {"inbox": inbox, "w": wait_id, "taker": taker, "at": now(), "keep": HISTORY_KEPT})
+        return _taken(rows)
+
+    async def take_next(
+        self, inbox: str, wait_id: str, taker: str, types: Sequence[str] | None = None,
+        limit: int = 1,
+    ) -> list[Item]:
+        """Claim and take up to `limit` of the oldest unclaimed items in one statement.
+
+        Not part of the Bus protocol: a fast path for consumers that take whatever is next
+        (no claimed state in between, so nothing to return if the consumer dies). Each call
+        files its rows in history under its own token, so a retry after a lost answer reads
+        back exactly this call's items.
+        """
+        check_id(inbox, "inbox")
+        token = f"{check_id(wait_id, 'wait')}/{new_id()}"  # '/' is no id character: no clash
+        type_filter = sql.SQL(" AND type = ANY(%(types)s)") if types else sql.SQL("")
+        rows = await self._move_to_history(
+            sql.SQL("WITH t AS (DELETE FROM items WHERE seq IN (SELECT seq FROM items "
+                    "WHERE inbox = %(inbox)s AND claimed_by IS NULL{} ORDER BY seq LIMIT %(n)s "
+                    "FOR UPDATE SKIP LOCKED) RETURNING seq, inbox, record) ").format(type_filter)
+            + sql.SQL(_TO_HISTORY),
+            {"inbox": inbox, "w": token, "taker": taker, "at": now(), "types": list(types or []),
+             "n": limit, "keep": HISTORY_KEPT})
+        return _taken(rows)
+
+    async def _move_to_history(self, query: Any, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        """Run a delete-into-history statement and the history trim in one round trip."""
         attempts = 0
 
         async def go(conn: AsyncConnection) -> list[tuple[Any, ...]]:
             nonlocal attempts
             attempts += 1
-            if attempts > 1:
-                cur = await conn.execute(
-                    "SELECT seq, record, taken_by, taken_at FROM history WHERE inbox = %s AND wait_id = %s",
-                    [inbox, wait_id])
-                done = await cur.fetchall()
-            else:
-                done = []
-            cur = await conn.execute(
-                "WITH t AS (DELETE FROM items WHERE inbox = %(inbox)s AND claimed_by = %(w)s "
-                "RETURNING seq, inbox, record) "
-                "INSERT INTO history (seq, inbox, record, taken_by, taken_at, wait_id) "
-                "SELECT seq, inbox, record, %(taker)s, %(at)s, %(w)s FROM t ON CONFLICT (seq) DO NOTHING "
-                "RETURNING seq, record, taken_by, taken_at",
-                {"inbox": inbox, "w": wait_id, "taker": taker, "at": now()},
-            )
-            return done + await cur.fetchall()
+            async with conn.pipeline():
+                done = None
+                if attempts > 1:  # the last attempt may have committed: read back what it moved
+                    done = await conn.execute(
+                        "SELECT seq, record, taken_by, taken_at FROM history "
+                        "WHERE inbox = %(inbox)s AND wait_id = %(w)s", params)
+                cur = await conn.execute(query, params)
+                await conn.execute(_TRIM_HISTORY, params)
+                rows = await cur.fetchall()
+                return (await done.fetchall() if done else []) + rows
 
-        rows = await self._run(go)
-        if rows:
-            await self._trim_history(inbox)
-        return sorted((Item.model_validate(r | {"seq": s, "taken_by": by, "taken_at": at})
-                       for s, r, by, at in rows), key=lambda i: i.seq)
-
-    async def _trim_history(self, inbox: str) -> None:
-        """Keep the newest HISTORY_KEPT per inbox; rows another trim holds are left to it."""
-        await self._count(
-            "DELETE FROM history WHERE seq IN (SELECT seq FROM history WHERE inbox = %s "
-            "ORDER BY seq DESC OFFSET %s FOR UPDATE SKIP LOCKED)", [inbox, HISTORY_KEPT])
+        return await self._run(go)
 
     async def history(self, inbox: str, limit: int = 100) -> list[Item]:
         rows = await self._rows(
