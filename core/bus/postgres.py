@@ -172,6 +172,7 @@ class PostgresBus:
         self._listening = asyncio.Event()
         self._listen_error: BaseException | None = None
         self._my_waits: set[str] = set()
+        self._moved: dict[str, int] = {}  # inbox -> items this process moved to history since its trim
         self._renewer: asyncio.Task[None] | None = None
         self._closed = False
 
@@ -431,24 +432,33 @@ class PostgresBus:
         return _taken(rows)
 
     async def _move_to_history(self, query: Any, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-        """Run a delete-into-history statement and the history trim in one round trip."""
+        """Run a delete-into-history statement, then the history trim when it is due.
+
+        The trim (a scan of the kept rows) runs once this process has moved a twentieth of
+        HISTORY_KEPT into the inbox since its last trim, not after every take: an inbox's
+        history then holds at most HISTORY_KEPT plus one interval and one take per writer."""
         attempts = 0
 
         async def go(conn: AsyncConnection) -> list[tuple[Any, ...]]:
             nonlocal attempts
             attempts += 1
-            async with conn.pipeline():
-                done = None
-                if attempts > 1:  # the last attempt may have committed: read back what it moved
-                    done = await conn.execute(
-                        "SELECT seq, record, taken_by, taken_at FROM history "
-                        "WHERE inbox = %(inbox)s AND wait_id = %(w)s", params)
-                cur = await conn.execute(query, params)
-                await conn.execute(_TRIM_HISTORY, params)
-                rows = await cur.fetchall()
-                return (await done.fetchall() if done else []) + rows
+            done: list[tuple[Any, ...]] = []
+            if attempts > 1:  # the last attempt may have committed: read back what it moved
+                cur = await conn.execute(
+                    "SELECT seq, record, taken_by, taken_at FROM history "
+                    "WHERE inbox = %(inbox)s AND wait_id = %(w)s", params)
+                done = await cur.fetchall()
+            cur = await conn.execute(query, params)
+            return done + await cur.fetchall()
 
-        return await self._run(go)
+        rows = await self._run(go)
+        inbox = params["inbox"]
+        moved = self._moved.get(inbox, 0) + len(rows)
+        if moved >= max(1, HISTORY_KEPT // 20):
+            await self._count(_TRIM_HISTORY, params)
+            moved = 0
+        self._moved[inbox] = moved
+        return rows
 
     async def history(self, inbox: str, limit: int = 100) -> list[Item]:
         rows = await self._rows(

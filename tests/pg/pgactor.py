@@ -1,7 +1,8 @@
 """A process that acts on a PostgreSQL bus for the tests (its own connections, its own host).
 
     pgactor.py consume INBOX N_BATCH MODE   claim until the inbox is empty; print the bodies (JSON)
-                                            MODE: refs (pending + claim) or next (claim_next)
+                                            MODE: refs (pending + claim), next (claim_next)
+                                            or take_next (claim and take in one statement)
     pgactor.py hold INBOX SEQ,SEQ,...       register a wait, claim those items, print "held",
                                             then block until killed
 """
@@ -29,7 +30,12 @@ async def consume(bus, inbox: str, batch: int, mode: str) -> list[str]:
     rng = random.Random(os.getpid())
     while True:
         got = 0
-        if mode == "next":
+        if mode == "take_next":
+            if batch_taken := await bus.take_next(inbox, wait_id, inbox, limit=batch):
+                assert [i.seq for i in batch_taken] == sorted(i.seq for i in batch_taken)
+                taken += [i.body for i in batch_taken]
+                continue
+        elif mode == "next":
             got = len(await bus.claim_next(inbox, wait_id, limit=batch))
         else:
             refs = await bus.pending(inbox)

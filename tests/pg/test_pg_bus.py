@@ -115,6 +115,33 @@ async def test_history_is_bounded_per_inbox(monkeypatch):
         assert [i.body for i in await bus.history("orchestrator", 100)] == [f"m{i}" for i in range(3, 8)]
 
 
+async def test_take_next_takes_the_oldest_in_order_into_history_and_leaves_the_rest():
+    async with pg_bus() as bus:
+        for i in range(5):
+            await bus.deliver(item("orchestrator", f"m{i}"))
+        await bus.deliver(item("orchestrator", "event", type="agent_dead"))
+        first = await bus.take_next("orchestrator", "w1", "orchestrator", types=["message"], limit=3)
+        assert [i.body for i in first] == ["m0", "m1", "m2"] and all(i.taken_by for i in first)
+        second = await bus.take_next("orchestrator", "w1", "orchestrator", types=["message"], limit=3)
+        assert [i.body for i in second] == ["m3", "m4"]  # a second call by the same wait: only its own
+        assert [i.body for i in await bus.peek("orchestrator")] == ["event"]
+        assert [i.body for i in await bus.history("orchestrator")] == [f"m{i}" for i in range(5)]
+        assert await bus.take_next("orchestrator", "w1", "orchestrator", types=["message"]) == []
+
+
+async def test_history_trims_keep_the_bound_with_many_takes(monkeypatch):
+    from wavewait.core.bus import postgres
+    monkeypatch.setattr(postgres, "HISTORY_KEPT", 40)
+    async with pg_bus() as bus:
+        for i in range(200):
+            await bus.deliver(item("orchestrator", f"m{i:03d}"))
+        while await bus.take_next("orchestrator", "w1", "orchestrator", limit=3):
+            pass
+        kept = [i.body for i in await bus.history("orchestrator", 1000)]
+        assert 40 <= len(kept) <= 40 + 40 // 20 + 3  # the bound plus one trim interval and one take
+        assert kept == [f"m{i:03d}" for i in range(200 - len(kept), 200)]  # the newest are kept
+
+
 async def test_eight_consumer_processes_claim_10000_messages_exactly_once():
     async with pg_bus() as bus:
         n = 10_000
@@ -137,8 +164,8 @@ async def test_eight_consumer_processes_claim_10000_messages_exactly_once():
 
         with anyio.fail_after(100):
             async with anyio.create_task_group() as tg:
-                for k in range(8):  # half claim by reference, half take whatever is next
-                    tg.start_soon(consume, "refs" if k % 2 else "next")
+                for k in range(8):  # by reference, whatever is next, and claim-and-take at once
+                    tg.start_soon(consume, ("refs", "next", "take_next")[k % 3])
         taken = [b for out in outputs for b in out]
         assert len(taken) == n, f"{len(taken)} taken, {len(set(taken))} distinct"
         assert set(taken) == set(bodies)
