@@ -8,12 +8,16 @@ Rows, for each bus:
 - wake latency p50/p99 with 1, 4 and 16 sending processes, paced (about 200 messages/s in
   all): a message is delivered -> the consumer, asleep on its subscription, is woken,
   re-reads the inbox, claims the message and takes it. Measured from the item's `sent_at`
-  (set just before the delivery) to the take.
+  (set just before the delivery) to the take. Children start together once all are
+  connected and exit together after the last take, so no process start-up or exit (seconds
+  of CPU on a small machine) lands inside a measurement.
 - messages/s with 1, 4 and 16 sending processes delivering as fast as they can, while the
   same consumer drains the inbox (first delivery -> last take).
 - claims/s with 8 consumer processes over a pre-filled inbox: by reference (`pending` then
-  `claim`, the protocol every wait uses) on both buses, and on PostgreSQL also
-  `claim_next` (ten oldest rows per statement, `FOR UPDATE SKIP LOCKED`).
+  `claim`, the protocol every wait uses; every round re-lists the whole inbox, so it slows
+  as the backlog grows) on both buses, and on PostgreSQL also `claim_next` (ten oldest rows
+  per statement, `FOR UPDATE SKIP LOCKED`) then `take`, and `take_next` (ten oldest rows
+  claimed and moved to history in one statement).
 Targets (issue 5): p99 wake <= 10 ms; >= 5,000 claims/s with 8 consumers.
 The PostgreSQL schema is fresh for the run and dropped after.
 """
@@ -49,6 +53,17 @@ def pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(round(q * (len(values) - 1))))] if values else float("nan")
 
 
+def cpu_times() -> tuple[int, int]:
+    """(steal, total) jiffies of all CPUs: on a virtual machine the hypervisor may take the
+    CPU away (steal), which no code in the guest can shorten; the table says how much."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except OSError:
+        return 0, 0
+    return (fields[7] if len(fields) > 7 else 0), sum(fields[:8])
+
+
 def with_schema(url: str, schema: str) -> str:
     parts = urlsplit(url)
     query = [(k, v) for k, v in parse_qsl(parts.query) if k != "schema"] + [("schema", schema)]
@@ -74,6 +89,7 @@ async def child_send(url: str, sender: str, count: int, pace: float) -> None:
             if pace:
                 await asyncio.sleep(pace * rng.uniform(0.5, 1.5))
             await bus.deliver(Item(id=new_id(), type="message", to=INBOX, sender=sender, body=f"{sender}-{i}"))
+        await ready_set_go()  # stay until all are taken: no exiting process competes for the CPU
     finally:
         await bus.close()
 
@@ -124,8 +140,8 @@ def spawn(*args: str) -> subprocess.Popen:
                             stdout=subprocess.PIPE, text=True)
 
 
-def start_together(procs: list[subprocess.Popen]) -> None:
-    """Wait until every child is connected, then let them all go at once."""
+def in_step(procs: list[subprocess.Popen]) -> None:
+    """Wait until every child says it is ready, then let them all go on at once."""
     for p in procs:
         assert p.stdout is not None and p.stdout.readline().strip() == "ready", "a child failed to start"
     for p in procs:
@@ -165,8 +181,9 @@ async def consume(bus: Bus, total: int) -> tuple[list[float], float, float]:
 async def senders_run(bus: Bus, senders: int, per_sender: int, pace: float) -> tuple[list[float], float]:
     procs = [spawn("send", bus.url, f"s{k:02d}", str(per_sender), str(pace)) for k in range(senders)]
     consumer = asyncio.create_task(consume(bus, senders * per_sender))
-    await asyncio.to_thread(start_together, procs)
+    await asyncio.to_thread(in_step, procs)
     lat, first, last = await consumer
+    await asyncio.to_thread(in_step, procs)  # then let them all exit
     for p in procs:
         p.wait()
     return lat, senders * per_sender / (last - first)
@@ -178,7 +195,7 @@ async def claims_run(bus: Bus, n: int, mode: str, consumers: int = 8) -> float:
             await bus.deliver(Item(id=new_id(), type="message", to=INBOX, sender="filler", body=str(i)))
     await asyncio.gather(*(fill(range(k, n, 4)) for k in range(4)))
     procs = [spawn("claim", bus.url, mode) for _ in range(consumers)]
-    await asyncio.to_thread(start_together, procs)
+    await asyncio.to_thread(in_step, procs)
     outs = [json.loads(p.communicate()[0]) for p in procs]
     got = sum(o["n"] for o in outs)
     assert got == n, f"{got} claimed of {n}"
@@ -188,7 +205,7 @@ async def claims_run(bus: Bus, n: int, mode: str, consumers: int = 8) -> float:
 async def bench_bus(url: str, quick: bool) -> dict[str, str]:
     rows: dict[str, str] = {}
     for senders in (1, 4, 16):
-        per = max(10, (60 if quick else 300) // senders)
+        per = max(10, (120 if quick else 600) // senders)
         bus = await open_bus(url)
         try:
             lat, _ = await senders_run(bus, senders, per, pace=senders / 200)
@@ -215,6 +232,7 @@ async def main(quick: bool) -> None:
     schema = f"bench_{uuid.uuid4().hex[:12]}"
     pg_url = with_schema(PG_URL, schema)
     results = {}
+    steal0, total0 = cpu_times()
     try:
         with tempfile.TemporaryDirectory() as tmp:
             results["directory"] = await bench_bus(os.path.join(tmp, "bus"), quick)
@@ -223,8 +241,11 @@ async def main(quick: bool) -> None:
         with psycopg.connect(PG_URL, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
     load = os.getloadavg()
+    steal1, total1 = cpu_times()
+    steal = 100 * (steal1 - steal0) / max(1, total1 - total0)
     print(f"\nbench_pg.py{' --quick' if quick else ''} on {os.cpu_count()} cores, "
-          f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+          f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, CPU stolen by the hypervisor "
+          f"during the run {steal:.0f}%")
     keys = list(results["directory"]) + [k for k in results["postgresql"] if k not in results["directory"]]
     width = max(len(k) for k in keys)
     cols = [max(len(v) for v in (name, *results[b].values())) for b, name in
