@@ -51,7 +51,9 @@ EXIT = {"satisfied": 0, "timeout": 3, "interrupted": 4}
 REPAINT_EVERY = 0.1  # ≤ 10 Hz, one timer
 READ_EVERY = 0.1  # coalesce bursts of bus changes into at most ten reads a second
 SWEEP_EVERY = 1.0  # liveness sweep, so a flight whose process vanished shows as dead
-FREEZE_STEP = 200  # freeze the heap again when the bus grew or shrank by this many agents
+#: a full collection of a big heap stalls a frame for 50-140 ms; the heap is frozen on every
+#: tick instead (constant time) and fully collected at most this often
+FULL_GC_EVERY = 30.0
 DEATH_TOASTS = 3  # more deaths than this in one read make one toast, not a burst
 
 
@@ -108,7 +110,7 @@ class WaveApp(App[dict[str, Any] | None]):
         self._own_waits: set[str] = set()  # ids of the person's waits: not mirrored
         self.notices: list[str] = []  # every toast shown, kept (toasts expire)
         self._view_cache: dict[str, tuple[tuple, Agent, FlightView]] = {}
-        self._frozen_at = 0  # agent count when the heap was last frozen
+        self._full_gc_at = time.monotonic()
 
     # ------------------------------------------------------------------ set-up
     async def on_mount(self) -> None:
@@ -271,6 +273,7 @@ class WaveApp(App[dict[str, Any] | None]):
 
     def tick(self) -> None:
         """The one timer: repaint what changed, or just advance spinners and countdowns."""
+        self._manage_gc()
         try:
             table = self._main.query_one(FlightsTable)
         except (LookupError, NoMatches):  # the screen is going away (quitting)
@@ -290,6 +293,21 @@ class WaveApp(App[dict[str, Any] | None]):
             if self.frame_hook:
                 self.frame_hook(time.perf_counter() - started)
 
+    def _manage_gc(self) -> None:
+        """Keep the collector's pauses out of frames.
+
+        A big bus makes a big heap (records, rows, render caches) and the collector's older
+        generations stall a frame for up to 140 ms. Freezing moves what exists out of its
+        sight in constant time, so each automatic collection sees only the last tick's
+        objects (acyclic ones are still freed by reference counting); cycles that were
+        frozen are collected by one full pass every FULL_GC_EVERY seconds.
+        """
+        if time.monotonic() - self._full_gc_at >= FULL_GC_EVERY:
+            gc.unfreeze()
+            gc.collect()
+            self._full_gc_at = time.monotonic()
+        gc.freeze()
+
     def repaint(self) -> None:
         started = time.perf_counter()
         t = self.clock()
@@ -298,13 +316,6 @@ class WaveApp(App[dict[str, Any] | None]):
         screen = self._main
         views = self.flight_views(t)
         screen.query_one(FlightsTable).show(views, t)
-        if abs(len(views) - self._frozen_at) >= FREEZE_STEP:
-            # A big bus means a big heap (records, rows, caches); a full collection then stalls
-            # a frame for 50-140 ms. Freezing what exists once the rows are built takes it out
-            # of the collector's sight (plain records are still freed by reference counting).
-            gc.collect()
-            gc.freeze()
-            self._frozen_at = len(views)
         head = Text()
         head.append(summary(views), style="bold")
         waves = sorted({v.wave for v in views if v.wave})
