@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .bus import Bus
-from .errors import BadInput, UnknownAgent
+from .errors import BadInput
 from .ids import check_id, check_name, new_id, resolve
 from .model import Agent, Item, now
 from .proc import alive, hostname
@@ -210,13 +210,6 @@ async def sweep(bus: Bus, agents: Iterable[Agent]) -> list[Agent]:
         if reason and (d := await mark_dead(bus, a.id, reason)) is not None:
             dead.append(d)
     return dead
-
-
-async def get_or_fail(bus: Bus, agent_id: str) -> Agent:
-    agent = await bus.get_agent(agent_id)
-    if agent is None:
-        raise UnknownAgent(f"agent: no agent {agent_id!r}")
-    return agent
 
 
 def agent_view(a: Agent) -> dict[str, Any]:

@@ -98,7 +98,6 @@ class _Wait:
         self.extra_targets = list(extra_targets)
         self.started = time.monotonic()
         self.deadline = None if timeout is None else self.started + timeout
-        self.claimed = False
         self.extra_changes: Changes | None = None
         self.received_ids: list[str] = []  # reported with progress, for the faces' live views
 

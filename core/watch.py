@@ -34,33 +34,23 @@ class Subscription:
         self.prefixes = tuple(os.path.abspath(p) for p in prefixes)
         self.loop = asyncio.get_running_loop()
         self._event = asyncio.Event()
-        self.changed: set[str] = set()
         self._watchers: list[_RootWatcher] = []
 
     def _matches(self, path: str) -> bool:
         return any(path == p or path.startswith(p + os.sep) for p in self.prefixes)
 
     def _notify(self, paths: set[str]) -> None:
-        hits = {p for p in paths if self._matches(p)}
-        if hits:
-            self.loop.call_soon_threadsafe(self._deliver, hits)
-
-    def _deliver(self, paths: set[str]) -> None:
-        self.changed |= paths
-        self._event.set()
+        if any(self._matches(p) for p in paths):
+            self.loop.call_soon_threadsafe(self._event.set)
 
     def poke(self) -> None:
         """Wake the subscriber from this process (an in-process interrupt, say)."""
         self.loop.call_soon_threadsafe(self._event.set)
 
     async def wait(self) -> None:
-        """Sleep until something changed; `changed` then holds the paths (empty on a poke)."""
+        """Sleep until something under the prefixes changed (or a poke); then re-read."""
         await self._event.wait()
         self._event.clear()
-
-    def take_changed(self) -> set[str]:
-        changed, self.changed = self.changed, set()
-        return changed
 
     def close(self) -> None:
         for w in self._watchers:

@@ -11,7 +11,6 @@ import json
 import logging
 import os
 import shlex
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
@@ -24,7 +23,7 @@ from ..core import agents, messages, wait
 from ..core.bus import Bus
 from ..core.errors import BadInput
 from ..core.model import now
-from ..core.results import AgentWait, FanIn, NextMessage, Result, Signal, iso
+from ..core.results import AgentWait, FanIn, NextMessage, Result, iso
 from .outputs import AgentInfo, AgentList, CloseResult, KillResult, NotifyResult, SendResult, SpawnResult
 
 log = logging.getLogger(__name__)
