@@ -27,13 +27,32 @@ DEBOUNCE_MS = 50
 TIMEOUT_MS = 500  # how often the thread looks at its stop flag
 
 
-class Subscription:
+class Wakeup:
+    """What a wait sleeps on: a flag raised by its change stream, or by a poke from this process.
+
+    Both buses' subscriptions are one of these; they differ only in what raises the flag.
+    """
+
+    def __init__(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self._event = asyncio.Event()
+
+    def poke(self) -> None:
+        """Wake the subscriber from this process (an in-process interrupt, say); thread-safe."""
+        self.loop.call_soon_threadsafe(self._event.set)
+
+    async def wait(self) -> None:
+        """Sleep until something changed (or a poke); then re-read."""
+        await self._event.wait()
+        self._event.clear()
+
+
+class Subscription(Wakeup):
     """A set of path prefixes and a flag that the watcher raises when one of them changes."""
 
     def __init__(self, prefixes: Iterable[str]) -> None:
+        super().__init__()
         self.prefixes = tuple(os.path.abspath(p) for p in prefixes)
-        self.loop = asyncio.get_running_loop()
-        self._event = asyncio.Event()
         self._watchers: list[_RootWatcher] = []
 
     def _matches(self, path: str) -> bool:
@@ -41,16 +60,7 @@ class Subscription:
 
     def _notify(self, paths: set[str]) -> None:
         if any(self._matches(p) for p in paths):
-            self.loop.call_soon_threadsafe(self._event.set)
-
-    def poke(self) -> None:
-        """Wake the subscriber from this process (an in-process interrupt, say)."""
-        self.loop.call_soon_threadsafe(self._event.set)
-
-    async def wait(self) -> None:
-        """Sleep until something under the prefixes changed (or a poke); then re-read."""
-        await self._event.wait()
-        self._event.clear()
+            self.poke()
 
     def close(self) -> None:
         for w in self._watchers:

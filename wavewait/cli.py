@@ -26,7 +26,9 @@ EXIT = {"satisfied": 0, "timeout": 3, "interrupted": 4}
 BAD_INPUT = 2
 
 
-class _Parser(argparse.ArgumentParser):
+class Parser(argparse.ArgumentParser):
+    """Bad arguments exit 2 (DESIGN's bad-input code), naming the command and the fault."""
+
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
         self.exit(BAD_INPUT, f"wavewait {self.prog.split(' ', 1)[-1]}: error: {message}\n")
@@ -155,9 +157,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="who is calling (default: $WAVEWAIT_AGENT_ID or 'orchestrator')")
         return g
 
-    p = _Parser(prog="wavewait", parents=[globals_(None)],
+    p = Parser(prog="wavewait", parents=[globals_(None)],
                 description="Fan work out to agents, then sit still until they report.")
-    sub = p.add_subparsers(dest="command", parser_class=_Parser)
+    sub = p.add_subparsers(dest="command", parser_class=Parser)
     # given after the command too; SUPPRESS keeps a value given before it (`--bus X agents`)
     common = globals_(argparse.SUPPRESS)
 

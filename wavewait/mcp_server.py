@@ -14,17 +14,10 @@ import argparse
 import os
 import secrets
 import sys
-from typing import NoReturn
 
 import anyio
 
-BAD_INPUT = 2
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        self.print_usage(sys.stderr)
-        self.exit(BAD_INPUT, f"wavewait mcp: error: {message}\n")
+from .cli import BAD_INPUT, Parser
 
 
 def _seconds(value: str) -> float:
@@ -43,7 +36,7 @@ def _seconds(value: str) -> float:
 def build_parser() -> argparse.ArgumentParser:
     from .mcp.hosts import HOSTS
 
-    p = _Parser(prog="wavewait mcp", description="MCP server: the wait tools an orchestrating agent calls.")
+    p = Parser(prog="wavewait mcp", description="MCP server: the wait tools an orchestrating agent calls.")
     p.add_argument("--bus", help="bus directory or postgresql:// URL (default: $WAVEWAIT_BUS or ./.wavebus)")
     p.add_argument("--agent", help="who calls the tools (default: $WAVEWAIT_AGENT_ID or 'orchestrator')")
     p.add_argument("--transport", choices=("stdio", "http"), default="stdio")

@@ -40,6 +40,7 @@ from psycopg import AsyncConnection, sql
 from psycopg_pool import AsyncConnectionPool, PoolClosed
 
 from ..errors import BusError
+from ..watch import Wakeup
 from ..ids import check_id, new_id
 from ..model import SYSTEM_EVENTS_KEPT, SYSTEM_ITEM_TYPES, Agent, Item, ItemRef, WaitRecord, now
 from ..proc import alive, hostname
@@ -124,29 +125,20 @@ def redact(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-class PgSubscription:
-    """What a wait sleeps on: woken by notifications that concern it, or by a poke."""
+class PgSubscription(Wakeup):
+    """Woken by the notifications that concern it (inboxes, agents, waits), or by a poke."""
 
     def __init__(self, bus: PostgresBus, keys: set[str], prefixes: tuple[str, ...]) -> None:
+        super().__init__()
         self._bus = bus
         self.keys = keys
         self.prefixes = prefixes
-        self.loop = asyncio.get_running_loop()
-        self._event = asyncio.Event()
 
     def matches(self, payload: str) -> bool:
         return payload in self.keys or payload.startswith(self.prefixes)
 
     def _wake(self) -> None:
-        self._event.set()
-
-    def poke(self) -> None:
-        """Wake the subscriber from this process (an in-process interrupt, say)."""
-        self.loop.call_soon_threadsafe(self._event.set)
-
-    async def wait(self) -> None:
-        await self._event.wait()
-        self._event.clear()
+        self._event.set()  # called on the bus's own event loop
 
     def close(self) -> None:
         self._bus._subs.discard(self)
