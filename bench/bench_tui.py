@@ -125,7 +125,7 @@ async def bench(n: int, rate: float, seconds: float, keys: int) -> dict[str, lis
             while len(app.flights()) < n and time.monotonic() < deadline:
                 await pilot.pause(0.05)
             await pilot.pause(0.5)
-            ticks.clear(); frames.clear(); renders.clear()
+            ticks.clear(); frames.clear(); renders.clear(); cpu_frames.clear()
             writer_proc = await asyncio.create_subprocess_exec(
                 sys.executable, __file__, "--writer", root, str(rate), str(seconds), str(n),
                 stdout=asyncio.subprocess.PIPE)

@@ -109,7 +109,7 @@ class WaveApp(App[dict[str, Any] | None]):
         self._bus_ready = asyncio.Event()
         self._own_waits: set[str] = set()  # ids of the person's waits: not mirrored
         self.notices: list[str] = []  # every toast shown, kept (toasts expire)
-        self._view_cache: dict[str, tuple[tuple, Agent, FlightView]] = {}
+        self._view_cache: dict[str, tuple[Agent, bool, FlightView]] = {}
         self._full_gc_at = time.monotonic()
 
     # ------------------------------------------------------------------ set-up
@@ -249,18 +249,17 @@ class WaveApp(App[dict[str, Any] | None]):
     def flights(self) -> list[Agent]:
         return [a for a in self.agents if a.id != self.me]
 
-    def flight_views(self, t: float) -> list[FlightView]:
-        """One view per flight; a view is rebuilt only when its record, word or second changed."""
+    def flight_views(self) -> list[FlightView]:
+        """One view per flight; a view is rebuilt only when its record or its word changed."""
         flights = self.flights()
         heard = self.heard_from | self.wait_received | self.last_wait_received
         got = received_ids(flights, heard, self.rounds)
-        second = int(t)
         cache, views = self._view_cache, []
         for a in flights:
-            key = (id(a), a.id in got, second)
+            received = a.id in got
             hit = cache.get(a.id)
-            if hit is None or hit[0] != key or hit[1] is not a:
-                hit = cache[a.id] = (key, a, flight_view(a, a.id in got, t))
+            if hit is None or hit[0] is not a or hit[1] != received:
+                hit = cache[a.id] = (a, received, flight_view(a, received))
             views.append(hit[2])
         if len(cache) > 2 * len(flights) + 100:
             live = {a.id for a in flights}
@@ -314,7 +313,7 @@ class WaveApp(App[dict[str, Any] | None]):
         self._dirty = False
         self._last_repaint_second = int(t)
         screen = self._main
-        views = self.flight_views(t)
+        views = self.flight_views()
         screen.query_one(FlightsTable).show(views, t)
         head = Text()
         head.append(summary(views), style="bold")
@@ -554,7 +553,7 @@ class WaveApp(App[dict[str, Any] | None]):
 
     # ------------------------------------------------------------------ screens, panes
     def open_flight(self, agent_id: str) -> None:
-        views = {v.id: v for v in self.flight_views(self.clock())}
+        views = {v.id: v for v in self.flight_views()}
         received = views.get(agent_id) is not None and views[agent_id].state == "received"
         self.push_screen(FlightScreen(self.bus, self.me, agent_id, self.clock, received))
 

@@ -53,39 +53,48 @@ def ago(seconds: float | None) -> str:
 
 @dataclass(frozen=True)
 class FlightView:
-    """One row of the flights panel, already decided."""
+    """One row of the flights panel, already decided; its clocks are read at paint time.
+
+    A view holds instants, not "4s ago" strings, so it changes only when its flight does:
+    with 1,000 flights the panel then rebuilds nothing when only the second changes.
+    """
 
     id: str
     name: str
     wave: str
     state: str  # received | running | idle | dead | closed
-    elapsed: str
-    quiet: str  # time since its last message
+    started_at: float
+    ended_at: float | None  # set once the flight has finished: its elapsed stops
+    last_message_at: float | None
     detail: str  # last message, or why it is dead
-    stalled: bool
+
+    def stalled(self, t: float) -> bool:
+        """Running and silent for QUIET_AFTER seconds: dimmed, a visible stall."""
+        since = self.last_message_at or self.started_at
+        return self.state == "running" and t - since > QUIET_AFTER
 
     def cells(self, t: float) -> tuple[str, ...]:
+        end = t if self.ended_at is None else self.ended_at
+        quiet = None if self.last_message_at is None else t - self.last_message_at
         return (state_label(self.state, t), self.name, short(self.id), self.wave,
-                self.elapsed, self.quiet, self.detail)
+                ago(end - self.started_at), ago(quiet), self.detail)
 
 
 def flight_state(agent: Agent, received: bool) -> str:
     return "received" if received else agent.status
 
 
-def flight_view(agent: Agent, received: bool, now: float) -> FlightView:
+def flight_view(agent: Agent, received: bool) -> FlightView:
     state = flight_state(agent, received)
-    end = agent.ended_at if agent.finished and agent.ended_at else now
-    quiet = None if agent.last_message_at is None else now - agent.last_message_at
     if state == "dead":
         detail = agent.reason or "dead"
     else:
         detail = (agent.last_message or "").replace("\n", " ")
-    since = agent.last_message_at or agent.created_at
     return FlightView(
         id=agent.id, name=agent.name, wave=agent.wave or "", state=state,
-        elapsed=ago(end - agent.created_at), quiet=ago(quiet), detail=detail,
-        stalled=state == "running" and now - since > QUIET_AFTER,
+        started_at=agent.created_at,
+        ended_at=agent.ended_at if agent.finished and agent.ended_at else None,
+        last_message_at=agent.last_message_at, detail=detail,
     )
 
 
