@@ -15,7 +15,7 @@ import pytest
 
 from conftest import env_for, until, wavewait_cmd
 from tuitools import (
-    IDS, SIZE, deterministic_textual, make_app, put_flight, screen_text, scrollback,  # noqa: F401
+    IDS, NOW, SIZE, deterministic_textual, make_app, put_flight, screen_text, scrollback,  # noqa: F401
 )
 from wavewait.core import messages
 from wavewait.core.agents import register
@@ -69,6 +69,39 @@ async def test_panel_shows_state_as_glyph_and_word_and_a_summary(bus):
         table = app._main.query_one(FlightsTable)
         assert set(table.rows) >= {IDS["file-reader"], IDS["test-runner"], IDS["linter"]}
         assert "orchestrator" not in {k.value for k in table.rows}  # the person is not a flight
+
+
+async def test_panel_follows_every_change_and_the_clock(bus):
+    """The table caches rendered cells: each change must still show, and nothing stale."""
+    now = [NOW]
+    await put_flight(bus, "file-reader", 1)
+    await put_flight(bus, "test-runner", 2)
+    app = make_app(bus, clock=lambda: now[0], sweep_every=0)
+
+    def row(name: str) -> str:
+        return next((line for line in screen_text(app).splitlines() if name in line), "")
+
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app, pilot)
+        await until(lambda: "test-runner" in row("test-runner"), what="the row")
+        for text in ("first step", "second step", "first step again"):
+            await bus.update_agent(IDS["test-runner"], last_message=text, last_message_at=now[0])
+            await until(lambda: row("test-runner").rstrip().endswith(text), what=f"{text!r} in the row")
+        assert "second step" not in screen_text(app)
+        assert row("test-runner").split()[5] == "40s" and row("file-reader").split()[5] == "41s"
+        table = app._main.query_one(FlightsTable)
+        assert "dim" not in str(table.get_cell(IDS["test-runner"], "name").style)  # spoke just now
+        now[0] += 65
+        app.repaint()
+        await until(lambda: row("test-runner").split()[5:7] == ["1m45s", "1m05s"],
+                    what="elapsed and quiet moved on")
+        assert row("file-reader").split()[5:7] == ["1m46s", "—"]
+        assert "dim" in str(table.get_cell(IDS["test-runner"], "name").style)  # silent 65 s: stalled
+        table.focus()  # focused, the cursor row is drawn differently
+        await until(lambda: app.focused is table, what="the table focused")
+        await bus.update_agent(IDS["file-reader"], last_message="spoke at last", last_message_at=now[0])
+        await until(lambda: "spoke at last" in row("file-reader"), what="the update under the cursor")
+        assert "dim" not in str(table.get_cell(IDS["file-reader"], "name").style)
 
 
 async def test_wait_fan_in_completes_when_every_listed_flight_reports(bus):
