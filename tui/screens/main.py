@@ -6,10 +6,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Input, RichLog, Static
+from textual.widgets import DataTable, Footer, Input, Static
 
 from ..widgets.command import CommandLine
 from ..widgets.eventlog import EventLog
+from ..widgets.followlog import FollowLog
 from ..widgets.flights import FlightsTable
 from ..widgets.mirror import MirrorTable
 from ..widgets.status import WaitStatus
@@ -36,7 +37,7 @@ received. **F1** shows the help of the focused part.
             yield Static("Waits by other processes  (select one, then i or Enter interrupts it)", id="mirror-title")
             yield MirrorTable(id="mirror")
         with Horizontal(id="lower"):
-            yield RichLog(id="scrollback", wrap=True, markup=False, highlight=False)
+            yield FollowLog(id="scrollback", wrap=True, markup=False, highlight=False)
             yield EventLog(id="events")
         yield WaitStatus(id="status")
         yield CommandLine(self.app.flight_ids, id="command")

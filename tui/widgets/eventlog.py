@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections import deque
 
 from rich.text import Text
-from textual.widgets import RichLog
+from .followlog import FollowLog
 
 KEPT = 2000
 
 
-class EventLog(RichLog):
+class EventLog(FollowLog):
     HELP = """
 ## Event log
 Bus events as the TUI sees them: flights spawned, messages, state changes, deaths, waits.
