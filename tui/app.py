@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import os
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -39,6 +40,7 @@ from .screens.main import MainScreen
 from .state import (
     GLYPH, STATE_STYLE, FlightView, mirror_view, received_ids, flight_view, summary,
 )
+from .terminal import POP_TITLE, PUSH_TITLE, desktop_notification, window_title
 from .widgets.command import CommandLine
 from .widgets.eventlog import EventLog
 from .widgets.flights import FlightsTable
@@ -55,6 +57,7 @@ SWEEP_EVERY = 1.0  # liveness sweep, so a flight whose process vanished shows as
 #: tick instead (constant time) and fully collected at most this often
 FULL_GC_EVERY = 30.0
 DEATH_TOASTS = 3  # more deaths than this in one read make one toast, not a burst
+DESKTOP_EVERY = 5.0  # while the terminal is not focused, at most one desktop notification this often
 
 
 class WaveApp(App[dict[str, Any] | None]):
@@ -109,6 +112,10 @@ class WaveApp(App[dict[str, Any] | None]):
         self._bus_ready = asyncio.Event()
         self._own_waits: set[str] = set()  # ids of the person's waits: not mirrored
         self.notices: list[str] = []  # every toast shown, kept (toasts expire)
+        self.terminal_out: Callable[[str], None] = self._write_terminal  # tests capture it
+        self._title_flagged = False
+        self._unseen = 0  # notices while the terminal was not focused
+        self._desktop_at = -DESKTOP_EVERY
         self._view_cache: dict[str, tuple[Agent, bool, FlightView]] = {}
         self._full_gc_at = time.monotonic()
 
@@ -135,6 +142,7 @@ class WaveApp(App[dict[str, Any] | None]):
             self.run_demo()
 
     async def on_unmount(self) -> None:
+        self._unflag_title()
         if self.control is not None:
             self.control.interrupt()
         if self._owns_bus and self.bus is not None:
@@ -341,9 +349,56 @@ class WaveApp(App[dict[str, Any] | None]):
         )
 
     def notice(self, message: str, severity: str = "information") -> None:
-        """A toast (agent text, so never markup) that is also kept in `notices`."""
+        """A toast (agent text, so never markup) that is also kept in `notices`.
+
+        When the terminal is not focused the toast would go unseen, so the person also gets
+        a desktop notification and the window title says what happened until they are back.
+        """
         self.notices.append(message)
         self.notify(message, severity=severity, markup=False)  # type: ignore[arg-type]
+        if not self.app_focus:
+            self._alert_away(message)
+
+    def _alert_away(self, message: str) -> None:
+        """A desktop notification (a burst gives one every DESKTOP_EVERY s) and a title flag."""
+        self._unseen += 1
+        if time.monotonic() - self._desktop_at >= DESKTOP_EVERY:
+            self._desktop_at = time.monotonic()
+            self.terminal_out(desktop_notification(message, tmux="TMUX" in os.environ))
+        if not self._title_flagged:
+            self.terminal_out(PUSH_TITLE)
+            self._title_flagged = True
+        more = f" (+{self._unseen - 1} more)" if self._unseen > 1 else ""
+        self.terminal_out(window_title(f"● wavewait: {message}{more}"))
+
+    def watch_app_focus(self, focused: bool) -> None:
+        if focused:
+            self._unflag_title()
+
+    def _unflag_title(self) -> None:
+        """Give the person's own window title back."""
+        self._unseen = 0
+        if self._title_flagged:
+            self.terminal_out(POP_TITLE)
+            self._title_flagged = False
+
+    def copy_to_clipboard(self, text: str) -> None:
+        """pyperclip first when installed (OSC 52 is ignored by some terminals), then OSC 52."""
+        try:
+            import pyperclip  # optional: not a dependency
+        except ImportError:
+            pyperclip = None
+        if pyperclip is not None:
+            try:
+                pyperclip.copy(text)
+            except pyperclip.PyperclipException as e:  # no clipboard program (headless, ssh)
+                log.info("pyperclip could not copy (%s); using OSC 52 only", e)
+        super().copy_to_clipboard(text)
+
+    def _write_terminal(self, sequence: str) -> None:
+        """Write straight to the terminal, as `App.bell` does (nothing when headless)."""
+        if not self.is_headless and self._driver is not None:
+            self._driver.write(sequence)
 
     def say(self, line: Text | str) -> None:
         """Write a line to the scrollback (agent text is always a Text, never markup)."""

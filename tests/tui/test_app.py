@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from textual import events
 
 from conftest import env_for, until, wavewait_cmd
 from tuitools import (
@@ -24,6 +25,7 @@ from wavewait.tui.commands import COMMANDS
 from wavewait.tui.palette import SlashProvider
 from wavewait.tui.screens.flight import FlightScreen
 from wavewait.tui.screens.help import HelpScreen
+from wavewait.tui.terminal import POP_TITLE, PUSH_TITLE, window_title
 from wavewait.tui.widgets.command import CommandLine
 from wavewait.tui.widgets.eventlog import EventLog
 from wavewait.tui.widgets.flights import FlightsTable
@@ -195,6 +197,46 @@ async def test_quit_during_a_wait_interrupts_it_and_exits_4(bus):
         await until(lambda: app.return_code is not None, what="the exit")
     assert app.return_code == 4
     assert app.return_value["results"][0]["status"] == "running"
+
+
+async def test_away_from_the_terminal_a_death_also_notifies_the_desktop_and_flags_the_title(file_bus):
+    """Unfocused, a toast goes unseen: OSC 9 (one per burst) and a title flag until focus returns."""
+    await put_flight(file_bus, "linter", 1)
+    await put_flight(file_bus, "test-runner", 2)
+    app = make_app(file_bus)
+    written: list[str] = []
+    async with app.run_test(size=SIZE) as pilot:
+        app.terminal_out = written.append
+        await started(app, pilot)
+        await file_bus.transition(IDS["linter"], "dead", ("running",), reason="exited with code 1")
+        await until(lambda: any("linter" in n for n in app.notices), what="the death toast")
+        assert written == []  # focused: the toast is enough
+        app.post_message(events.AppBlur())
+        await until(lambda: not app.app_focus, what="the terminal losing focus")
+        await file_bus.transition(IDS["test-runner"], "dead", ("running",), reason="killed\x1b]2;evil\x07")
+        await until(lambda: len(written) >= 3, what="the notification and the title")
+        note, push, title = written[:3]
+        assert note.startswith("\x1b]9;wavewait: test-runner") and "died" in note
+        assert push == PUSH_TITLE and title.startswith("\x1b]2;● wavewait: test-runner")
+        assert "\x1b]2;evil" not in "".join(written)  # agent text cannot carry its own sequences
+        app.notice("fan-in complete: 2/2 received")
+        assert written[3:] == [window_title("● wavewait: fan-in complete: 2/2 received (+1 more)")]
+        app.post_message(events.AppFocus())
+        await until(lambda: written[-1] == POP_TITLE, what="the title given back")
+        await pilot.press("ctrl+q")
+
+
+async def test_c_copies_the_selected_flights_last_message(file_bus):
+    await put_flight(file_bus, "file-reader", 1, last_message="found 3 issues in src/", last_message_at=NOW)
+    app = make_app(file_bus)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app, pilot)
+        table = app._main.query_one(FlightsTable)
+        await until(lambda: table.row_count == 1, what="the row")
+        table.focus()
+        await pilot.press("c")
+        await until(lambda: app.clipboard == "found 3 issues in src/", what="the copy")
+        assert "copied the last message of file-reader" in app.notices
 
 
 async def test_send_delivers_a_message_to_the_flight(bus):

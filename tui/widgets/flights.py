@@ -153,10 +153,10 @@ time since its last message, and its last message (or why it died).
         agent_id = self.selected_id()
         v = self._shown.get(agent_id) if agent_id else None
         if v is None or not v.detail:
-            self.app.notify("nothing to copy", severity="warning", markup=False)
+            self.app.notice("nothing to copy", severity="warning")
             return
         self.app.copy_to_clipboard(v.detail)
-        self.app.notify(f"copied the last message of {v.name}", markup=False)
+        self.app.notice(f"copied the last message of {v.name}")
 
 
 def _look(cell: Text) -> tuple[str, str]:
