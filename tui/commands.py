@@ -5,6 +5,8 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 
+from textual.fuzzy import FuzzySearch
+
 
 @dataclass(frozen=True)
 class SlashCommand:
@@ -129,3 +131,26 @@ def expand_name(value: str, ids: list[tuple[str, str]]) -> str | None:
         return None
     hits = [agent_id for agent_id, name in ids if name.startswith(token)]
     return f"{head} {hits[0][:8]}" if len(hits) == 1 else None
+
+
+_FUZZY = FuzzySearch()
+
+
+@dataclass(frozen=True)
+class CommandMatch:
+    command: SlashCommand
+    offsets: tuple[int, ...]  # the positions in the command's name that matched, to highlight
+
+
+def match_commands(word: str) -> list[CommandMatch]:
+    """Commands whose name holds `word`'s letters in order (fuzzy, as the palette matches), best first.
+
+    Prefix matches come first (an exact name, then table order, as `complete` picks them), so
+    the hint's first row, Tab and the inline suggestion always agree; the rest follow by score.
+    """
+    scored = []
+    for i, cmd in enumerate(COMMANDS):
+        score, offsets = _FUZZY.match(word, cmd.name)
+        if score > 0:
+            scored.append((not cmd.name.startswith(word.lower()), -score, i, CommandMatch(cmd, tuple(offsets))))
+    return [m for *_, m in sorted(scored, key=lambda s: s[:3])]

@@ -12,6 +12,7 @@ from ..widgets.command import CommandLine
 from ..widgets.eventlog import EventLog
 from ..widgets.followlog import FollowLog
 from ..widgets.flights import FlightsTable
+from ..widgets.hints import CommandHints
 from ..widgets.mirror import MirrorTable
 from ..widgets.status import WaitStatus
 
@@ -40,6 +41,7 @@ received. **F1** shows the help of the focused part.
             yield FollowLog(id="scrollback", wrap=True, markup=False, highlight=False)
             yield EventLog(id="events")
         yield WaitStatus(id="status")
+        yield CommandHints(self.app.flight_ids, id="hints")
         yield CommandLine(self.app.flight_ids, id="command")
         yield Footer()
 
@@ -56,6 +58,10 @@ received. **F1** shows the help of the focused part.
 
     def action_interrupt(self) -> None:
         self.app.interrupt_own_wait()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if isinstance(event.input, CommandLine):
+            self.query_one(CommandHints).line = event.value
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         line = event.value.strip()

@@ -1,4 +1,4 @@
-"""The command line: slash commands with completion (Tab, →) and ↑/↓ history."""
+"""The command line: slash commands with fuzzy completion (Tab, →) and ↑/↓ history."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from textual.binding import Binding
 from textual.suggester import Suggester
 from textual.widgets import Input
 
-from ..commands import complete, expand_name
+from ..commands import complete, expand_name, match_commands
 
 IdsFn = Callable[[], list[tuple[str, str]]]
 
@@ -24,11 +24,21 @@ class SlashSuggester(Suggester):
         return complete(value, self._ids())
 
 
+def complete_command(value: str) -> str | None:
+    """The best fuzzy match for a command word being typed (`/wt` → `/wait `), as the hint lists it first."""
+    if not value.startswith("/") or " " in value:
+        return None
+    hits = match_commands(value)
+    return hits[0].command.name + " " if hits else None
+
+
 class CommandLine(Input):
     HELP = """
 ## Command line
-Type a slash command and press Enter. **Tab** (or →) completes command names and flight
-ids; a flight's name followed by Tab becomes its short id. **↑/↓** walk the history.
+Type a slash command and press Enter. While you type, the hint above lists the commands
+that match (letters in order: `/wt` finds `/wait`), then the chosen command's usage.
+**Tab** completes the first of them, and flight ids after it (→ takes the inline
+suggestion); a flight's name followed by Tab becomes its short id. **↑/↓** walk the history.
 """
     BINDINGS = [
         Binding("up", "history(-1)", "Previous command", show=False),
@@ -57,7 +67,8 @@ ids; a flight's name followed by Tab becomes its short id. **↑/↓** walk the 
 
     def action_complete(self) -> None:
         """Complete; with nothing to complete, Tab moves focus on (to the panels) as usual."""
-        new = complete(self.value, self._ids()) or expand_name(self.value, self._ids())
+        ids = self._ids()
+        new = complete(self.value, ids) or complete_command(self.value) or expand_name(self.value, ids)
         if new:
             self.value = new
             self.cursor_position = len(new)
