@@ -38,7 +38,7 @@ from .screens.flight import FlightScreen
 from .screens.help import HelpScreen
 from .screens.main import MainScreen
 from .state import (
-    GLYPH, STATE_STYLE, FlightView, mirror_view, received_ids, flight_view, summary,
+    GLYPH, FlightView, mirror_view, received_ids, flight_view, role_styles, summary,
 )
 from .terminal import POP_TITLE, PUSH_TITLE, desktop_notification, window_title
 from .widgets.command import CommandLine
@@ -117,16 +117,26 @@ class WaveApp(App[dict[str, Any] | None]):
         self._unseen = 0  # notices while the terminal was not focused
         self._desktop_at = -DESKTOP_EVERY
         self._view_cache: dict[str, tuple[Agent, bool, FlightView]] = {}
+        self.roles = role_styles({})  # Rich styles of the current theme, by role (state.ROLES)
         self._full_gc_at = time.monotonic()
 
     # ------------------------------------------------------------------ set-up
     async def on_mount(self) -> None:
+        self._theme_changed()
+        self.theme_changed_signal.subscribe(self, lambda _theme: self._theme_changed())
         if self.bus is None:
             self.bus = await open_bus(self._bus_arg)  # type: ignore[arg-type]
         if self.bus_label is None:
             self.bus_label = self.bus.url
         await agents_mod.ensure_agent(self.bus, self.me)
         self._bus_ready.set()
+
+    def _theme_changed(self) -> None:
+        """Re-read the theme's colours; the panel and the status repaint with them."""
+        self.roles = role_styles(self.theme_variables)
+        self._dirty = True
+        if not self.animate and self.read_count:
+            self.repaint()
 
     async def main_screen_ready(self) -> None:
         """Called by the main screen once composed: start following the bus."""
@@ -163,12 +173,12 @@ class WaveApp(App[dict[str, Any] | None]):
                 except WavewaitError as e:  # say so, keep the last picture, try again shortly
                     if not failing:
                         log.exception("reading the bus failed")
-                        self.say(Text(f"cannot read the bus: {e}; retrying every second", style="red"))
+                        self.say(Text(f"cannot read the bus: {e}; retrying every second", style=self.roles["bad"]))
                     failing = True
                     await _sleep(1.0)
                     continue
                 if failing:
-                    self.say(Text("reading the bus again", style="green"))
+                    self.say(Text("reading the bus again", style=self.roles["good"]))
                     failing = False
                 await changes.wait()
                 rest = READ_EVERY - (time.monotonic() - started)
@@ -205,12 +215,12 @@ class WaveApp(App[dict[str, Any] | None]):
                 if not self._first_read:
                     events.add(a.id, Text(f"+ {tag} started{' in ' + a.wave if a.wave else ''}"))
                     if a.status == "dead":  # started and died between two reads
-                        events.add(a.id, Text(f"✖ {tag}: dead ({a.reason or 'dead'})", style="bold red"))
+                        events.add(a.id, Text(f"✖ {tag}: dead ({a.reason or 'dead'})", style=self.roles["dead"]))
                         deaths.append(a)
                 continue
             if old.status != a.status:
                 line = Text(f"{GLYPH.get(a.status, '·')} {tag}: {old.status} → {a.status}",
-                            style=STATE_STYLE.get(a.status, ""))
+                            style=self.roles.get(a.status, ""))
                 if a.reason and a.status in ("dead", "closed"):
                     line.append(f" ({a.reason})")
                 events.add(a.id, line)
@@ -224,7 +234,7 @@ class WaveApp(App[dict[str, Any] | None]):
         for w in waits:
             if w.id not in old_waits and not self._first_read and w.id not in self._own_waits:
                 events.add(w.waiter, Text(f"⧗ {names.get(w.waiter, w.waiter)} waits ({w.tool}): "
-                                          f"{w.description}", style="yellow"))
+                                          f"{w.description}", style=self.roles["warn"]))
         for w in self.waits:
             if w.id not in new_waits and w.id not in self._own_waits:
                 events.add(w.waiter, Text(f"⧗ wait {short(w.id)} of {names.get(w.waiter, w.waiter)} ended",
@@ -417,7 +427,7 @@ class WaveApp(App[dict[str, Any] | None]):
         try:
             parsed = parse(line)
         except Usage as e:
-            self.say(Text(str(e), style="red"))
+            self.say(Text(str(e), style=self.roles["bad"]))
             return
         handler: Callable[[Parsed], Awaitable[None] | None] = getattr(self, "cmd_" + parsed.command.name[1:])
         result = handler(parsed)
@@ -429,19 +439,19 @@ class WaveApp(App[dict[str, Any] | None]):
         try:
             await job
         except WavewaitError as e:
-            self.say(Text(f"{e}\nusage: {parsed.command.usage}", style="red"))
+            self.say(Text(f"{e}\nusage: {parsed.command.usage}", style=self.roles["bad"]))
         except Exception as e:  # shown, never swallowed; the app keeps running
             log.exception("command %s failed", parsed.command.name)
-            self.say(Text(f"{parsed.command.name} failed: {e.__class__.__name__}: {e}", style="red"))
+            self.say(Text(f"{parsed.command.name} failed: {e.__class__.__name__}: {e}", style=self.roles["bad"]))
 
     async def cmd_wait(self, p: Parsed) -> None:
         if self.control is not None:
-            self.say(Text("a wait is already running; Escape interrupts it", style="red"))
+            self.say(Text("a wait is already running; Escape interrupts it", style=self.roles["bad"]))
             return
         timeout = check_timeout(p.args[0], "TIMEOUT")
         targets = await agents_mod.resolve_agents(self.bus, p.args[1:], "ID") if p.args[1:] else []
         if self.control is not None:
-            self.say(Text("a wait is already running; Escape interrupts it", style="red"))
+            self.say(Text("a wait is already running; Escape interrupts it", style=self.roles["bad"]))
             return
         self.start_wait(timeout, targets)
 
@@ -480,7 +490,7 @@ class WaveApp(App[dict[str, Any] | None]):
             self.say("no agents on the bus")
         for a in agents:
             line = Text(f"  {a.name:<16} {short(a.id)}  ")
-            line.append(f"{a.status:<7}", style=STATE_STYLE.get(a.status, ""))
+            line.append(f"{a.status:<7}", style=self.roles.get(a.status, ""))
             line.append(f" {a.wave or '—':<8} ")
             line.append(a.reason if a.status == "dead" and a.reason else (a.last_message or ""), style="dim")
             self.say(line)
@@ -551,7 +561,7 @@ class WaveApp(App[dict[str, Any] | None]):
         self._main.query_one(WaitStatus).set_class(False, "-active")
         self._main.refresh_bindings()
         if event.result is None:
-            self.say(Text(event.line, style="red"))
+            self.say(Text(event.line, style=self.roles["bad"]))
             self.notice(event.line, severity="error")
         else:
             self.last_result = event.result
@@ -559,7 +569,7 @@ class WaveApp(App[dict[str, Any] | None]):
                 self.last_wait_received = {r.agent_id for r in event.result.results if r.status == "received"}
             elif isinstance(event.result, NextMessage) and event.result.sender:
                 self.last_wait_received = {event.result.sender}
-            for line in render_result(event.result, self.wait_targets):
+            for line in render_result(event.result, self.wait_targets, self.roles):
                 self.say(line)
             outcome = event.result.outcome()
             self.notice(event.line, severity="information" if outcome == "satisfied" else "warning")
@@ -628,7 +638,7 @@ class WaveApp(App[dict[str, Any] | None]):
             flights = await launch(self.bus, self.me, self.demo, self.say)
         except Exception as e:
             log.exception("demo failed")
-            self.say(Text(f"the demo could not start: {e.__class__.__name__}: {e}", style="red"))
+            self.say(Text(f"the demo could not start: {e.__class__.__name__}: {e}", style=self.roles["bad"]))
             return
         self.run_command(f"/wait {self.demo.timeout:g} " + " ".join(short(a.id) for a in flights))
 
@@ -647,7 +657,7 @@ def headline(result: Result) -> str:
     return result.outcome()
 
 
-def render_result(result: Result, targets: list[tuple[str, str]]) -> list[Text]:
+def render_result(result: Result, targets: list[tuple[str, str]], roles: dict[str, str]) -> list[Text]:
     """The result block in the scrollback: every requested flight with its status."""
     lines = [Text(headline(result), style="bold")]
     if isinstance(result, FanIn):
@@ -655,11 +665,11 @@ def render_result(result: Result, targets: list[tuple[str, str]]) -> list[Text]:
         for r in result.results:
             glyph = "✓" if r.status == "received" else GLYPH.get(r.status, "…")
             line = Text(f"  {glyph} {r.name:<{width}}  {short(r.agent_id)}  ")
-            line.append(f"{r.status:<8}", style=STATE_STYLE.get(r.status, ""))
+            line.append(f"{r.status:<8}", style=roles.get(r.status, ""))
             if r.message is not None:
                 line.append("  " + r.message)
             elif r.reason:
-                line.append(f"  ({r.reason})", style="red" if r.status == "dead" else "dim")
+                line.append(f"  ({r.reason})", style=roles["bad"] if r.status == "dead" else "dim")
             lines.append(line)
     elif isinstance(result, NextMessage):
         if result.status == "received":

@@ -13,7 +13,7 @@ The panel's word for a flight follows one rule (also in the README):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..core.ids import short
@@ -21,11 +21,26 @@ from ..core.model import Agent, WaitRecord
 
 FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"  # rich's "dots" spinner, 10 frames
 GLYPH = {"received": "✔", "idle": "◌", "dead": "✖", "closed": "■"}
-STATE_STYLE = {
-    "received": "bold green", "running": "yellow", "idle": "cyan", "dead": "bold red",
-    "closed": "dim",
-}
 QUIET_AFTER = 30.0  # a running flight silent this long is dimmed: a visible stall
+#: what each word and tone looks like: (theme variable, text attributes). Theme variables,
+#: not colour names, so every theme (light ones too) keeps its contrast; `text-*` are the
+#: theme's colours meant for text on its background.
+ROLES: dict[str, tuple[str | None, str]] = {
+    "received": ("text-success", "bold"), "running": ("text-warning", ""),
+    "idle": ("text-primary", ""), "dead": ("text-error", "bold"), "closed": (None, "dim"),
+    "good": ("text-success", ""), "bad": ("text-error", ""), "warn": ("text-warning", ""),
+}
+#: the look without a theme (before the first one is applied): the terminal's own colours
+PLAIN = {"text-success": "green", "text-warning": "yellow", "text-primary": "cyan", "text-error": "red"}
+
+
+def role_styles(variables: Mapping[str, str]) -> dict[str, str]:
+    """Rich styles for ROLES from a theme's variables (`App.theme_variables`)."""
+    out = {}
+    for role, (variable, attrs) in ROLES.items():
+        colour = variables.get(variable, PLAIN.get(variable, "")) if variable else ""
+        out[role] = f"{attrs} {colour}".strip()
+    return out
 
 
 def spinner(t: float) -> str:

@@ -106,6 +106,42 @@ async def test_panel_follows_every_change_and_the_clock(bus):
         assert "dim" not in str(table.get_cell(IDS["file-reader"], "name").style)
 
 
+async def test_the_detail_column_fills_the_width_and_goes_on_a_narrow_terminal(file_bus):
+    message = "read 42 files; found 3 issues in src/provider/ and 2 in src/bus/, all minor"
+    await put_flight(file_bus, "file-reader", 1, last_message=message, last_message_at=NOW)
+    app = make_app(file_bus, frozen=True)
+    async with app.run_test(size=(160, 30)) as pilot:
+        await started(app, pilot)
+        await until(lambda: message in screen_text(app), what="the whole message on a wide terminal")
+        await pilot.resize_terminal(80, 24)
+        await until(lambda: "last message" not in screen_text(app), what="the detail column left out")
+        row = next(line for line in screen_text(app).splitlines() if "file-reader" in line)
+        assert "read 42" not in row and row.split()[5:7] == ["41s", "0s"], row  # the rest stays whole
+        await pilot.resize_terminal(110, 30)
+        await until(lambda: "last message" in screen_text(app), what="the detail column back")
+        await until(lambda: "read 42 files; found" in screen_text(app), what="its cells filled again")
+        assert message not in screen_text(app)  # cut to the room there is
+
+
+async def test_states_take_the_themes_colours(file_bus):
+    await put_flight(file_bus, "linter", 1, status="dead", reason="exited with code 1")
+    app = make_app(file_bus)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app, pilot)
+        table = app._main.query_one(FlightsTable)
+
+        def state_style() -> str:
+            return str(table.get_cell(IDS["linter"], "state").style).lower() if table.row_count else ""
+
+        dark = app.theme_variables["text-error"].lower()
+        await until(lambda: dark in state_style(), what="the dark theme's error colour")
+        app.theme = "textual-light"
+        light = app.get_theme("textual-light").to_color_system().generate()["text-error"].lower()
+        assert light != dark
+        await until(lambda: light in state_style(), what="the light theme's error colour")
+        assert "bold" in state_style()  # a word and a weight, never colour alone
+
+
 async def test_wait_fan_in_completes_when_every_listed_flight_reports(bus):
     await put_flight(bus, "file-reader", 1)
     await put_flight(bus, "test-runner", 2)
@@ -184,6 +220,23 @@ async def test_escape_without_a_wait_does_nothing(file_bus):
         assert app.focused.value == "/age"  # nothing cleared, nothing started
         await pilot.press("ctrl+q")
     assert app.return_code == 0 and app.return_value is None
+
+
+async def test_ctrl_c_never_ends_a_wait_by_surprise(file_bus):
+    await put_flight(file_bus, "file-reader", 1)
+    app = make_app(file_bus)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app, pilot)
+        await type_command(pilot, "/wait 600 a1b2")
+        await until(lambda: app.waiting, what="the wait")
+        await pilot.press("ctrl+c")  # on the command line: copy
+        app._main.query_one(FlightsTable).focus()
+        await pilot.press("ctrl+c")  # elsewhere: Textual's "press ctrl+q to quit"
+        await pilot.pause()
+        assert app.is_running and app.waiting and app.return_code is None
+        await pilot.press("escape")
+        await until(lambda: app.last_result is not None, what="the interrupt")
+        assert app.last_result.status == "interrupted"
 
 
 async def test_quit_during_a_wait_interrupts_it_and_exits_4(bus):

@@ -56,7 +56,7 @@ class FlightScreen(ModalScreen[None]):
         agent = await self.bus.get_agent(self.agent_id)
         info = self.query_one("#flight-info", Static)
         if agent is None:
-            info.update(Text(f"no agent {self.agent_id} on the bus", style="red"))
+            info.update(Text(f"no agent {self.agent_id} on the bus", style=self.app.roles["bad"]))
             return
         t = self.clock()
         state = flight_state(agent, self.received)
@@ -67,7 +67,7 @@ class FlightScreen(ModalScreen[None]):
         if agent.status != state:
             head.append(f" (lifecycle: {agent.status})")
         if agent.reason:
-            head.append(f" · {agent.reason}", style="red" if agent.status == "dead" else "")
+            head.append(f" · {agent.reason}", style=self.app.roles["bad"] if agent.status == "dead" else "")
         head.append(f"\nwave {agent.wave or '—'} · started {ago(t - agent.created_at)} ago · pid {agent.pid or '—'}")
         if agent.exit_code is not None:
             head.append(f" · exit code {agent.exit_code}")
@@ -90,7 +90,7 @@ class FlightScreen(ModalScreen[None]):
         arrow = "→ you" if item.to == self.me else f"→ {item.to[:8]}"
         kind = item.type if item.type in AGENT_ITEM_TYPES else f"event {item.type}"
         line = Text(f"+{ago(item.sent_at - t0):>6} ", style="dim")
-        line.append(f"{kind} {arrow} ({where}): ", style="bold" if item.type in AGENT_ITEM_TYPES else "red")
+        line.append(f"{kind} {arrow} ({where}): ", style="bold" if item.type in AGENT_ITEM_TYPES else self.app.roles["bad"])
         line.append(item.body)
         return line
 

@@ -12,14 +12,22 @@ from textual.cache import LRUCache
 from textual.coordinate import Coordinate
 from textual.widgets import DataTable
 
-from ..state import STATE_STYLE, FlightView
+from ..state import FlightView
 
 COLUMNS = (("state", 10), ("name", 16), ("id", 8), ("wave", 7), ("elapsed", 7),
            ("quiet", 6), ("last message / reason", 30))
+DETAIL = len(COLUMNS) - 1  # the last message / reason: the one column whose width follows the screen
+NARROW_BELOW = 100  # terminal columns under which the detail column is left out
+DETAIL_MIN = 20
 
 
 class FlightsTable(DataTable):
-    """Flights with fixed column widths; only changed cells are updated, never widths."""
+    """Flights with fixed column widths; only changed cells are updated, never widths.
+
+    The detail column takes the width the others leave (a wide terminal shows more of each
+    message) and is left out below NARROW_BELOW columns, where it would only be cut off.
+    It changes only when the terminal is resized, never with the content.
+    """
 
     HELP = """
 ## Flights
@@ -36,10 +44,36 @@ time since its last message, and its last message (or why it died).
         self._shown: dict[str, FlightView] = {}
         self._painted: dict[str, list[tuple[str, str]]] = {}  # what each row's cells hold
         self._cells_rendered: LRUCache[tuple, list[list[Segment]]] = LRUCache(4000)
+        self._detail_width: int | None = COLUMNS[DETAIL][1]  # None: the column is left out
+        self._t = 0.0  # the time the rows were last painted for
 
     def on_mount(self) -> None:
         for label, width in COLUMNS:
-            self.add_column(label, width=width, key=label.split()[0])
+            self.add_column(label, width=width, key=_key(label))
+
+    def on_resize(self) -> None:
+        self._fit_detail()
+
+    def _fit_detail(self) -> None:
+        """Give the detail column the width left, or leave it out on a narrow terminal."""
+        if self.app.size.width < NARROW_BELOW:
+            want = None
+        else:
+            fixed = sum(width + 2 * self.cell_padding for _, width in COLUMNS[:DETAIL])
+            room = self.size.width - int(self.styles.scrollbar_size_vertical) - fixed - 2 * self.cell_padding
+            want = max(DETAIL_MIN, room)
+        if want == self._detail_width:
+            return
+        key = _key(COLUMNS[DETAIL][0])
+        if self._detail_width is not None:
+            self.remove_column(key)
+        self._detail_width = want
+        if want is None:
+            return
+        self.add_column(COLUMNS[DETAIL][0], width=want, key=key, default=Text(""))
+        for v in self._shown.values():
+            self._painted[v.id][DETAIL] = ("", "")
+            self._paint(v, self._t)
 
     def show(self, views: Sequence[FlightView], t: float) -> int:
         """Make the table show `views` (in order) at time `t`; return how many cells changed.
@@ -63,25 +97,28 @@ time since its last message, and its last message (or why it died).
             self._shown[v.id] = v
             if old is None:
                 cells = self._cells(v, t)
-                self.add_row(*cells, key=v.id)
+                self.add_row(*cells[:len(self.columns)], key=v.id)
                 self._painted[v.id] = [_look(c) for c in cells]
                 changed += len(COLUMNS)
             else:
                 changed += self._paint(v, t)
+        self._t = t
         return changed + self.spin(t)
 
     def spin(self, t: float) -> int:
         """Bring the clocks and spinners of the rows on screen to time `t`; return cells changed."""
+        self._t = t
         return sum(self._paint(self._shown[key], t) for key in self._visible_keys() if key in self._shown)
 
     def _paint(self, v: FlightView, t: float) -> int:
         """Update the cells of `v`'s row that differ from what they hold (each costs a refresh)."""
         painted = self._painted[v.id]
         changed = 0
-        for i, ((label, _), cell) in enumerate(zip(COLUMNS, self._cells(v, t))):
+        cells = self._cells(v, t)
+        for i, ((label, _), cell) in enumerate(zip(COLUMNS, cells[:len(self.columns)])):
             look = _look(cell)
             if painted[i] != look:
-                self.update_cell(v.id, label.split()[0], cell)
+                self.update_cell(v.id, _key(label), cell)
                 painted[i] = look
                 changed += 1
         return changed
@@ -127,14 +164,15 @@ time since its last message, and its last message (or why it died).
         stalled = v.stalled(t)
         dim = " dim" if stalled else ""
         state, name, sid, wave, elapsed, quiet, detail = v.cells(t)
-        detail_style = "red" if v.state == "dead" else ("dim" if stalled else "")
+        roles = self.app.roles
+        detail_style = roles["bad"] if v.state == "dead" else ("dim" if stalled else "")
         return [
-            Text(state, style=STATE_STYLE.get(v.state, "")),
+            Text(state, style=roles.get(v.state, "")),
             Text(name, style=("bold" + dim).strip(), no_wrap=True, overflow="ellipsis"),
             Text(sid, style="dim"),
             Text(wave, style=dim.strip()),
             Text(elapsed, justify="right"),
-            Text(quiet, justify="right", style="yellow" if stalled else ""),
+            Text(quiet, justify="right", style=roles["warn"] if stalled else ""),
             Text(detail, style=detail_style, no_wrap=True, overflow="ellipsis"),
         ]
 
@@ -162,3 +200,7 @@ time since its last message, and its last message (or why it died).
 def _look(cell: Text) -> tuple[str, str]:
     """What a cell shows: its text and style (panel cells carry one style and no spans)."""
     return cell.plain, str(cell.style)
+
+
+def _key(label: str) -> str:
+    return label.split()[0]

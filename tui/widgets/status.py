@@ -8,7 +8,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from ...core.ids import short
-from ..state import STATE_STYLE, ago, spinner
+from ..state import ago, spinner
 
 
 class WaitStatus(Static):
@@ -19,6 +19,7 @@ class WaitStatus(Static):
         states: Mapping[str, tuple[str, str]], t: float, left: float | None, progress: str,
     ) -> None:
         """`states` maps agent id to (lifecycle status, reason) as the panel knows it."""
+        roles = self.app.roles
         out = Text()
         if not targets:
             out.append(f"{spinner(t)} Waiting for the next message", style="bold")
@@ -33,13 +34,13 @@ class WaitStatus(Static):
             out.append(f"  {short(agent_id)}  ", style="dim")
             status, reason = states.get(agent_id, ("running", ""))
             if agent_id in received:
-                out.append("[✓] received", style=STATE_STYLE["received"])
+                out.append("[✓] received", style=roles["received"])
             elif status == "dead":
-                out.append(f"✖ dead ({reason or 'dead'})", style=STATE_STYLE["dead"])
+                out.append(f"✖ dead ({reason or 'dead'})", style=roles["dead"])
             elif status == "running":
-                out.append(f"{spinner(t)} running", style=STATE_STYLE["running"])
+                out.append(f"{spinner(t)} running", style=roles["running"])
             else:
-                out.append(f"{'◌' if status == 'idle' else '■'} {status}", style=STATE_STYLE.get(status, ""))
+                out.append(f"{'◌' if status == 'idle' else '■'} {status}", style=roles.get(status, ""))
         if progress and not targets:
             out.append(f"\n  {progress}", style="dim")
         self.update(out)
