@@ -171,6 +171,19 @@ def build_parser() -> argparse.ArgumentParser:
     s = cmd("mcp", "MCP server (stdio by default; `wavewait mcp --help` for its options)",
             add_help=False)  # --help goes on to the server's own parser
     s.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    s = cmd("serve", "serve the TUI in a browser: `wavewait demo` by default, the TUI on a bus with "
+            "--bus ($WAVEWAIT_BUS alone does not switch); needs pip install 'wavewait[serve]'")
+    s.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default 127.0.0.1, this machine only); any other "
+                        "address exposes the TUI, and with it the bus, to the network with no "
+                        "authentication")
+    s.add_argument("--port", type=_port, default=8000, help="port to listen on (default 8000)")
+    s.add_argument("--public-url", help="URL browsers reach the server at, if not http://HOST:PORT "
+                                        "(behind a proxy, or with --host 0.0.0.0)")
+    s.add_argument("--demo", action="store_true",
+                   help="serve `wavewait demo`, one temporary bus per session (the default "
+                        "without --bus)")
+    s.add_argument("--seed", type=int, default=None, help="make the demo's wave repeatable")
     s = cmd("send", "send a message to an agent")
     s.add_argument("to", help="recipient id or unique prefix (≥ 4 characters)")
     s.add_argument("message")
@@ -215,6 +228,16 @@ def _positive_int(value: str) -> int:
     return n
 
 
+def _port(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a port number 1-65535, got {value!r}") from None
+    if not 1 <= n <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port number 1-65535, got {value!r}")
+    return n
+
+
 def _notify_hook_guard(args: argparse.Namespace) -> int | None:
     """As a stop hook, `notify` must never block the host: no ids → say so, exit 0."""
     if args.command != "notify":
@@ -256,6 +279,10 @@ def main(argv: list[str] | None = None) -> None:
         from .tui_main import run_tui
 
         sys.exit(run_tui(args))
+    if args.command == "serve":
+        from .serve import run_serve
+
+        sys.exit(run_serve(args))
     if args.command == "mcp":
         from .mcp_server import main as mcp_main
 
