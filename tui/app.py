@@ -12,6 +12,7 @@ import asyncio
 import gc
 import logging
 import os
+import signal
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -122,6 +123,10 @@ class WaveApp(App[dict[str, Any] | None]):
 
     # ------------------------------------------------------------------ set-up
     async def on_mount(self) -> None:
+        if not self.is_headless:  # a closed terminal or a `kill` quits as Ctrl+Q does
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGHUP):
+                loop.add_signal_handler(sig, lambda: self.run_worker(self.action_quit(), group="quit"))
         self._theme_changed()
         self.theme_changed_signal.subscribe(self, lambda _theme: self._theme_changed())
         if self.bus is None:
