@@ -1,6 +1,6 @@
 """TUI frame time and keypress latency with 1,000 flights and 100 state changes a second.
 
-    python bench/bench_tui.py [--flights 1000] [--rate 100] [--seconds 10]
+    python bench/bench_tui.py [--flights 1000] [--rate 100] [--seconds 10] [--size 120x40]
 
 The app runs headless at 120×40 on a real directory bus. A writer process (as the
 flights would be) changes 100 flights a second: last messages and
@@ -77,7 +77,7 @@ def writer(root: str, ids: list[str], rate: float, seconds: float) -> None:
     asyncio.run(run())
 
 
-async def bench(n: int, rate: float, seconds: float, keys: int) -> dict[str, list[float]]:
+async def bench(n: int, rate: float, seconds: float, keys: int, size: tuple[int, int]) -> dict[str, list[float]]:
     tmp = tempfile.mkdtemp(prefix="wavewait-bench-")
     root = str(Path(tmp) / "bus")
     bus = FileBus(root)
@@ -120,7 +120,7 @@ async def bench(n: int, rate: float, seconds: float, keys: int) -> dict[str, lis
     MainScreen._compositor_refresh = timed_refresh  # type: ignore[method-assign]
     latencies: list[float] = []
     try:
-        async with app.run_test(size=(120, 40)) as pilot:
+        async with app.run_test(size=size) as pilot:
             deadline = time.monotonic() + 30
             while len(app.flights()) < n and time.monotonic() < deadline:
                 await pilot.pause(0.05)
@@ -165,11 +165,13 @@ def main() -> None:
     p.add_argument("--rate", type=float, default=100)
     p.add_argument("--seconds", type=float, default=10)
     p.add_argument("--keys", type=int, default=20)
+    p.add_argument("--size", default="120x40", help="terminal columns x lines")
     a = p.parse_args()
-    r = asyncio.run(bench(a.flights, a.rate, a.seconds, a.keys))
+    size = tuple(int(x) for x in a.size.split("x"))
+    r = asyncio.run(bench(a.flights, a.rate, a.seconds, a.keys, size))
     ms = 1000
     print(f"\nTUI under load: {a.flights} flights, {r['changes_per_s'][0]:.0f} state changes/s measured, "
-          f"{a.seconds:g} s, 120x40, headless; {len(r['frames'])} frames, {r['reads'][0]} bus reads\n")
+          f"{a.seconds:g} s, {a.size}, headless; {len(r['frames'])} frames, {r['reads'][0]} bus reads\n")
     print(f"| {'measure':<38} | {'n':>5} | {'p50 ms':>8} | {'p99 ms':>8} | {'max ms':>8} | {'target':>12} |")
     print(f"|{'-' * 40}|{'-' * 7}|{'-' * 10}|{'-' * 10}|{'-' * 10}|{'-' * 14}|")
     rows = (
