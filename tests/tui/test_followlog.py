@@ -41,3 +41,24 @@ async def test_follows_at_the_end_and_keeps_the_place_when_scrolled_up():
         log.write("followed again")
         await until(lambda: log.is_vertical_scroll_end, what="following again")
         assert log.lines[-1].text.startswith("followed again")
+
+
+async def test_a_layout_that_shrinks_the_log_does_not_lock_it():
+    """The wait's status layer appearing makes the log shorter: it must keep following."""
+    app = LogApp()
+    async with app.run_test(size=(40, 20)) as pilot:
+        log = app.query_one(FollowLog)
+        for i in range(50):
+            log.write(f"line {i}")
+        await until(lambda: log.max_scroll_y > 0 and log.is_vertical_scroll_end, what="following the end")
+        log.styles.height = 6
+        await until(lambda: log.size.height == 6, what="the log shrunk")
+        assert not log.is_vertical_scroll_end  # the view is no longer at the end by itself
+        log.write("the result of the wait")
+        await pilot.pause()
+        assert log.is_vertical_scroll_end and not log.has_class("-locked")
+        log.styles.height = "1fr"
+        await until(lambda: log.size.height > 6, what="the log grown back")
+        log.write("after")
+        await pilot.pause()
+        assert log.is_vertical_scroll_end and log.following

@@ -10,9 +10,10 @@ class FollowLog(RichLog):
     """RichLog with scroll lock: scrolled up to read, the person keeps their place.
 
     A plain RichLog jumps to the end on every line, so reading a result while flights keep
-    reporting is impossible. Here a line arriving while the view is not at the end stays
-    below; the border counts them, and scrolling back to the end (End, or the mouse)
-    follows again.
+    reporting is impossible. Here, once the person scrolls up, lines that arrive stay below;
+    the border counts them, and scrolling back to the end (End, or the mouse) follows again.
+    The lock follows what the person did, not where the view happens to be: a layout change
+    that shrinks the log (the wait's status appearing) must not stop it following.
     """
 
     DEFAULT_CSS = """
@@ -24,11 +25,12 @@ class FollowLog(RichLog):
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
+        self.following = True
         self.unread = 0
 
     def write(self, content: RenderableType | object, width: int | None = None, expand: bool = False,
               shrink: bool = True, scroll_end: bool | None = None, animate: bool = False) -> FollowLog:
-        follow = self.is_vertical_scroll_end if scroll_end is None else scroll_end
+        follow = self.following if scroll_end is None else scroll_end
         super().write(content, width, expand, shrink, scroll_end=False, animate=animate)
         if follow:
             self.scroll_end(animate=False, immediate=True, x_axis=False)
@@ -40,8 +42,10 @@ class FollowLog(RichLog):
 
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         super().watch_scroll_y(old_value, new_value)
-        if self.unread and self.is_vertical_scroll_end:
+        if self.is_vertical_scroll_end:
             self._follow_again()
+        elif new_value < old_value:  # the person scrolled up to read
+            self.following = False
 
     def clear(self) -> FollowLog:
         super().clear()
@@ -49,6 +53,7 @@ class FollowLog(RichLog):
         return self
 
     def _follow_again(self) -> None:
+        self.following = True
         self.unread = 0
         self.border_subtitle = ""
         self.remove_class("-locked")
