@@ -458,6 +458,22 @@ async def test_enter_on_a_flight_shows_its_messages_and_output_log(bus):
         await until(lambda: " is dead" in scrollback(app), what="the talker to end")
 
 
+async def test_a_click_highlights_a_flight_and_a_second_click_opens_it(file_bus):
+    await put_flight(file_bus, "file-reader", 1)
+    await put_flight(file_bus, "test-runner", 2)
+    app = make_app(file_bus, frozen=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app, pilot)
+        table = app._main.query_one(FlightsTable)
+        await until(lambda: table.row_count == 2, what="the rows")
+        await pilot.click(FlightsTable, offset=(20, 2))  # the second row (the header is line 0)
+        await until(lambda: table.selected_id() == IDS["test-runner"], what="the row highlighted")
+        assert not isinstance(app.screen, FlightScreen)
+        await pilot.click(FlightsTable, offset=(20, 2))
+        await until(lambda: isinstance(app.screen, FlightScreen), what="the flight opened")
+        assert "test-runner" in screen_text(app)
+
+
 async def test_event_log_streams_bus_events_with_a_per_flight_filter(file_bus):
     await put_flight(file_bus, "file-reader", 1)
     await put_flight(file_bus, "test-runner", 2)
