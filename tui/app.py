@@ -178,7 +178,7 @@ class WaveApp(App[dict[str, Any] | None]):
                 except WavewaitError as e:  # say so, keep the last picture, try again shortly
                     if not failing:
                         log.exception("reading the bus failed")
-                        self.say(Text(f"cannot read the bus: {e}; retrying every second", style=self.roles["bad"]))
+                        self.say_bad(f"cannot read the bus: {e}; retrying every second")
                     failing = True
                     await _sleep(1.0)
                     continue
@@ -415,6 +415,10 @@ class WaveApp(App[dict[str, Any] | None]):
         if not self.is_headless and self._driver is not None:
             self._driver.write(sequence)
 
+    def say_bad(self, message: str) -> None:
+        """A line about something that went wrong, in the theme's error colour."""
+        self.say(Text(message, style=self.roles["bad"]))
+
     def say(self, line: Text | str) -> None:
         """Write a line to the scrollback (agent text is always a Text, never markup)."""
         self._main.query_one("#scrollback", RichLog).write(line if isinstance(line, Text) else Text(line))
@@ -432,7 +436,7 @@ class WaveApp(App[dict[str, Any] | None]):
         try:
             parsed = parse(line)
         except Usage as e:
-            self.say(Text(str(e), style=self.roles["bad"]))
+            self.say_bad(str(e))
             return
         handler: Callable[[Parsed], Awaitable[None] | None] = getattr(self, "cmd_" + parsed.command.name[1:])
         result = handler(parsed)
@@ -444,19 +448,19 @@ class WaveApp(App[dict[str, Any] | None]):
         try:
             await job
         except WavewaitError as e:
-            self.say(Text(f"{e}\nusage: {parsed.command.usage}", style=self.roles["bad"]))
+            self.say_bad(f"{e}\nusage: {parsed.command.usage}")
         except Exception as e:  # shown, never swallowed; the app keeps running
             log.exception("command %s failed", parsed.command.name)
-            self.say(Text(f"{parsed.command.name} failed: {e.__class__.__name__}: {e}", style=self.roles["bad"]))
+            self.say_bad(f"{parsed.command.name} failed: {e.__class__.__name__}: {e}")
 
     async def cmd_wait(self, p: Parsed) -> None:
         if self.control is not None:
-            self.say(Text("a wait is already running; Escape interrupts it", style=self.roles["bad"]))
+            self.say_bad("a wait is already running; Escape interrupts it")
             return
         timeout = check_timeout(p.args[0], "TIMEOUT")
         targets = await agents_mod.resolve_agents(self.bus, p.args[1:], "ID") if p.args[1:] else []
         if self.control is not None:
-            self.say(Text("a wait is already running; Escape interrupts it", style=self.roles["bad"]))
+            self.say_bad("a wait is already running; Escape interrupts it")
             return
         self.start_wait(timeout, targets)
 
@@ -566,7 +570,7 @@ class WaveApp(App[dict[str, Any] | None]):
         self._main.query_one(WaitStatus).set_class(False, "-active")
         self._main.refresh_bindings()
         if event.result is None:
-            self.say(Text(event.line, style=self.roles["bad"]))
+            self.say_bad(event.line)
             self.notice(event.line, severity="error")
         else:
             self.last_result = event.result
@@ -643,7 +647,7 @@ class WaveApp(App[dict[str, Any] | None]):
             flights = await launch(self.bus, self.me, self.demo, self.say)
         except Exception as e:
             log.exception("demo failed")
-            self.say(Text(f"the demo could not start: {e.__class__.__name__}: {e}", style=self.roles["bad"]))
+            self.say_bad(f"the demo could not start: {e.__class__.__name__}: {e}")
             return
         self.run_command(f"/wait {self.demo.timeout:g} " + " ".join(short(a.id) for a in flights))
 
