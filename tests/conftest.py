@@ -81,6 +81,11 @@ def wavewait_cmd(*args: str) -> list[str]:
     return [PYTHON, "-m", "wavewait", *args]
 
 
+def clean_env(**extra: str) -> dict[str, str]:
+    """This process's environment without any WAVEWAIT_ variable, plus `extra`."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("WAVEWAIT_")} | extra
+
+
 def env_for(bus: Bus, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WAVEWAIT_")}
-    return env | {"WAVEWAIT_BUS": bus.url} | extra
+    """A clean environment (`clean_env`) that names `bus`, plus `extra`."""
+    return clean_env(**({"WAVEWAIT_BUS": bus.url} | extra))

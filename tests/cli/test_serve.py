@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import subprocess
@@ -12,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import until, wavewait_cmd
+from conftest import clean_env, until, wavewait_cmd
 
 aiohttp = pytest.importorskip("aiohttp")
 pytest.importorskip("textual_serve")
@@ -24,10 +23,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("WAVEWAIT_")} | extra
 
 
 def descendants(pid: int) -> Iterator[int]:

@@ -10,7 +10,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import until, wavewait_cmd
+from conftest import clean_env, until, wavewait_cmd
 
 from wavewait.core import agents
 from wavewait.core.bus.file import FileBus
@@ -31,7 +31,7 @@ def drain(fd: int) -> None:
 @pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGTERM])
 async def test_the_demo_ends_its_flights_when_its_terminal_goes(tmp_path: Path, sig: signal.Signals):
     bus = FileBus(tmp_path / "bus")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WAVEWAIT_")} | {"TERM": "xterm-256color"}
+    env = clean_env(TERM="xterm-256color")
     leader, follower = pty.openpty()
     proc = subprocess.Popen(wavewait_cmd("--bus", str(tmp_path / "bus"), "demo", "--seed", "1"),
                             stdin=follower, stdout=follower, stderr=follower, env=env, start_new_session=True)

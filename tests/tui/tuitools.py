@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
 from textual import constants
 from textual.widgets import Input
 
 from wavewait.core.bus import Bus
-from wavewait.core.model import Agent, WaitRecord
-from wavewait.core.proc import hostname, me
 from wavewait.tui.app import WaveApp
-from wavewait.tui.scenes import IDS, NOW, T0, put_flight  # noqa: F401  (the fixed records tests share)
+from wavewait.tui.scenes import IDS, NOW, put_flight  # noqa: F401  (the fixed records tests share)
 
 SIZE = (100, 30)
 
@@ -35,17 +31,6 @@ def make_app(bus: Bus, *, frozen: bool = False, **kwargs) -> WaveApp:
     return app
 
 
-async def put_mirrored_wait(bus: Bus, waiter: str, targets: list[Agent], *, progress: str) -> WaitRecord:
-    """A wait registered as another process of this host would (alive: it is this pid)."""
-    pid, start = me()
-    rec = WaitRecord(id="9f8e7d6c000000000000000000000009", waiter=waiter, kind="fan_in", tool="wait",
-                     targets=[a.id for a in targets], target_names=[a.name for a in targets],
-                     description="a message from each", started_at=T0 + 30, deadline=NOW + 45,
-                     progress=progress, host=hostname(), pid=pid, pid_start=start)
-    await bus.register_wait(rec)
-    return rec
-
-
 def screen_text(app: WaveApp) -> str:
     """What a person sees, as plain text (the compositor's full frame)."""
     update = app.screen._compositor.render_update(full=True, screen_stack=app._background_screens)
@@ -56,6 +41,3 @@ def scrollback(app: WaveApp) -> str:
     log = app._main.query_one("#scrollback")
     return "\n".join(strip.text for strip in log.lines)
 
-
-def env_without_wavewait() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("WAVEWAIT_")}
