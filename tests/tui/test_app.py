@@ -16,7 +16,8 @@ from textual import events
 
 from conftest import env_for, until, wavewait_cmd
 from tuitools import (
-    IDS, NOW, SIZE, deterministic_textual, make_app, put_flight, screen_text, scrollback,  # noqa: F401
+    IDS, NOW, SIZE, deterministic_textual, make_app, put_flight, running, screen_text, scrollback,  # noqa: F401
+    started, type_command,
 )
 from wavewait.core import messages
 from wavewait.core.agents import register
@@ -33,18 +34,8 @@ from wavewait.tui.widgets.flights import FlightsTable
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("deterministic_textual")]
 
 
-async def started(app, pilot) -> None:
-    await until(lambda: app.read_count > 0, what="the first read of the bus")
-
-
-async def type_command(pilot, line: str) -> None:
-    await pilot.press(*line, "enter")
-
-
 async def test_command_line_has_focus_at_start(file_bus):
-    app = make_app(file_bus)
-    async with app.run_test(size=SIZE) as pilot:
-        await started(app, pilot)
+    async with running(file_bus) as (app, pilot):
         assert isinstance(app.focused, CommandLine)
         await pilot.press(*"/agents")
         assert app.focused.value == "/agents"
@@ -56,9 +47,7 @@ async def test_panel_shows_state_as_glyph_and_word_and_a_summary(bus):
     await put_flight(bus, "linter", 3, status="dead", reason="exited with code 1")
     await register(bus, "orchestrator")
     await messages.send(bus, IDS["file-reader"], "orchestrator", "found 3 issues")
-    app = make_app(bus)
-    async with app.run_test(size=SIZE) as pilot:
-        await started(app, pilot)
+    async with running(bus) as (app, pilot):
         await until(lambda: "1/3 received" in screen_text(app), what="the summary")
         await until(lambda: all(n in screen_text(app) for n in ("file-reader", "test-runner", "linter")),
                     what="the rows laid out")
@@ -76,15 +65,10 @@ async def test_panel_shows_state_as_glyph_and_word_and_a_summary(bus):
 async def test_panel_follows_every_change_and_the_clock(bus):
     """The table caches rendered cells: each change must still show, and nothing stale."""
     now = [NOW]
-    await put_flight(bus, "file-reader", 1)
-    await put_flight(bus, "test-runner", 2)
-    app = make_app(bus, clock=lambda: now[0], sweep_every=0)
+    async with running(bus, "file-reader", "test-runner", clock=lambda: now[0], sweep_every=0) as (app, pilot):
+        def row(name: str) -> str:
+            return next((line for line in screen_text(app).splitlines() if name in line), "")
 
-    def row(name: str) -> str:
-        return next((line for line in screen_text(app).splitlines() if name in line), "")
-
-    async with app.run_test(size=SIZE) as pilot:
-        await started(app, pilot)
         await until(lambda: "test-runner" in row("test-runner"), what="the row")
         for text in ("first step", "second step", "first step again"):
             await bus.update_agent(IDS["test-runner"], last_message=text, last_message_at=now[0])
@@ -109,9 +93,7 @@ async def test_panel_follows_every_change_and_the_clock(bus):
 async def test_the_detail_column_fills_the_width_and_goes_on_a_narrow_terminal(file_bus):
     message = "read 42 files; found 3 issues in src/provider/ and 2 in src/bus/, all minor"
     await put_flight(file_bus, "file-reader", 1, last_message=message, last_message_at=NOW)
-    app = make_app(file_bus, frozen=True)
-    async with app.run_test(size=(160, 30)) as pilot:
-        await started(app, pilot)
+    async with running(file_bus, size=(160, 30), frozen=True) as (app, pilot):
         await until(lambda: message in screen_text(app), what="the whole message on a wide terminal")
         await pilot.resize_terminal(80, 24)
         await until(lambda: "last message" not in screen_text(app), what="the detail column left out")
@@ -125,9 +107,7 @@ async def test_the_detail_column_fills_the_width_and_goes_on_a_narrow_terminal(f
 
 async def test_states_take_the_themes_colours(file_bus):
     await put_flight(file_bus, "linter", 1, status="dead", reason="exited with code 1")
-    app = make_app(file_bus)
-    async with app.run_test(size=SIZE) as pilot:
-        await started(app, pilot)
+    async with running(file_bus) as (app, pilot):
         table = app._main.query_one(FlightsTable)
 
         def state_style() -> str:
@@ -143,11 +123,7 @@ async def test_states_take_the_themes_colours(file_bus):
 
 
 async def test_wait_fan_in_completes_when_every_listed_flight_reports(bus):
-    await put_flight(bus, "file-reader", 1)
-    await put_flight(bus, "test-runner", 2)
-    app = make_app(bus)
-    async with app.run_test(size=SIZE) as pilot:
-        await started(app, pilot)
+    async with running(bus, "file-reader", "test-runner") as (app, pilot):
         await type_command(pilot, "/wait 30 a1b2 e5f6")
         await until(lambda: app.waiting, what="the wait to start")
         assert "Waiting for sub-agents:" in screen_text(app)
@@ -165,10 +141,7 @@ async def test_wait_fan_in_completes_when_every_listed_flight_reports(bus):
 
 
 async def test_wait_without_ids_takes_the_next_message(bus):
-    await put_flight(bus, "file-reader", 1)
-    app = make_app(bus)
-    async with app.run_test(size=SIZE) as pilot:
-        await started(app, pilot)
+    async with running(bus, "file-reader") as (app, pilot):
         await type_command(pilot, "/wait 0")
         await until(lambda: "No messages." in scrollback(app), what="the instant check")
         await type_command(pilot, "/wait 30")
@@ -184,9 +157,7 @@ async def test_escape_interrupts_the_wait_and_keeps_what_was_received(bus):
     await put_flight(bus, "test-runner", 2)
     await register(bus, "orchestrator")
     await messages.send(bus, IDS["file-reader"], "orchestrator", "found 3 issues")
-    app = make_app(bus)
-    async with app.run_test(size=SIZE) as pilot:
-        await started(app, pilot)
+    async with running(bus) as (app, pilot):
         await type_command(pilot, "/wait 600 a1b2 e5f6")
         await until(lambda: IDS["file-reader"] in app.wait_received, what="the claim")
         assert app.screen.check_action("interrupt", ()) is True
@@ -208,10 +179,7 @@ async def test_escape_interrupts_the_wait_and_keeps_what_was_received(bus):
 
 
 async def test_escape_without_a_wait_does_nothing(file_bus):
-    await put_flight(file_bus, "file-reader", 1)
-    app = make_app(file_bus)
-    async with app.run_test(size=SIZE) as pilot:
-        await started(app, pilot)
+    async with running(file_bus, "file-reader") as (app, pilot):
         assert app.screen.check_action("interrupt", ()) is None
         await pilot.press(*"/age")
         await pilot.press("escape")
@@ -223,10 +191,7 @@ async def test_escape_without_a_wait_does_nothing(file_bus):
 
 
 async def test_ctrl_c_never_ends_a_wait_by_surprise(file_bus):
-    await put_flight(file_bus, "file-reader", 1)
-    app = make_app(file_bus)
-    async with app.run_test(size=SIZE) as pilot:
-        await started(app, pilot)
+    async with running(file_bus, "file-reader") as (app, pilot):
         await type_command(pilot, "/wait 600 a1b2")
         await until(lambda: app.waiting, what="the wait")
         await pilot.press("ctrl+c")  # on the command line: copy
@@ -240,10 +205,7 @@ async def test_ctrl_c_never_ends_a_wait_by_surprise(file_bus):
 
 
 async def test_quit_during_a_wait_interrupts_it_and_exits_4(bus):
-    await put_flight(bus, "file-reader", 1)
-    app = make_app(bus)
-    async with app.run_test(size=SIZE) as pilot:
-        await started(app, pilot)
+    async with running(bus, "file-reader") as (app, pilot):
         await type_command(pilot, "/wait 600 a1b2")
         await until(lambda: app.waiting)
         await pilot.press("ctrl+q")
@@ -260,7 +222,7 @@ async def test_away_from_the_terminal_a_death_also_notifies_the_desktop_and_flag
     written: list[str] = []
     async with app.run_test(size=SIZE) as pilot:
         app.terminal_out = written.append
-        await started(app, pilot)
+        await started(app)
         await file_bus.transition(IDS["linter"], "dead", ("running",), reason="exited with code 1")
         await until(lambda: any("linter" in n for n in app.notices), what="the death toast")
         assert written == []  # focused: the toast is enough
@@ -281,9 +243,7 @@ async def test_away_from_the_terminal_a_death_also_notifies_the_desktop_and_flag
 
 async def test_c_copies_the_selected_flights_last_message(file_bus):
     await put_flight(file_bus, "file-reader", 1, last_message="found 3 issues in src/", last_message_at=NOW)
-    app = make_app(file_bus)
-    async with app.run_test(size=SIZE) as pilot:
-        await started(app, pilot)
+    async with running(file_bus) as (app, pilot):
         table = app._main.query_one(FlightsTable)
         await until(lambda: table.row_count == 1, what="the row")
         table.focus()
@@ -293,10 +253,7 @@ async def test_c_copies_the_selected_flights_last_message(file_bus):
 
 
 async def test_send_delivers_a_message_to_the_flight(bus):
-    await put_flight(bus, "file-reader", 1)
-    app = make_app(bus)
-    async with app.run_test(size=SIZE) as pilot:
-        await started(app, pilot)
+    async with running(bus, "file-reader") as (app, pilot):
         await type_command(pilot, "/send a1b2 please also check tests/")
         await until(lambda: "sent to file-reader" in scrollback(app), what="the send")
     items = await bus.peek(IDS["file-reader"])
@@ -304,9 +261,7 @@ async def test_send_delivers_a_message_to_the_flight(bus):
 
 
 async def test_spawn_runs_a_supervised_process_and_its_death_shows(bus):
-    app = make_app(bus)
-    async with app.run_test(size=SIZE) as pilot:
-        await started(app, pilot)
+    async with running(bus) as (app, pilot):
         await type_command(pilot, "/spawn crasher --wave w2 -- sh -c 'echo working; exit 7'")
         await until(lambda: "spawned crasher" in scrollback(app), what="the spawn")
         await until(lambda: "exited with code 7" in screen_text(app), what="the death in the panel")
@@ -316,9 +271,7 @@ async def test_spawn_runs_a_supervised_process_and_its_death_shows(bus):
 
 
 async def test_kill_ends_the_process_and_marks_the_flight_dead(bus):
-    app = make_app(bus)
-    async with app.run_test(size=SIZE) as pilot:
-        await started(app, pilot)
+    async with running(bus) as (app, pilot):
         await type_command(pilot, "/spawn sleeper -- sleep 60")
         await until(lambda: "spawned sleeper" in scrollback(app))
         agent = next(a for a in await bus.list_agents() if a.name == "sleeper")
@@ -329,10 +282,7 @@ async def test_kill_ends_the_process_and_marks_the_flight_dead(bus):
 
 
 async def test_close_marks_the_flight_closed(bus):
-    await put_flight(bus, "file-reader", 1)
-    app = make_app(bus)
-    async with app.run_test(size=SIZE) as pilot:
-        await started(app, pilot)
+    async with running(bus, "file-reader") as (app, pilot):
         await type_command(pilot, "/close a1b2")
         await until(lambda: "file-reader (a1b2c3d4) is closed" in scrollback(app))
         await until(lambda: "■ closed" in screen_text(app), what="the panel")
@@ -342,9 +292,7 @@ async def test_close_marks_the_flight_closed(bus):
 async def test_agents_lists_every_agent(file_bus):
     await put_flight(file_bus, "file-reader", 1, last_message="found 3 issues")
     await put_flight(file_bus, "linter", 2, status="dead", reason="exited with code 1")
-    app = make_app(file_bus)
-    async with app.run_test(size=SIZE) as pilot:
-        await started(app, pilot)
+    async with running(file_bus) as (app, pilot):
         await type_command(pilot, "/agents")
         await until(lambda: "linter" in scrollback(app))
         out = scrollback(app)
@@ -352,9 +300,7 @@ async def test_agents_lists_every_agent(file_bus):
 
 
 async def test_help_opens_the_help_screen_with_every_command(file_bus):
-    app = make_app(file_bus)
-    async with app.run_test(size=SIZE) as pilot:
-        await started(app, pilot)
+    async with running(file_bus) as (app, pilot):
         await type_command(pilot, "/help")
         await until(lambda: isinstance(app.screen, HelpScreen), what="the help screen")
         await pilot.pause()
@@ -380,10 +326,7 @@ async def test_help_opens_the_help_screen_with_every_command(file_bus):
     ("/bogus", "unknown command"),
 ])
 async def test_bad_input_prints_the_usage_and_starts_nothing(file_bus, line, why):
-    await put_flight(file_bus, "file-reader", 1)
-    app = make_app(file_bus)
-    async with app.run_test(size=SIZE) as pilot:
-        await started(app, pilot)
+    async with running(file_bus, "file-reader") as (app, pilot):
         await type_command(pilot, line)
         await until(lambda: why in scrollback(app), what=f"the error for {line!r}")
         if not line.startswith("/bogus"):
@@ -394,9 +337,7 @@ async def test_bad_input_prints_the_usage_and_starts_nothing(file_bus, line, why
 
 
 async def test_every_slash_command_is_in_the_command_palette(file_bus):
-    app = make_app(file_bus)
-    async with app.run_test(size=SIZE) as pilot:
-        await started(app, pilot)
+    async with running(file_bus) as (app, pilot):
         await pilot.press("ctrl+p")
         await pilot.press(*"/agents")
         await until(lambda: "/agents" in screen_text(app), what="the palette hit")
@@ -410,11 +351,7 @@ async def test_every_slash_command_is_in_the_command_palette(file_bus):
 
 
 async def test_completion_and_history(file_bus):
-    await put_flight(file_bus, "file-reader", 1)
-    await put_flight(file_bus, "test-runner", 2)
-    app = make_app(file_bus)
-    async with app.run_test(size=SIZE) as pilot:
-        await started(app, pilot)
+    async with running(file_bus, "file-reader", "test-runner") as (app, pilot):
         cmd = app.focused
         await pilot.press(*"/wa", "tab")
         assert cmd.value == "/wait "
@@ -436,9 +373,7 @@ async def test_completion_and_history(file_bus):
 
 
 async def test_enter_on_a_flight_shows_its_messages_and_output_log(bus):
-    app = make_app(bus)
-    async with app.run_test(size=SIZE) as pilot:
-        await started(app, pilot)
+    async with running(bus) as (app, pilot):
         await type_command(pilot, "/spawn talker -- sh -c 'echo step one; echo step two; sleep 30'")
         await until(lambda: "spawned talker" in scrollback(app), what="the spawn")
         talker = next(a for a in await bus.list_agents() if a.name == "talker")
@@ -459,11 +394,7 @@ async def test_enter_on_a_flight_shows_its_messages_and_output_log(bus):
 
 
 async def test_a_click_highlights_a_flight_and_a_second_click_opens_it(file_bus):
-    await put_flight(file_bus, "file-reader", 1)
-    await put_flight(file_bus, "test-runner", 2)
-    app = make_app(file_bus, frozen=True)
-    async with app.run_test(size=SIZE) as pilot:
-        await started(app, pilot)
+    async with running(file_bus, "file-reader", "test-runner", frozen=True) as (app, pilot):
         table = app._main.query_one(FlightsTable)
         await until(lambda: table.row_count == 2, what="the rows")
         await pilot.click(FlightsTable, offset=(20, 2))  # the second row (the header is line 0)
@@ -475,11 +406,7 @@ async def test_a_click_highlights_a_flight_and_a_second_click_opens_it(file_bus)
 
 
 async def test_event_log_streams_bus_events_with_a_per_flight_filter(file_bus):
-    await put_flight(file_bus, "file-reader", 1)
-    await put_flight(file_bus, "test-runner", 2)
-    app = make_app(file_bus)
-    async with app.run_test(size=SIZE) as pilot:
-        await started(app, pilot)
+    async with running(file_bus, "file-reader", "test-runner") as (app, pilot):
         events = app._main.query_one(EventLog)
         await messages.send(file_bus, IDS["file-reader"], "orchestrator", "first finding")
         await messages.send(file_bus, IDS["test-runner"], "orchestrator", "tests green")
@@ -503,9 +430,7 @@ async def test_mirror_shows_a_cli_wait_and_interrupting_it_returns_interrupted(b
     proc = subprocess.Popen(wavewait_cmd("--agent", "planner", "wait", "60", "a1b2"),
                             env=env_for(bus), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        app = make_app(bus)
-        async with app.run_test(size=SIZE) as pilot:
-            await started(app, pilot)
+        async with running(bus) as (app, pilot):
             await until(lambda: "planner" in screen_text(app) and "left" in screen_text(app),
                         timeout=15, what="the mirrored wait")
             text = screen_text(app)
@@ -536,14 +461,12 @@ async def test_interrupting_a_mirrored_mcp_wait_makes_the_agents_call_return_int
     await put_flight(bus, "test-runner", 2)
     await register(bus, "planner")
     await messages.send(bus, IDS["file-reader"], "planner", "found 3 issues")
-    app = make_app(bus)
     box: dict = {}
     async with mcp_client(bus, env={"WAVEWAIT_AGENT_ID": "planner"}) as client:
-        async with app.run_test(size=SIZE) as pilot, anyio.create_task_group() as tg:
+        async with running(bus) as (app, pilot), anyio.create_task_group() as tg:
             async def call() -> None:
                 box["r"] = data(await client.call_tool("wait", {"timeout": 60, "from_agents": ["a1b2", "e5f6"]}))
             tg.start_soon(call)
-            await started(app, pilot)
             await until(lambda: any(w.waiter == "planner" for w in app.waits), timeout=20,
                         what="the agent's wait in the mirror")
             await until(lambda: "planner" in screen_text(app) and "file-reader, test-runner" in screen_text(app))
@@ -568,9 +491,7 @@ async def test_demo_spawns_a_real_wave_and_fans_in_on_it(bus):
         DemoFlight("linter", "die", 0.2, "ruff crashed"),
         DemoFlight("migrator", "slow", 0.1, "waiting for a go-ahead"),
     ))
-    app = make_app(bus, demo=demo)
-    async with app.run_test(size=SIZE) as pilot:
-        await started(app, pilot)
+    async with running(bus, demo=demo) as (app, pilot):
         await until(lambda: app.waiting and len(app.wait_targets) == 4, timeout=30, what="the demo's fan-in")
         await until(lambda: any(w.waiter not in ("orchestrator",) for w in app.waits), timeout=30,
                     what="migrator's own wait in the mirror")

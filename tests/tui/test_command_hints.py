@@ -9,15 +9,11 @@ from __future__ import annotations
 import pytest
 
 from conftest import until
-from tuitools import IDS, SIZE, deterministic_textual, make_app, put_flight, screen_text, scrollback  # noqa: F401
+from tuitools import deterministic_textual, running, screen_text, scrollback, type_command  # noqa: F401
 from wavewait.tui.widgets.command import CommandLine
 from wavewait.tui.widgets.hints import CommandHints
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("deterministic_textual")]
-
-
-async def started(app, pilot) -> None:
-    await until(lambda: app.read_count > 0, what="the first read of the bus")
 
 
 def hints(app) -> CommandHints:
@@ -46,9 +42,7 @@ def marked(app, row: int) -> str:
 
 
 async def test_fuzzy_matches_are_listed_best_first_with_usage_and_help(file_bus):
-    app = make_app(file_bus)
-    async with app.run_test(size=SIZE) as pilot:
-        await started(app, pilot)
+    async with running(file_bus) as (app, pilot):
         await pilot.press(*"/wt")
         await until(lambda: "/wait TIMEOUT [ID ...]" in shown(app), what="/wt to offer /wait")
         assert "wait for the next message" in shown(app)
@@ -65,11 +59,7 @@ async def test_fuzzy_matches_are_listed_best_first_with_usage_and_help(file_bus)
 
 
 async def test_tab_completes_the_best_fuzzy_match_and_prefixes_still_suggest_inline(file_bus):
-    await put_flight(file_bus, "file-reader", 1)
-    await put_flight(file_bus, "test-runner", 2)
-    app = make_app(file_bus)
-    async with app.run_test(size=SIZE) as pilot:
-        await started(app, pilot)
+    async with running(file_bus, "file-reader", "test-runner") as (app, pilot):
         cmd = app.focused
         await pilot.press(*"/wt", "tab")
         assert cmd.value == "/wait "
@@ -89,11 +79,7 @@ async def test_tab_completes_the_best_fuzzy_match_and_prefixes_still_suggest_inl
 
 
 async def test_after_a_space_the_hint_shows_the_usage_then_the_flights_for_an_id(file_bus):
-    await put_flight(file_bus, "file-reader", 1)
-    await put_flight(file_bus, "test-runner", 2)
-    app = make_app(file_bus)
-    async with app.run_test(size=SIZE) as pilot:
-        await started(app, pilot)
+    async with running(file_bus, "file-reader", "test-runner") as (app, pilot):
         await pilot.press(*"/wait ")
         await until(lambda: "/wait TIMEOUT [ID ...] — wait for the next message" in shown(app),
                     what="the usage of /wait")
@@ -111,10 +97,7 @@ async def test_after_a_space_the_hint_shows_the_usage_then_the_flights_for_an_id
 
 
 async def test_the_hint_is_gone_after_enter_and_on_an_empty_line(file_bus):
-    await put_flight(file_bus, "file-reader", 1)
-    app = make_app(file_bus, frozen=True)
-    async with app.run_test(size=SIZE) as pilot:
-        await started(app, pilot)
+    async with running(file_bus, "file-reader", frozen=True) as (app, pilot):
         await until(lambda: "file-reader" in screen_text(app), what="the row")
         before = screen_text(app)
         assert shown(app) == ""
@@ -135,12 +118,8 @@ async def test_the_hint_is_gone_after_enter_and_on_an_empty_line(file_bus):
 
 
 async def test_escape_still_interrupts_the_running_wait_while_the_hint_shows(bus):
-    await put_flight(bus, "file-reader", 1)
-    await put_flight(bus, "test-runner", 2)
-    app = make_app(bus)
-    async with app.run_test(size=SIZE) as pilot:
-        await started(app, pilot)
-        await pilot.press(*"/wait 600 a1b2 e5f6", "enter")
+    async with running(bus, "file-reader", "test-runner") as (app, pilot):
+        await type_command(pilot, "/wait 600 a1b2 e5f6")
         await until(lambda: app.waiting, what="the wait to start")
         await pilot.press(*"/wt")
         await until(lambda: "/wait TIMEOUT" in shown(app), what="the hint")
@@ -153,12 +132,10 @@ async def test_escape_still_interrupts_the_running_wait_while_the_hint_shows(bus
 
 
 async def test_up_and_down_still_walk_the_history_and_the_hint_follows(file_bus):
-    app = make_app(file_bus)
-    async with app.run_test(size=SIZE) as pilot:
-        await started(app, pilot)
+    async with running(file_bus) as (app, pilot):
         cmd = app.focused
-        await pilot.press(*"/agents", "enter")
-        await pilot.press(*"/wait 0", "enter")
+        await type_command(pilot, "/agents")
+        await type_command(pilot, "/wait 0")
         await until(lambda: "No messages." in scrollback(app), what="the instant check")
         await pilot.press(*"/wt")
         await until(lambda: "/wait" in shown(app), what="the hint")

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 import pytest
 from textual import constants
+from textual.pilot import Pilot
 from textual.widgets import Input
 
+from conftest import until
 from wavewait.core.bus import Bus
 from wavewait.tui.app import WaveApp
 from wavewait.tui.scenes import IDS, NOW, put_flight  # noqa: F401  (the fixed records tests share)
@@ -29,6 +34,27 @@ def make_app(bus: Bus, *, frozen: bool = False, **kwargs) -> WaveApp:
     app = WaveApp(bus, **(opts | kwargs))
     app.theme = "textual-dark"
     return app
+
+
+async def started(app: WaveApp) -> None:
+    await until(lambda: app.read_count > 0, what="the first read of the bus")
+
+
+@asynccontextmanager
+async def running(bus: Bus, *flights: str, size: tuple[int, int] = SIZE,
+                  **options) -> AsyncIterator[tuple[WaveApp, Pilot]]:
+    """Put these flights (the fixed records, in this order), make the app, run it until its first read."""
+    for i, name in enumerate(flights, 1):
+        await put_flight(bus, name, i)
+    app = make_app(bus, **options)
+    async with app.run_test(size=size) as pilot:
+        await started(app)
+        yield app, pilot
+
+
+async def type_command(pilot: Pilot, line: str) -> None:
+    """Type a line on the command line and press Enter."""
+    await pilot.press(*line, "enter")
 
 
 def screen_text(app: WaveApp) -> str:
