@@ -11,6 +11,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from wavewait.core import wait
 from wavewait.core.bus import Bus
 from wavewait.core.bus.file import FileBus
 
@@ -75,6 +76,30 @@ async def until(cond: Callable[[], Awaitable[bool] | bool], timeout: float = 10.
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         with anyio.move_on_after(0.01):  # a beat of the deadline loop, not a synchronising sleep
             await anyio.Event().wait()
+
+
+class Background:
+    """Run a wait in a task group and keep its result."""
+
+    def __init__(self, tg) -> None:
+        self.tg = tg
+        self.results: dict[str, object] = {}
+
+    def start(self, key: str, fn, *args, **kwargs) -> None:
+        async def run() -> None:
+            self.results[key] = await fn(*args, **kwargs)
+        self.tg.start_soon(run)
+
+    async def result(self, key: str, timeout: float = 15) -> object:
+        await until(lambda: key in self.results, timeout, f"the {key} wait to return")
+        return self.results[key]
+
+
+def push_timers_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every timer of the engine an hour away: only a change on the bus can wake a wait."""
+    monkeypatch.setattr(wait, "RESCAN_EVERY", 3600.0)
+    monkeypatch.setattr(wait, "PROGRESS_EVERY", 3600.0)
+    monkeypatch.setattr(wait, "SWEEP_INTERVAL", 3600.0)
 
 
 def wavewait_cmd(*args: str) -> list[str]:

@@ -9,9 +9,8 @@ from datetime import datetime, timedelta, timezone
 import anyio
 import pytest
 
-from conftest import PYTHON, until
+from conftest import PYTHON, Background, push_timers_out, until
 from coretools import crew, waits_of
-from test_semantics import Background, push_timers_out
 from wavewait.core import agents, messages, wait
 from wavewait.core.errors import BadInput, DeadRecipient
 from wavewait.core.proc import alive, pid_start

@@ -7,7 +7,7 @@ import json
 import anyio
 import pytest
 
-from conftest import env_for, until
+from conftest import Background, env_for, until
 from coretools import actor_cmd, crew, run_actor, waits_of
 from wavewait.core import wait
 from wavewait.core.agents import register
@@ -39,17 +39,14 @@ async def test_eight_racing_consumer_processes_take_each_of_2000_messages_exactl
 async def test_a_burst_of_20000_messages_is_all_delivered_in_fifo_order(bus):
     await crew(bus)
     async with anyio.create_task_group() as tg:
-        results = {}
-
-        async def fan_in() -> None:
-            results["r"] = await wait.wait_fan_in(bus, "orchestrator", 3600, ["linter"])
-        tg.start_soon(fan_in)
+        bg = Background(tg)
+        bg.start("fan", wait.wait_fan_in, bus, "orchestrator", 3600, ["linter"])
         await until(lambda: waits_of(bus, "fan_in"), what="the fan-in to register")
         # 20,000 items land while the wait listens (more than the kernel queues), then one it wants
         await run_actor(bus, "burst", "orchestrator", "file-reader", "20000", timeout=110)
         await run_actor(bus, "burst", "orchestrator", "linter", "1")
-        await until(lambda: "r" in results, 30, "the fan-in to see the last message")
-    assert [(t.status, t.message) for t in results["r"].results] == [("received", "linter-0")]
+        r = await bg.result("fan", 30)
+    assert [(t.status, t.message) for t in r.results] == [("received", "linter-0")]
     refs = await bus.pending("orchestrator")
     assert len(refs) == 20000
     seqs = [r.seq for r in refs]
@@ -64,15 +61,11 @@ async def test_many_messages_at_once_all_reach_a_fan_in_over_every_sender(bus):
     for s in senders:
         await register(bus, s, parent_id="orchestrator")
     async with anyio.create_task_group() as tg:
-        results = {}
-
-        async def fan_in() -> None:
-            results["r"] = await wait.wait_fan_in(bus, "orchestrator", 3600, senders)
-        tg.start_soon(fan_in)
+        bg = Background(tg)
+        bg.start("fan", wait.wait_fan_in, bus, "orchestrator", 3600, senders)
         await until(lambda: waits_of(bus, "fan_in"), what="the fan-in to register")
         await run_actor(bus, "send-each", "orchestrator", ",".join(senders), "2")
-        await until(lambda: "r" in results, 30, "the fan-in to complete")
-    r = results["r"]
+        r = await bg.result("fan", 30)
     assert r.status == "complete"
     assert [(t.agent_id, t.message) for t in r.results] == [(s, f"{s}-0") for s in senders]
     # one (the oldest) per sender was taken; the second of each is still queued, in order
@@ -107,20 +100,17 @@ async def test_a_wait_whose_wake_ups_are_all_lost_still_gets_the_message(bus, mo
 
     monkeypatch.setattr(bus, "subscribe", deaf_subscribe)
     async with anyio.create_task_group() as tg:
-        results = {}
-
-        async def waits() -> None:
-            results["next"] = await wait.wait_next(bus, "orchestrator", 3600)
-            results["fan"] = await wait.wait_fan_in(bus, "orchestrator", 3600, ["linter"])
-        tg.start_soon(waits)
+        bg = Background(tg)
+        bg.start("next", wait.wait_next, bus, "orchestrator", 3600)
         await until(lambda: waits_of(bus, "next"), what="the wait to register")
         await run_actor(bus, "send", "orchestrator", "test-runner", "1")
-        await until(lambda: "next" in results, 30, "the next-message wait to find it anyway")
+        nxt = await bg.result("next", 30)  # found anyway, by the rescan
+        bg.start("fan", wait.wait_fan_in, bus, "orchestrator", 3600, ["linter"])
         await until(lambda: waits_of(bus, "fan_in"), what="the fan-in to register")
         await run_actor(bus, "send", "orchestrator", "linter", "1")
-        await until(lambda: "fan" in results, 30, "the fan-in to find it anyway")
-    assert results["next"].message == "test-runner-0"
-    assert results["fan"].results[0].message == "linter-0"
+        fan = await bg.result("fan", 30)
+    assert nxt.message == "test-runner-0"
+    assert fan.results[0].message == "linter-0"
 
 
 async def test_after_a_burst_of_sends_the_senders_last_message_is_the_newest(bus):

@@ -5,9 +5,8 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from conftest import until
+from conftest import Background, until
 from coretools import crew, waits_of
-from test_semantics import Background
 from wavewait.core import messages, wait
 from wavewait.core.errors import BadInput
 from wavewait.core.ids import new_id

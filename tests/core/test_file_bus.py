@@ -11,9 +11,8 @@ import anyio
 import pytest
 from watchfiles import Change, awatch
 
+from conftest import Background, until
 from coretools import crew, run_actor, waits_of
-from conftest import until
-from test_semantics import Background
 from wavewait.core import messages, wait, watch
 
 pytestmark = pytest.mark.anyio

@@ -9,7 +9,7 @@ import time
 import anyio
 import pytest
 
-from conftest import until, wavewait_cmd, env_for
+from conftest import Background, env_for, push_timers_out, until, wavewait_cmd
 from coretools import crew, run_actor, waits_of
 from wavewait.core import messages, wait
 from wavewait.core.agents import close, mark_dead
@@ -17,30 +17,6 @@ from wavewait.core.errors import BadInput
 from wavewait.core.proc import hostname
 
 pytestmark = pytest.mark.anyio
-
-
-def push_timers_out(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every timer of the engine an hour away: only a change on the bus can wake a wait."""
-    monkeypatch.setattr(wait, "RESCAN_EVERY", 3600.0)
-    monkeypatch.setattr(wait, "PROGRESS_EVERY", 3600.0)
-    monkeypatch.setattr(wait, "SWEEP_INTERVAL", 3600.0)
-
-
-class Background:
-    """Run a wait in a task group and keep its result."""
-
-    def __init__(self, tg) -> None:
-        self.tg = tg
-        self.results: dict[str, object] = {}
-
-    def start(self, key: str, fn, *args, **kwargs) -> None:
-        async def run() -> None:
-            self.results[key] = await fn(*args, **kwargs)
-        self.tg.start_soon(run)
-
-    async def result(self, key: str, timeout: float = 15) -> object:
-        await until(lambda: key in self.results, timeout, f"the {key} wait to return")
-        return self.results[key]
 
 
 # 1 ----------------------------------------------------------------- subscribe before reading

@@ -14,7 +14,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from conftest import env_for, until, wavewait_cmd
+from conftest import Background, env_for, until, wavewait_cmd
 from pg.pgtools import PG_URL, fresh_schema_url, pg_bus, with_schema, new_schema, drop_schema
 from wavewait.core import wait
 from wavewait.core.agents import sweep
@@ -247,15 +247,12 @@ async def test_an_agent_on_a_vanished_host_is_marked_dead_when_its_lease_runs_ou
         await until(renewed_twice, what="host-b's supervisor to renew the lease")
         assert await sweep(bus, [await bus.get_agent(agent.id)]) == []  # alive elsewhere: not ours to judge
         async with anyio.create_task_group() as tg:
-            results = {}
-
-            async def fan_in() -> None:
-                results["r"] = await wait.wait_fan_in(bus, "orchestrator", 60, [agent.id])
-            tg.start_soon(fan_in)
-            await until(lambda: "r" in results or bus.list_waits(), what="the fan-in to start")
+            bg = Background(tg)
+            bg.start("fan", wait.wait_fan_in, bus, "orchestrator", 60, [agent.id])
+            await until(lambda: "fan" in bg.results or bus.list_waits(), what="the fan-in to start")
             os.killpg((await bus.get_agent(agent.id)).supervisor_pid, signal.SIGKILL)  # host-b is gone
-            await until(lambda: "r" in results, 20, "the fan-in to see the dead flight")
-        (t,) = results["r"].results
+            r = await bg.result("fan", 20)  # the fan-in sees the dead flight
+        (t,) = r.results
         assert t.status == "dead" and "lease ran out" in (t.reason or "")
         assert "host-b" in t.reason
         events = [i for i in await bus.peek("orchestrator") if i.type == "agent_dead"]

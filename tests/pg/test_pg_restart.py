@@ -12,7 +12,7 @@ import subprocess
 import anyio
 import pytest
 
-from conftest import env_for, until, wavewait_cmd
+from conftest import Background, env_for, push_timers_out, until, wavewait_cmd
 from pg.pgtools import ensure_server_up, pg_bus, restart_server
 from wavewait.core import messages, wait
 from wavewait.core.agents import register
@@ -22,9 +22,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.restarts_server]
 
 async def test_waits_survive_a_server_restart_and_return_the_right_result(monkeypatch):
     # only a change on the bus may wake the in-process wait: no timer re-reads behind our back
-    monkeypatch.setattr(wait, "RESCAN_EVERY", 3600.0)
-    monkeypatch.setattr(wait, "PROGRESS_EVERY", 3600.0)
-    monkeypatch.setattr(wait, "SWEEP_INTERVAL", 3600.0)
+    push_timers_out(monkeypatch)
     try:
         async with pg_bus() as bus:
             for a in ("orchestrator", "reader", "runner", "other"):
@@ -34,11 +32,9 @@ async def test_waits_survive_a_server_restart_and_return_the_right_result(monkey
             # a second waiter in its own process, with its own connections (and default timers)
             child = subprocess.Popen(wavewait_cmd("--agent", "other", "wait", "60"), env=env_for(bus),
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            results = {}
             async with anyio.create_task_group() as tg:
-                async def fan_in() -> None:
-                    results["r"] = await wait.wait_fan_in(bus, "orchestrator", 120, ["reader", "runner"])
-                tg.start_soon(fan_in)
+                bg = Background(tg)
+                bg.start("fan", wait.wait_fan_in, bus, "orchestrator", 120, ["reader", "runner"])
 
                 async def both_waiting() -> bool:
                     waits = await bus.list_waits()
@@ -52,11 +48,10 @@ async def test_waits_survive_a_server_restart_and_return_the_right_result(monkey
                     sent = await anyio.run_process(wavewait_cmd("--agent", sender, "send", to, body),
                                                    env=env_for(bus), check=False)
                     assert sent.returncode == 0, sent.stderr.decode()
-                await until(lambda: "r" in results, 9, "the fan-in to wake after the restart")
+                r = await bg.result("fan", 9)  # the fan-in wakes after the restart
             out, err = await anyio.to_thread.run_sync(lambda: child.communicate(timeout=30))
             assert child.returncode == 0, err
             assert json.loads(out)["message"] == "for-other"
-            r = results["r"]
             assert r.status == "complete"
             assert [(t.status, t.message) for t in r.results] == [("received", "reader-0"), ("received", "runner-0")]
             # nothing lost, nothing twice: reader-1 still queued once; the taken are in history once
