@@ -180,7 +180,7 @@ class WaveApp(App[dict[str, Any] | None]):
                         log.exception("reading the bus failed")
                         self.say_bad(f"cannot read the bus: {e}; retrying every second")
                     failing = True
-                    await _sleep(1.0)
+                    await asyncio.sleep(1.0)
                     continue
                 if failing:
                     self.say(Text("reading the bus again", style=self.roles["good"]))
@@ -188,7 +188,7 @@ class WaveApp(App[dict[str, Any] | None]):
                 await changes.wait()
                 rest = READ_EVERY - (time.monotonic() - started)
                 if rest > 0:
-                    await _sleep(rest)
+                    await asyncio.sleep(rest)
         finally:
             changes.close()
 
@@ -251,10 +251,6 @@ class WaveApp(App[dict[str, Any] | None]):
             for a in deaths:
                 self.notice(f"{a.name} ({short(a.id)}) died: {a.reason or 'dead'}", severity="error")
 
-    @property
-    def _own_wait_id(self) -> str | None:
-        return self.control.wait_id if self.control else None
-
     def sweep_liveness(self) -> None:
         live = [a for a in self.agents if not a.finished and (a.pid or a.lease_expires_at)]
         if live and self.bus is not None:
@@ -301,13 +297,9 @@ class WaveApp(App[dict[str, Any] | None]):
         except (LookupError, NoMatches):  # the screen is going away (quitting)
             return
         t = self.clock()
-        if self.animation_level == "none":  # TEXTUAL_ANIMATIONS=none: spinners stand still
-            if not self._dirty and int(t) == self._last_repaint_second:
-                return
-        second = int(t)
-        if self._dirty or second != self._last_repaint_second:
+        if self._dirty or int(t) != self._last_repaint_second:
             self.repaint()
-        else:
+        elif self.animation_level != "none":  # TEXTUAL_ANIMATIONS=none: spinners stand still
             started = time.perf_counter()
             table.spin(t)
             if self.control is not None:
@@ -356,7 +348,8 @@ class WaveApp(App[dict[str, Any] | None]):
             self.frame_hook(time.perf_counter() - started)
 
     def _paint_status(self, t: float) -> None:
-        states = {a.id: (a.status, a.reason or "") for a in self.agents}
+        targets = {agent_id for agent_id, _ in self.wait_targets}
+        states = {a.id: (a.status, a.reason or "") for a in self.agents if a.id in targets}
         left = None if self.wait_timeout is None else self.wait_timeout - (t - self.wait_started)
         self._main.query_one(WaitStatus).render_wait(
             targets=self.wait_targets, received=self.wait_received, states=states, t=t,
@@ -548,11 +541,11 @@ class WaveApp(App[dict[str, Any] | None]):
                 result = await wait_next(self.bus, self.me, timeout, on_progress=on_progress,
                                          control=control)
         except WavewaitError as e:
-            self.post_message(WaitEnded(f"wait failed: {e}", None))  # type: ignore[arg-type]
+            self.post_message(WaitEnded(f"wait failed: {e}", None))
             return
         except Exception as e:
             log.exception("wait failed")
-            self.post_message(WaitEnded(f"wait failed: {e.__class__.__name__}: {e}", None))  # type: ignore[arg-type]
+            self.post_message(WaitEnded(f"wait failed: {e.__class__.__name__}: {e}", None))
             return
         self.post_message(WaitEnded(headline(result), result))
 
@@ -578,7 +571,7 @@ class WaveApp(App[dict[str, Any] | None]):
                 self.last_wait_received = {r.agent_id for r in event.result.results if r.status == "received"}
             elif isinstance(event.result, NextMessage) and event.result.sender:
                 self.last_wait_received = {event.result.sender}
-            for line in render_result(event.result, self.wait_targets, self.roles):
+            for line in render_result(event.result, self.roles):
                 self.say(line)
             outcome = event.result.outcome()
             self.notice(event.line, severity="information" if outcome == "satisfied" else "warning")
@@ -627,8 +620,7 @@ class WaveApp(App[dict[str, Any] | None]):
 
     # ------------------------------------------------------------------ screens, panes
     def open_flight(self, agent_id: str) -> None:
-        views = {v.id: v for v in self.flight_views()}
-        received = views.get(agent_id) is not None and views[agent_id].state == "received"
+        received = any(v.id == agent_id and v.state == "received" for v in self.flight_views())
         self.push_screen(FlightScreen(self.bus, self.me, agent_id, self.clock, received))
 
     def action_help(self) -> None:
@@ -666,7 +658,7 @@ def headline(result: Result) -> str:
     return result.outcome()
 
 
-def render_result(result: Result, targets: list[tuple[str, str]], roles: dict[str, str]) -> list[Text]:
+def render_result(result: Result, roles: dict[str, str]) -> list[Text]:
     """The result block in the scrollback: every requested flight with its status."""
     lines = [Text(headline(result), style="bold")]
     if isinstance(result, FanIn):
@@ -688,8 +680,3 @@ def render_result(result: Result, targets: list[tuple[str, str]], roles: dict[st
             lines = [Text("No messages.", style="bold")]
     return lines
 
-
-async def _sleep(seconds: float) -> None:
-    import anyio
-
-    await anyio.sleep(seconds)

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 
 from textual.fuzzy import FuzzySearch
 
+from ..core.ids import short
+
 
 @dataclass(frozen=True)
 class SlashCommand:
@@ -117,8 +119,8 @@ def complete(value: str, ids: list[tuple[str, str]]) -> str | None:
     if cmd is None or not cmd.takes_ids or value.endswith(" "):
         return None
     token = value.rsplit(" ", 1)[1]
-    for agent_id, name in ids:
-        cand = agent_id[:8]
+    for agent_id, _ in ids:
+        cand = short(agent_id)
         if cand.startswith(token) and cand != token:
             return value[: len(value) - len(token)] + cand
     return None
@@ -130,7 +132,7 @@ def expand_name(value: str, ids: list[tuple[str, str]]) -> str | None:
     if not head or not token:
         return None
     hits = [agent_id for agent_id, name in ids if name.startswith(token)]
-    return f"{head} {hits[0][:8]}" if len(hits) == 1 else None
+    return f"{head} {short(hits[0])}" if len(hits) == 1 else None
 
 
 _FUZZY = FuzzySearch()

@@ -19,12 +19,7 @@ class WaitProgressed(Message):
 
 @dataclass
 class WaitEnded(Message):
-    """The running wait returned (complete, timeout or interrupted); never an error."""
+    """The running wait returned (complete, timeout or interrupted), or failed (no result)."""
 
     line: str
-    result: Result
-
-
-@dataclass
-class BusRead(Message):
-    """A fresh read of the bus is ready for the next repaint."""
+    result: Result | None

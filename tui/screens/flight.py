@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+import time
 
 from rich.text import Text
 from textual import work
@@ -17,6 +19,7 @@ from ...core.model import AGENT_ITEM_TYPES, Item
 from ..state import ago, flight_state
 
 LOG_TAIL = 64 * 1024
+RELOAD_EVERY = 0.1  # every agent's change wakes the screen: at most ten reloads a second
 
 
 class FlightScreen(ModalScreen[None]):
@@ -43,12 +46,18 @@ class FlightScreen(ModalScreen[None]):
 
     @work(exclusive=True, group="flight", exit_on_error=False)
     async def follow(self) -> None:
-        """Re-read on every change of the flight or of either inbox (wakes are hints)."""
+        """Re-read on every change of the flight or of either inbox (wakes are hints).
+
+        The subscription wakes on any agent's change, so with a big wave the reloads (two
+        histories each) are coalesced, as the app coalesces its reads of the bus.
+        """
         changes = await self.bus.subscribe(agents=True, inboxes=[self.me, self.agent_id])
         try:
             while True:
+                started = time.monotonic()
                 await self.reload()
                 await changes.wait()
+                await asyncio.sleep(max(0.0, RELOAD_EVERY - (time.monotonic() - started)))
         finally:
             changes.close()
 

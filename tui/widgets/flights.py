@@ -75,21 +75,19 @@ time since its last message, and its last message (or why it died).
             self._painted[v.id][DETAIL] = ("", "")
             self._paint(v, self._t)
 
-    def show(self, views: Sequence[FlightView], t: float) -> int:
-        """Make the table show `views` (in order) at time `t`; return how many cells changed.
+    def show(self, views: Sequence[FlightView], t: float) -> None:
+        """Make the table show `views` (in order) at time `t`.
 
         A row whose view is the one already shown has changed only in its clocks (elapsed,
         quiet, spinner), and only rows on screen get those: with 1,000 flights the clocks
         would otherwise touch 2,000 cells every second for nothing anyone can see. A row
         scrolled into view gets its clocks on the next tick.
         """
-        changed = 0
         keep = {v.id for v in views}
         for key in [k for k in self._shown if k not in keep]:
             self.remove_row(key)
             del self._shown[key]
             del self._painted[key]
-            changed += 1
         for v in views:
             old = self._shown.get(v.id)
             if old is v:
@@ -99,29 +97,26 @@ time since its last message, and its last message (or why it died).
                 cells = self._cells(v, t)
                 self.add_row(*cells[:len(self.columns)], key=v.id)
                 self._painted[v.id] = [_look(c) for c in cells]
-                changed += len(COLUMNS)
             else:
-                changed += self._paint(v, t)
-        self._t = t
-        return changed + self.spin(t)
+                self._paint(v, t)
+        self.spin(t)
 
-    def spin(self, t: float) -> int:
-        """Bring the clocks and spinners of the rows on screen to time `t`; return cells changed."""
+    def spin(self, t: float) -> None:
+        """Bring the clocks and spinners of the rows on screen to time `t`."""
         self._t = t
-        return sum(self._paint(self._shown[key], t) for key in self._visible_keys() if key in self._shown)
+        for key in self._visible_keys():
+            if key in self._shown:
+                self._paint(self._shown[key], t)
 
-    def _paint(self, v: FlightView, t: float) -> int:
+    def _paint(self, v: FlightView, t: float) -> None:
         """Update the cells of `v`'s row that differ from what they hold (each costs a refresh)."""
         painted = self._painted[v.id]
-        changed = 0
         cells = self._cells(v, t)
         for i, ((label, _), cell) in enumerate(zip(COLUMNS, cells[:len(self.columns)])):
             look = _look(cell)
             if painted[i] != look:
                 self.update_cell(v.id, _key(label), cell)
                 painted[i] = look
-                changed += 1
-        return changed
 
     def _render_cell(self, row_index: int, column_index: int, base_style: Style, width: int,
                      cursor: bool = False, hover: bool = False) -> list[list[Segment]]:
@@ -183,9 +178,6 @@ time since its last message, and its last message (or why it died).
             return self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
         except Exception:
             return None
-
-    def view_of(self, agent_id: str) -> FlightView | None:
-        return self._shown.get(agent_id)
 
     def action_copy_last(self) -> None:
         agent_id = self.selected_id()
