@@ -99,7 +99,7 @@ class _Wait:
         self.started = time.monotonic()
         self.deadline = None if timeout is None else self.started + timeout
         self.extra_changes: Changes | None = None
-        self.received_ids: list[str] = []  # reported with progress, for the faces' live views
+        self.received: dict[str, Item] = {}  # a fan-in's claims by sender; ids go out with progress
 
     @property
     def elapsed(self) -> float:
@@ -200,7 +200,7 @@ class _Wait:
         if self.on_progress is None:
             return
         r = self.on_progress(Progress(elapsed=self.elapsed, total=self.timeout, message=msg,
-                                      received=tuple(self.received_ids)))
+                                      received=tuple(self.received)))
         if inspect.isawaitable(r):
             await r
 
@@ -265,7 +265,7 @@ async def wait_fan_in(
     w = _Wait(bus, caller, kind="fan_in", tool="wait", timeout=timeout, targets=targets, inbox=True,
               on_progress=on_progress, control=control,
               description=f"a message from each of {_names(targets)}")
-    received: dict[str, Item] = {}
+    received = w.received
     state: dict[str, Agent] = {a.id: a for a in targets}
 
     async def step() -> bool:
@@ -280,7 +280,6 @@ async def wait_fan_in(
                 item = await bus.claim(caller, ref, w.id)
                 if item is not None:
                     received[ref.sender] = item
-                    w.received_ids.append(ref.sender)
                     wanted.discard(ref.sender)
         return all(a_id in received or state[a_id].status != "running" for a_id in state)
 
