@@ -189,7 +189,7 @@ class FileBus:
         """Change fields of an agent under its lock; None if there is no such agent."""
         return self._modify(agent_id, None, None, changes)
 
-    async def note_preview(self, agent_id: str, **changes: Any) -> Agent | None:
+    async def note_preview(self, agent_id: str, **changes: Any) -> None:
         """A sender's last-message preview (for people): written at once, then at most every
         PREVIEW_EVERY with the newest value (and on `close`). On ext4, replacing a file by
         rename flushes its data first (auto_da_alloc, ~2 ms), which a burst of sends must
@@ -200,12 +200,10 @@ class FileBus:
             pending.update(changes)
         elif t - self._preview_at.get(agent_id, -PREVIEW_EVERY) >= PREVIEW_EVERY:
             self._preview_at[agent_id] = t
-            return self._modify(agent_id, None, None, changes)
+            self._modify(agent_id, None, None, changes)
         else:
             self._previews[agent_id] = dict(changes)
             asyncio.get_running_loop().call_later(PREVIEW_EVERY, self._flush_preview, agent_id)
-        agent = self._read_agent(self._agent_path(agent_id))
-        return agent.model_copy(update=self._previews.get(agent_id, {})) if agent else None
 
     def _flush_preview(self, agent_id: str) -> None:
         if (changes := self._previews.pop(agent_id, None)) is None:

@@ -275,9 +275,9 @@ class PostgresBus:
     async def update_agent(self, agent_id: str, **changes: Any) -> Agent | None:
         return await self._modify(agent_id, None, None, changes)
 
-    async def note_preview(self, agent_id: str, **changes: Any) -> Agent | None:
+    async def note_preview(self, agent_id: str, **changes: Any) -> None:
         """One UPDATE is cheap here: no coalescing needed."""
-        return await self._modify(agent_id, None, None, changes)
+        await self._modify(agent_id, None, None, changes)
 
     async def transition(
         self, agent_id: str, status: str, only_from: Sequence[str], **changes: Any
