@@ -12,6 +12,7 @@ import anyio
 import pytest
 
 from wavewait.core import wait
+from wavewait.core.agents import register
 from wavewait.core.bus import Bus
 from wavewait.core.bus.file import FileBus
 
@@ -76,6 +77,13 @@ async def until(cond: Callable[[], Awaitable[bool] | bool], timeout: float = 10.
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         with anyio.move_on_after(0.01):  # a beat of the deadline loop, not a synchronising sleep
             await anyio.Event().wait()
+
+
+async def register_crew(bus: Bus, *flights: str) -> None:
+    """An orchestrator and these flights, registered under it (ids are their names)."""
+    await register(bus, "orchestrator")
+    for name in flights:
+        await register(bus, name, parent_id="orchestrator")
 
 
 class Background:

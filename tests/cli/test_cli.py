@@ -9,8 +9,7 @@ import subprocess
 import anyio
 import pytest
 
-from conftest import env_for, until, wavewait_cmd
-from wavewait.core.agents import register
+from conftest import env_for, register_crew, until, wavewait_cmd
 
 pytestmark = pytest.mark.anyio
 
@@ -22,9 +21,7 @@ def run(bus, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture
 async def crew(bus):
-    await register(bus, "orchestrator")
-    await register(bus, "f00dcafe01", parent_id="orchestrator")
-    await register(bus, "f00dcafe02", parent_id="orchestrator")
+    await register_crew(bus, "f00dcafe01", "f00dcafe02")
     return bus
 
 

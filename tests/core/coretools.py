@@ -7,8 +7,7 @@ from pathlib import Path
 
 import anyio
 
-from conftest import PYTHON, env_for
-from wavewait.core.agents import register
+from conftest import PYTHON, env_for, register_crew
 from wavewait.core.bus import Bus
 
 ACTOR = str(Path(__file__).with_name("actor.py"))
@@ -29,9 +28,7 @@ async def run_actor(bus: Bus, *args: str, timeout: float = 90) -> subprocess.Com
 
 async def crew(bus: Bus) -> None:
     """An orchestrator and three registered flights (ids are their names)."""
-    await register(bus, "orchestrator")
-    for name in FLIGHTS:
-        await register(bus, name, parent_id="orchestrator")
+    await register_crew(bus, *FLIGHTS)
 
 
 async def waits_of(bus: Bus, kind: str | None = None) -> list:

@@ -7,10 +7,9 @@ import json
 import anyio
 import pytest
 
-from conftest import Background, env_for, until
+from conftest import Background, env_for, register_crew, until
 from coretools import actor_cmd, crew, run_actor, waits_of
 from wavewait.core import wait
-from wavewait.core.agents import register
 
 pytestmark = pytest.mark.anyio
 
@@ -56,10 +55,8 @@ async def test_a_burst_of_20000_messages_is_all_delivered_in_fifo_order(bus):
 
 
 async def test_many_messages_at_once_all_reach_a_fan_in_over_every_sender(bus):
-    await register(bus, "orchestrator")
     senders = [f"flight-{i:02d}" for i in range(60)]
-    for s in senders:
-        await register(bus, s, parent_id="orchestrator")
+    await register_crew(bus, *senders)
     async with anyio.create_task_group() as tg:
         bg = Background(tg)
         bg.start("fan", wait.wait_fan_in, bus, "orchestrator", 3600, senders)

@@ -7,18 +7,11 @@ import time
 import anyio
 import pytest
 
-from conftest import until
+from conftest import register_crew, until
 from mcptools import data, mcp_client
 from wavewait.core import messages
-from wavewait.core.agents import register
 
 pytestmark = pytest.mark.anyio
-
-
-async def _crew(bus, *names: str) -> None:
-    await register(bus, "orchestrator")
-    for n in names:
-        await register(bus, n, parent_id="orchestrator")
 
 
 async def _no_waits(bus) -> bool:
@@ -26,7 +19,7 @@ async def _no_waits(bus) -> bool:
 
 
 async def test_a_call_cancelled_by_the_client_gives_back_its_claims_in_order(bus):
-    await _crew(bus, "file-reader", "test-runner")
+    await register_crew(bus, "file-reader", "test-runner")
     for body in ("reader-1", "reader-2"):
         await messages.send(bus, "file-reader", "orchestrator", body)
     claimed = anyio.Event()
@@ -53,7 +46,7 @@ async def test_a_call_cancelled_by_the_client_gives_back_its_claims_in_order(bus
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_progress_notifications_reach_the_client_and_always_increase(bus, mode):
-    await _crew(bus, "file-reader", "test-runner")
+    await register_crew(bus, "file-reader", "test-runner")
     seen: list[tuple[float, float | None, str | None]] = []
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
@@ -75,7 +68,7 @@ async def test_progress_notifications_reach_the_client_and_always_increase(bus, 
 
 async def test_progress_arrives_at_least_every_15_seconds_during_a_20_second_wait(file_bus):
     """The real cadence (no --progress-every): a host's idle timer is reset well before 15 s."""
-    await register(file_bus, "orchestrator")
+    await register_crew(file_bus)
     stamps: list[float] = []
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
@@ -92,7 +85,7 @@ async def test_progress_arrives_at_least_every_15_seconds_during_a_20_second_wai
 
 
 async def test_two_clients_waiting_on_one_inbox_get_disjoint_messages(bus):
-    await _crew(bus, "producer")
+    await register_crew(bus, "producer")
     got: dict[str, list[str]] = {"a": [], "b": []}
 
     async def drain(c, key: str) -> None:

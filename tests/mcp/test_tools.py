@@ -13,20 +13,13 @@ import sys
 import anyio
 import pytest
 
-from conftest import PYTHON, until, wavewait_cmd
+from conftest import PYTHON, register_crew, until, wavewait_cmd
 from mcptools import data, error_text, mcp_client, server_env
 from wavewait.core import messages
-from wavewait.core.agents import register
 
 pytestmark = pytest.mark.anyio
 
 WAITS = ("wait", "wave_wait_for_signal", "wait_agent", "wait_for_event")
-
-
-async def _crew(bus, *names: str) -> None:
-    await register(bus, "orchestrator")
-    for n in names:
-        await register(bus, n, parent_id="orchestrator")
 
 
 # --------------------------------------------------------------------------- tools/list
@@ -58,7 +51,7 @@ async def test_tools_list_publishes_schemas_and_honest_annotations(bus):
 
 # --------------------------------------------------------------------------- wait
 async def test_wait_next_message_returns_the_oldest_then_times_out_normally(bus):
-    await _crew(bus, "file-reader")
+    await register_crew(bus, "file-reader")
     await messages.send(bus, "file-reader", "orchestrator", "first")
     await messages.send(bus, "file-reader", "orchestrator", "second")
     async with mcp_client(bus) as c:
@@ -71,7 +64,7 @@ async def test_wait_next_message_returns_the_oldest_then_times_out_normally(bus)
 
 
 async def test_wait_fan_in_returns_early_when_the_rest_are_dead(bus):
-    await _crew(bus, "file-reader", "test-runner", "linter")
+    await register_crew(bus, "file-reader", "test-runner", "linter")
     await messages.send(bus, "test-runner", "orchestrator", "green")
     await messages.send(bus, "linter", "orchestrator", "from someone not listed")
     await bus.transition("file-reader", "dead", ("running",), reason="exited with code 1")
@@ -86,7 +79,7 @@ async def test_wait_fan_in_returns_early_when_the_rest_are_dead(bus):
 
 
 async def test_wait_fan_in_timeout_keeps_partial_state_and_says_what_to_rewait(bus):
-    await _crew(bus, "file-reader", "test-runner")
+    await register_crew(bus, "file-reader", "test-runner")
     await messages.send(bus, "file-reader", "orchestrator", "found 3 issues")
     async with mcp_client(bus) as c:
         r = data(await c.call_tool("wait", {"timeout": 0.3, "from_agents": ["file", "test-runner"]}))
@@ -110,7 +103,7 @@ BAD_WAIT_ARGS = [
 
 
 async def test_wait_rejects_bad_input_naming_the_field_and_takes_nothing(bus):
-    await _crew(bus, "file-reader")
+    await register_crew(bus, "file-reader")
     await messages.send(bus, "file-reader", "orchestrator", "keep me")
     async with mcp_client(bus) as c:
         for args, field in BAD_WAIT_ARGS:
@@ -122,14 +115,14 @@ async def test_wait_rejects_bad_input_naming_the_field_and_takes_nothing(bus):
 
 
 async def test_ambiguous_prefix_is_an_error_naming_both(bus):
-    await _crew(bus, "flight-one", "flight-two")
+    await register_crew(bus, "flight-one", "flight-two")
     async with mcp_client(bus) as c:
         text = error_text(await c.call_tool("wait", {"timeout": 1, "from_agents": ["flight"]}))
     assert "flight-one" in text and "flight-two" in text
 
 
 async def test_wait_is_registered_with_tool_and_caller_and_interrupt_returns_partial_state(bus):
-    await _crew(bus, "file-reader", "test-runner")
+    await register_crew(bus, "file-reader", "test-runner")
     await messages.send(bus, "file-reader", "orchestrator", "done reading")
     async with mcp_client(bus) as c:
         async with anyio.create_task_group() as tg:
@@ -166,7 +159,7 @@ async def _no_wait(bus) -> bool:
 
 
 async def test_max_block_returns_a_normal_timeout_that_says_to_call_again(bus):
-    await _crew(bus, "test-runner")
+    await register_crew(bus, "test-runner")
     async with mcp_client(bus, "--max-block", "0.5") as c:
         r = data(await c.call_tool("wait", {"timeout": 600, "from_agents": ["test-runner"]}))
         e = data(await c.call_tool("wait_for_event", {"timeout_secs": 600}))
@@ -181,7 +174,7 @@ async def test_max_block_returns_a_normal_timeout_that_says_to_call_again(bus):
 
 # --------------------------------------------------------------------------- wait_for_event
 async def test_wait_for_event_takes_by_type_fifo_and_leaves_others_queued(bus):
-    await _crew(bus, "fix-bug", "add-tests")
+    await register_crew(bus, "fix-bug", "add-tests")
     await messages.send(bus, "fix-bug", "orchestrator", "a plain message")
     await messages.notify_completion(bus, "fix-bug", status="success", message="fixed", changes=["a.py"])
     await messages.notify_completion(bus, "add-tests", status="error", message="red")
@@ -202,7 +195,7 @@ async def test_wait_for_event_takes_by_type_fifo_and_leaves_others_queued(bus):
 
 # --------------------------------------------------------------------------- wait_agent
 async def test_wait_agent_resolves_idle_and_a_repeated_id_returns_the_stored_resolution(bus):
-    await _crew(bus, "writer-1", "writer-2")
+    await register_crew(bus, "writer-1", "writer-2")
     await messages.notify_completion(bus, "writer-1", status="success", message="draft")
     args = {"id": "wait-2", "agentId": "writer-1", "agentIds": ["writer-1", "writer-2"], "kind": "agent-idle",
             "match": "any", "description": "the first draft"}
@@ -224,7 +217,7 @@ async def test_wait_agent_resolves_idle_and_a_repeated_id_returns_the_stored_res
 
 
 async def test_wait_agent_closed_waits_until_close_agent(bus):
-    await _crew(bus, "researcher-1")
+    await register_crew(bus, "researcher-1")
     async with mcp_client(bus) as c, mcp_client(bus) as other:
         async with anyio.create_task_group() as tg:
             box = {}
@@ -242,7 +235,7 @@ async def test_wait_agent_closed_waits_until_close_agent(bus):
 
 # --------------------------------------------------------------------------- send, notify, agents
 async def test_send_delivers_and_refuses_empty_unknown_or_dead_recipients(bus):
-    await _crew(bus, "file-reader", "gone")
+    await register_crew(bus, "file-reader", "gone")
     await bus.transition("gone", "dead", ("running",), reason="killed")
     async with mcp_client(bus) as c:
         sent = data(await c.call_tool("send", {"to": "file-reader", "message": "start"}))
@@ -256,7 +249,7 @@ async def test_send_delivers_and_refuses_empty_unknown_or_dead_recipients(bus):
 
 
 async def test_notify_completion_reports_to_the_parent_and_marks_idle(bus):
-    await _crew(bus, "fix-bug")
+    await register_crew(bus, "fix-bug")
     async with mcp_client(bus, env={"WAVEWAIT_AGENT_ID": "fix-bug"}) as worker:
         r = data(await worker.call_tool("notify_completion", {"status": "success", "message": "fixed",
                                                               "changes": ["src/a.py"]}))
@@ -317,7 +310,7 @@ async def test_print_config_prints_claude_and_codex_setup(bus):
      lambda r: r["resolution"]["status"] == "interrupted" and r["resolution"]["pendingAgentIds"] == ["test-runner"]),
 ])
 async def test_each_blocking_tool_returns_interrupted_when_interrupted_from_outside(bus, tool, args, check):
-    await _crew(bus, "test-runner")
+    await register_crew(bus, "test-runner")
     async with mcp_client(bus) as c:
         async with anyio.create_task_group() as tg:
             box = {}
