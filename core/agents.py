@@ -212,6 +212,13 @@ async def sweep(bus: Bus, agents: Iterable[Agent]) -> list[Agent]:
     return dead
 
 
+async def list_swept(bus: Bus, wave: str | None = None) -> list[Agent]:
+    """The agents (of `wave`) as `wavewait agents` and `list_agents` show them: read after a
+    liveness sweep, so one whose process vanished shows as dead, never as running."""
+    await sweep(bus, await bus.list_agents())
+    return [a for a in await bus.list_agents() if wave is None or a.wave == wave]
+
+
 def agent_view(a: Agent) -> dict[str, Any]:
     """What `wavewait agents` and the `list_agents` tool show of an agent (one shape for both)."""
     return {

@@ -104,9 +104,7 @@ async def cmd_spawn(bus: Bus, args: argparse.Namespace) -> int:
 
 
 async def cmd_agents(bus: Bus, args: argparse.Namespace) -> int:
-    found = await bus.list_agents()
-    await agents_mod.sweep(bus, found)
-    found = [a for a in await bus.list_agents() if args.wave is None or a.wave == args.wave]
+    found = await agents_mod.list_swept(bus, args.wave)
     _print({"agents": [agent_view(a) for a in found]})
     return 0
 

@@ -400,9 +400,7 @@ class Tools:
     async def list_agents(
         self, wave: Annotated[str | None, Field(description="Only agents of this wave.")] = None,
     ) -> CallToolResult:
-        await agents.sweep(self.bus, await self.bus.list_agents())
-        found = [a for a in await self.bus.list_agents() if wave is None or a.wave == wave]
-        found.sort(key=lambda a: a.created_at)
+        found = await agents.list_swept(self.bus, wave)
         return self._reply(AgentList(agents=[AgentInfo(**agents.agent_view(a)) for a in found]))
 
     async def close_agent(
