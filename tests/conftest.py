@@ -86,6 +86,16 @@ async def register_crew(bus: Bus, *flights: str) -> None:
         await register(bus, name, parent_id="orchestrator")
 
 
+async def has_waits(bus: Bus, n: int, kind: str | None = None) -> bool:
+    """Whether exactly `n` waits (of this kind) are registered on the bus."""
+    return len([w for w in await bus.list_waits() if kind in (None, w.kind)]) == n
+
+
+async def has_progress(bus: Bus, start: str) -> bool:
+    """Whether a registered wait reports progress that starts with `start` ("1/2 received")."""
+    return any(w.progress.startswith(start) for w in await bus.list_waits())
+
+
 class Background:
     """Run a wait in a task group and keep its result."""
 

@@ -9,7 +9,7 @@ import subprocess
 import anyio
 import pytest
 
-from conftest import env_for, register_crew, until, wavewait_cmd
+from conftest import env_for, has_progress, has_waits, register_crew, until, wavewait_cmd
 
 pytestmark = pytest.mark.anyio
 
@@ -93,9 +93,7 @@ async def test_wavewait_interrupt_makes_a_wait_in_another_process_exit_4_with_pa
     proc = await anyio.open_process(wavewait_cmd("wait", "3600", "f00dcafe01", "f00dcafe02"),
                                     env=env_for(crew))
     try:
-        async def claimed() -> bool:
-            return any(w.progress.startswith("1/2") for w in await crew.list_waits())
-        await until(claimed, 20, "the waiting process to take the first message")
+        await until(lambda: has_progress(crew, "1/2"), 20, "the waiting process to take the first message")
         (record,) = await crew.list_waits()
         done = run(crew, "interrupt", record.id[:8])
         assert done.returncode == 0 and json.loads(done.stdout) == {"wait_id": record.id, "interrupted": True}
@@ -116,9 +114,7 @@ async def test_ctrl_c_interrupts_a_cli_wait_and_prints_the_partial_result(crew, 
         wavewait_cmd("wait-signal", str(tmp_path / "*.done"), "--min-count", "2", "--timeout", "3600"),
         env=env_for(crew))
     try:
-        async def registered() -> bool:
-            return len(await crew.list_waits()) == 1
-        await until(registered, 20, "the wait to register")
+        await until(lambda: has_waits(crew, 1), 20, "the wait to register")
         proc.send_signal(signal.SIGINT)
         with anyio.fail_after(20):
             code = await proc.wait()

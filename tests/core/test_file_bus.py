@@ -11,8 +11,8 @@ import anyio
 import pytest
 from watchfiles import Change, awatch
 
-from conftest import Background, until
-from coretools import crew, run_actor, waits_of
+from conftest import Background, has_waits, until
+from coretools import crew, run_actor
 from wavewait.core import messages, wait, watch
 
 pytestmark = pytest.mark.anyio
@@ -97,9 +97,7 @@ async def test_all_waits_of_a_process_share_one_watcher(file_bus):
             bg.start(f"w{i}", wait.wait_next, file_bus, "orchestrator", 3600)
             bg.start(f"f{i}", wait.wait_fan_in, file_bus, "orchestrator", 3600, ["linter"])
 
-        async def all_registered() -> bool:
-            return len(await waits_of(file_bus)) == 100
-        await until(all_registered, 30, "100 waits to register")
+        await until(lambda: has_waits(file_bus, 100), 30, "100 waits to register")
         assert len(watch._watchers) == max(before, 1)
         for record in await file_bus.list_waits():
             await file_bus.interrupt(record.id)

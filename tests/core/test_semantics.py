@@ -9,7 +9,7 @@ import time
 import anyio
 import pytest
 
-from conftest import Background, env_for, push_timers_out, until, wavewait_cmd
+from conftest import Background, env_for, has_progress, has_waits, push_timers_out, until, wavewait_cmd
 from coretools import crew, run_actor, waits_of
 from wavewait.core import messages, wait
 from wavewait.core.agents import close, mark_dead
@@ -124,9 +124,7 @@ async def test_an_interrupt_from_another_process_returns_at_once_with_the_partia
         bg = Background(tg)
         bg.start("fan", wait.wait_fan_in, bus, "orchestrator", 3600, ["file-reader", "test-runner"])
 
-        async def claimed_one() -> bool:
-            return any(w.progress.startswith("1/2") for w in await waits_of(bus, "fan_in"))
-        await until(claimed_one, what="the wait to take the first message")
+        await until(lambda: has_progress(bus, "1/2"), what="the wait to take the first message")
         (record,) = await waits_of(bus, "fan_in")
         await run_actor(bus, "interrupt", record.id)
         r = await bg.result("fan")
@@ -167,18 +165,14 @@ async def test_two_racing_waiters_each_get_one_message_and_the_loser_keeps_waiti
         bg = Background(tg)
         bg.start("a", wait.wait_next, bus, "orchestrator", 3600)
         bg.start("b", wait.wait_next, bus, "orchestrator", 3600)
-        await until(lambda: _count(bus, 2), what="both waits to register")
+        await until(lambda: has_waits(bus, 2, "next"), what="both waits to register")
         await messages.send(bus, "file-reader", "orchestrator", "first")
         await until(lambda: len(bg.results) == 1, what="one waiter to win")
-        await until(lambda: _count(bus, 1), what="the loser to still be waiting")
+        await until(lambda: has_waits(bus, 1, "next"), what="the loser to still be waiting")
         await messages.send(bus, "file-reader", "orchestrator", "second")
         await until(lambda: len(bg.results) == 2, what="the loser to get the next one")
     assert sorted(r.message for r in bg.results.values()) == ["first", "second"]
     assert await bus.pending("orchestrator") == []
-
-
-async def _count(bus, n: int) -> bool:
-    return len(await waits_of(bus, "next")) == n
 
 
 async def test_a_cancelled_wait_gives_its_claims_back_in_their_original_order(bus):
@@ -191,9 +185,7 @@ async def test_a_cancelled_wait_gives_its_claims_back_in_their_original_order(bu
         bg.start("fan", wait.wait_fan_in, bus, "orchestrator", 3600,
                  ["file-reader", "test-runner", "orchestrator"])
 
-        async def claimed_two() -> bool:
-            return any(w.progress.startswith("2/3") for w in await waits_of(bus, "fan_in"))
-        await until(claimed_two, what="the wait to claim two messages")
+        await until(lambda: has_progress(bus, "2/3"), what="the wait to claim two messages")
         assert [r.sender for r in await bus.pending("orchestrator")] == ["linter"]
         tg.cancel_scope.cancel()
     assert "fan" not in bg.results
@@ -211,9 +203,7 @@ async def test_a_sigkilled_waiter_gives_its_claims_back_in_their_original_order(
     proc = await anyio.open_process(
         wavewait_cmd("wait", "3600", "file-reader", "test-runner", "orchestrator"), env=env_for(bus))
     try:
-        async def claimed_two() -> bool:
-            return any(w.progress.startswith("2/3") for w in await waits_of(bus, "fan_in"))
-        await until(claimed_two, 20, what="the waiter process to claim two messages")
+        await until(lambda: has_progress(bus, "2/3"), 20, what="the waiter process to claim two messages")
         assert [r.sender for r in await bus.pending("orchestrator")] == ["linter"]
         proc.send_signal(signals.SIGKILL)
         with anyio.fail_after(10):
@@ -278,9 +268,7 @@ async def test_every_kind_of_wait_is_registered_while_it_runs_and_gone_after(bus
         bg.start("agents", wait.wait_agents, bus, "orchestrator", id="w-reg", agent_id="test-runner",
                  kind="agent-closed", description="runner closes")
 
-        async def all_five() -> bool:
-            return len(await bus.list_waits()) == 5
-        await until(all_five, what="five waits on the bus")
+        await until(lambda: has_waits(bus, 5), what="five waits on the bus")
         records = {w.kind: w for w in await bus.list_waits()}
         assert set(records) == {"next", "fan_in", "event", "signal", "agents"}
         assert records["fan_in"].targets == ["file-reader", "linter"]

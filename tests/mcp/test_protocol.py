@@ -7,15 +7,11 @@ import time
 import anyio
 import pytest
 
-from conftest import register_crew, until
+from conftest import has_waits, register_crew, until
 from mcptools import data, mcp_client
 from wavewait.core import messages
 
 pytestmark = pytest.mark.anyio
-
-
-async def _no_waits(bus) -> bool:
-    return await bus.list_waits() == []
 
 
 async def test_a_call_cancelled_by_the_client_gives_back_its_claims_in_order(bus):
@@ -36,7 +32,7 @@ async def test_a_call_cancelled_by_the_client_gives_back_its_claims_in_order(bus
                 await claimed.wait()  # the wait holds reader-1 and waits on test-runner
             assert [i.body for i in await bus.peek("orchestrator")] == ["reader-2"]
             tg.cancel_scope.cancel()  # the client gives up: notifications/cancelled, the reply is dropped
-        await until(lambda: _no_waits(bus), what="the cancelled wait's record removed")
+        await until(lambda: has_waits(bus, 0), what="the cancelled wait's record removed")
         assert [i.body for i in await bus.peek("orchestrator")] == ["reader-1", "reader-2"]
         again = data(await c.call_tool("wait", {"timeout": 5, "from_agents": ["file-reader"]}))
         nxt = data(await c.call_tool("wait", {"timeout": 5}))
@@ -96,14 +92,10 @@ async def test_two_clients_waiting_on_one_inbox_get_disjoint_messages(bus):
         async with anyio.create_task_group() as tg:
             tg.start_soon(drain, a, "a")
             tg.start_soon(drain, b, "b")
-            await until(lambda: _two_waits(bus), what="both clients waiting")
+            await until(lambda: has_waits(bus, 2), what="both clients waiting")
             for i in range(20):
                 await messages.send(bus, "producer", "orchestrator", f"m{i}")
     assert not set(got["a"]) & set(got["b"])
     assert sorted(got["a"] + got["b"], key=lambda m: int(m[1:])) == [f"m{i}" for i in range(20)]
     for key in got:  # each client saw its share in FIFO order
         assert got[key] == sorted(got[key], key=lambda m: int(m[1:]))
-
-
-async def _two_waits(bus) -> bool:
-    return len(await bus.list_waits()) == 2

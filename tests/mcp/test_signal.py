@@ -8,7 +8,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from conftest import PYTHON, until
+from conftest import PYTHON, has_progress, until
 from mcptools import data, error_text, mcp_client
 
 pytestmark = pytest.mark.anyio
@@ -59,10 +59,6 @@ async def _waiting(bus) -> bool:
     return any(w.tool == "wave_wait_for_signal" for w in await bus.list_waits())
 
 
-async def _progress(bus, text: str) -> bool:
-    return any(w.progress.startswith(text) for w in await bus.list_waits())
-
-
 async def test_wave_wait_for_signal_times_out(bus, project):
     async with server(bus, project) as c:
         r = data(await c.call_tool("wave_wait_for_signal", {"signal_path": GLOB, "timeout_sec": 1}))
@@ -88,7 +84,7 @@ async def test_wave_wait_for_signal_interrupted_returns_partial_matches(bus, pro
             async def call():
                 box["r"] = data(await c.call_tool("wave_wait_for_signal", {"signal_path": GLOB, "min_count": 2}))
             tg.start_soon(call)
-            await until(lambda: _progress(bus, "1/2 files"), what="the signal wait's first sweep")
+            await until(lambda: has_progress(bus, "1/2 files"), what="the signal wait's first sweep")
             (w,) = await bus.list_waits()
             assert w.waiter == "orchestrator" and w.targets == [str(project / GLOB)]
             await bus.interrupt(w.id)

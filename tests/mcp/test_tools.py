@@ -13,7 +13,7 @@ import sys
 import anyio
 import pytest
 
-from conftest import PYTHON, register_crew, until, wavewait_cmd
+from conftest import PYTHON, has_progress, has_waits, register_crew, until, wavewait_cmd
 from mcptools import data, error_text, mcp_client, server_env
 from wavewait.core import messages
 
@@ -131,7 +131,7 @@ async def test_wait_is_registered_with_tool_and_caller_and_interrupt_returns_par
             async def call():
                 box["r"] = data(await c.call_tool("wait", {"timeout": 60, "from_agents": ["file-reader", "test-runner"]}))
             tg.start_soon(call)
-            await until(lambda: _progress(bus, "1/2 received"), what="the wait on the bus, holding one message")
+            await until(lambda: has_progress(bus, "1/2 received"), what="the wait on the bus, holding one message")
             (w,) = await bus.list_waits()
             assert (w.tool, w.waiter, w.kind) == ("wait", "orchestrator", "fan_in")
             assert w.targets == ["file-reader", "test-runner"] and w.deadline is not None
@@ -143,19 +143,7 @@ async def test_wait_is_registered_with_tool_and_caller_and_interrupt_returns_par
     assert [x["status"] for x in r["results"]] == ["received", "running"]
     assert r["results"][0]["message"] == "done reading"
     assert "interrupted" in r["hint"]
-    await until(lambda: _no_wait(bus), what="the wait record removed")
-
-
-async def _has_wait(bus) -> bool:
-    return len(await bus.list_waits()) == 1
-
-
-async def _progress(bus, text: str) -> bool:
-    return any(w.progress.startswith(text) for w in await bus.list_waits())
-
-
-async def _no_wait(bus) -> bool:
-    return await bus.list_waits() == []
+    await until(lambda: has_waits(bus, 0), what="the wait record removed")
 
 
 async def test_max_block_returns_a_normal_timeout_that_says_to_call_again(bus):
@@ -227,7 +215,7 @@ async def test_wait_agent_closed_waits_until_close_agent(bus):
                     "id": "wait-1", "agentId": "researcher-1", "kind": "agent-closed",
                     "description": "research agent closes"}))
             tg.start_soon(call)
-            await until(lambda: _has_wait(bus), what="the wait_agent wait")
+            await until(lambda: has_waits(bus, 1), what="the wait_agent wait")
             closed = data(await other.call_tool("close_agent", {"agentId": "researcher-1"}))
     assert closed == {"agentId": "researcher-1", "status": "closed"}
     assert box["r"]["resolution"]["status"] == "agent_closed"
@@ -318,7 +306,7 @@ async def test_each_blocking_tool_returns_interrupted_when_interrupted_from_outs
             async def call():
                 box["r"] = data(await c.call_tool(tool, args))
             tg.start_soon(call)
-            await until(lambda: _has_wait(bus), what=f"the {tool} wait on the bus")
+            await until(lambda: has_waits(bus, 1), what=f"the {tool} wait on the bus")
             (w,) = await bus.list_waits()
             assert (w.tool, w.waiter) == (tool, "orchestrator")
             await bus.interrupt(w.id)
