@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 from .agents import AGENT_LEASE, mark_dead
-from .bus import open_bus
+from .bus import Bus, open_bus
 from .model import now
 from .proc import pid_start
 
@@ -30,17 +30,22 @@ def _describe(code: int) -> str:
 
 async def supervise(agent_id: str, command: list[str]) -> int:
     bus = await open_bus()
+    try:
+        return await _supervise(bus, agent_id, command)
+    finally:
+        await bus.close()
+
+
+async def _supervise(bus: Bus, agent_id: str, command: list[str]) -> int:
     agent = await bus.get_agent(agent_id)
     if agent is None:
         print(f"error: no agent {agent_id} on the bus {bus.url}", flush=True)
-        await bus.close()
         return 2
     log = open(agent.log_path or os.devnull, "ab", buffering=0)
     try:
         child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
     except OSError as e:
         print(f"error: {e.strerror or e}", flush=True)
-        await bus.close()
         return 2
     # a TERM to the group is for the agent; we stay to record how it ended
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -65,7 +70,6 @@ async def supervise(agent_id: str, command: list[str]) -> int:
         pass
     elif await mark_dead(bus, agent_id, _describe(code), exit_code=code) is None:
         await bus.update_agent(agent_id, exit_code=code)  # already closed or killed: keep the code
-    await bus.close()
     log.close()
     return 0
 
