@@ -456,8 +456,7 @@ class PostgresBus:
         rows = await self._rows(
             "SELECT seq, record, taken_by, taken_at FROM history WHERE inbox = %s "
             "ORDER BY seq DESC LIMIT %s", [check_id(inbox, "inbox"), limit])
-        return [Item.model_validate(r | {"seq": s, "taken_by": by, "taken_at": at})
-                for s, r, by, at in reversed(rows)]
+        return _taken(rows)
 
     # ------------------------------------------------------------------ waits
     async def register_wait(self, record: WaitRecord) -> None:
