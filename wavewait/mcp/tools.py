@@ -303,11 +303,12 @@ class Tools:
         timeoutAt: Annotated[str | None, Field(description="ISO-8601 time at which the wait times out, e.g. 2026-01-31T12:00:00Z.")] = None,
     ) -> CallToolResult:
         asked = wait._parse_deadline(timeoutAt)
-        eff_at, cut = timeoutAt, False
+        eff_at, eff, cut = timeoutAt, asked, False
         mb = self.s.max_block
         if mb is not None and (asked is None or asked - now() > mb):
-            eff_at, cut = iso(now() + mb), True
-        rep = Reporter(ctx, None if eff_at is None else max(0.0, wait._parse_deadline(eff_at) - now()))
+            eff = now() + mb
+            eff_at, cut = iso(eff), True
+        rep = Reporter(ctx, None if eff is None else max(0.0, eff - now()))
         r: AgentWait = await wait.wait_agents(
             self.bus, self.s.caller, id=id, agent_id=agentId, agent_ids=agentIds or [], kind=kind,
             description=description, match=match, timeout_at=eff_at, on_progress=rep,
