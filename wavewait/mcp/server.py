@@ -179,8 +179,8 @@ async def serve_http(server: WaveServer, host: str, port: int, token: str) -> No
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
     port = sock.getsockname()[1]
-    names = {f"[{host}]" if ":" in host else host, *LOOPBACK} if host in ("127.0.0.1", "::1", "localhost") \
-        else {f"[{host}]" if ":" in host else host}
+    shown = f"[{host}]" if ":" in host else host
+    names = {shown, *LOOPBACK} if host in ("127.0.0.1", "::1", "localhost") else {shown}
     hosts = {f"{n}:{port}" for n in names}
     app = server.streamable_http_app(
         host=host,
@@ -189,7 +189,6 @@ async def serve_http(server: WaveServer, host: str, port: int, token: str) -> No
             allowed_origins=sorted(f"http://{h}" for h in hosts) + sorted(f"https://{h}" for h in hosts),
         ),
     )
-    shown = f"[{host}]" if ":" in host else host
     print(f"wavewait mcp: streamable HTTP on http://{shown}:{port}/mcp", file=sys.stderr, flush=True)
     config = uvicorn.Config(Guard(app, token, hosts), log_level="warning", lifespan="on")
     await uvicorn.Server(config).serve(sockets=[sock])
