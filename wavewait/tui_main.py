@@ -13,10 +13,10 @@ import tempfile
 def run_tui(args: argparse.Namespace) -> int:
     """Run the TUI; print the last wait's result as JSON; return DESIGN's exit code."""
     from .core.agents import caller_id
-    from .core.bus import bus_url, open_bus
+    from .core.bus import bus_url
     from .core.errors import WavewaitError
     from .tui.app import WaveApp
-    from .tui.demo import plan, stop
+    from .tui.demo import plan
 
     try:
         me = caller_id(args.agent)
@@ -35,7 +35,7 @@ def run_tui(args: argparse.Namespace) -> int:
         result = app.run()
     finally:
         if demo:
-            asyncio.run(_stop_demo(open_bus, url, me, stop))
+            asyncio.run(_stop_demo(url, me))
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
     if result is not None:
@@ -43,7 +43,11 @@ def run_tui(args: argparse.Namespace) -> int:
     return app.return_code or 0
 
 
-async def _stop_demo(open_bus, url, me, stop) -> None:
+async def _stop_demo(url: str, me: str) -> None:
+    """End the demo's flights that still run, so the demo leaves nothing behind."""
+    from .core.bus import open_bus
+    from .tui.demo import stop
+
     bus = await open_bus(url)
     try:
         await stop(bus, me)
