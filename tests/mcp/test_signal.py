@@ -8,7 +8,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from conftest import PYTHON, has_progress, until
+from conftest import PYTHON, Background, has_progress, until
 from mcptools import data, error_text, mcp_client
 
 pytestmark = pytest.mark.anyio
@@ -42,17 +42,14 @@ async def test_wave_wait_for_signal_matches_immediately(bus, project):
 async def test_wave_wait_for_signal_polls_until_match(bus, project):
     async with server(bus, project) as c:
         async with anyio.create_task_group() as tg:
-            box = {}
-
-            async def call():
-                box["r"] = data(await c.call_tool("wave_wait_for_signal", {"signal_path": GLOB, "timeout_sec": 60}))
-            tg.start_soon(call)
+            bg = Background(tg)
+            bg.start("signal", c.call_tool, "wave_wait_for_signal", {"signal_path": GLOB, "timeout_sec": 60})
             await until(lambda: _waiting(bus), what="the signal wait on the bus")
             # a flight drops its artifact the way a shell-only agent does: write, then rename
             await anyio.run_process([PYTHON, "-c", (
                 "import os,sys; d=sys.argv[1]; open(os.path.join(d,'.x.tmp'),'w').write('ok');"
                 "os.rename(os.path.join(d,'.x.tmp'), os.path.join(d,'x.done'))"), str(flights(project))])
-    assert box["r"]["matched"] == [str(flights(project) / "x.done")]
+    assert data(bg.results["signal"])["matched"] == [str(flights(project) / "x.done")]
 
 
 async def _waiting(bus) -> bool:
@@ -79,16 +76,14 @@ async def test_wave_wait_for_signal_interrupted_returns_partial_matches(bus, pro
     (flights(project) / "a.done").touch()
     async with server(bus, project) as c:
         async with anyio.create_task_group() as tg:
-            box = {}
-
-            async def call():
-                box["r"] = data(await c.call_tool("wave_wait_for_signal", {"signal_path": GLOB, "min_count": 2}))
-            tg.start_soon(call)
+            bg = Background(tg)
+            bg.start("signal", c.call_tool, "wave_wait_for_signal", {"signal_path": GLOB, "min_count": 2})
             await until(lambda: has_progress(bus, "1/2 files"), what="the signal wait's first sweep")
             (w,) = await bus.list_waits()
             assert w.waiter == "orchestrator" and w.targets == [str(project / GLOB)]
             await bus.interrupt(w.id)
-    assert box["r"]["interrupted"] is True and box["r"]["partial_matches"] == [str(flights(project) / "a.done")]
+    r = data(bg.results["signal"])
+    assert r["interrupted"] is True and r["partial_matches"] == [str(flights(project) / "a.done")]
 
 
 async def test_signal_paths_outside_the_project_and_bus_are_refused_unless_allowed(bus, project, tmp_path):

@@ -13,7 +13,7 @@ import sys
 import anyio
 import pytest
 
-from conftest import PYTHON, has_progress, has_waits, register_crew, until, wavewait_cmd
+from conftest import PYTHON, Background, has_progress, has_waits, register_crew, until, wavewait_cmd
 from mcptools import data, error_text, mcp_client, server_env
 from wavewait.core import messages
 
@@ -126,11 +126,8 @@ async def test_wait_is_registered_with_tool_and_caller_and_interrupt_returns_par
     await messages.send(bus, "file-reader", "orchestrator", "done reading")
     async with mcp_client(bus) as c:
         async with anyio.create_task_group() as tg:
-            box = {}
-
-            async def call():
-                box["r"] = data(await c.call_tool("wait", {"timeout": 60, "from_agents": ["file-reader", "test-runner"]}))
-            tg.start_soon(call)
+            bg = Background(tg)
+            bg.start("wait", c.call_tool, "wait", {"timeout": 60, "from_agents": ["file-reader", "test-runner"]})
             await until(lambda: has_progress(bus, "1/2 received"), what="the wait on the bus, holding one message")
             (w,) = await bus.list_waits()
             assert (w.tool, w.waiter, w.kind) == ("wait", "orchestrator", "fan_in")
@@ -138,7 +135,7 @@ async def test_wait_is_registered_with_tool_and_caller_and_interrupt_returns_par
             # interrupt from outside, the way a person does it
             done = await anyio.run_process(wavewait_cmd("interrupt", w.id[:8]), env=server_env(bus), check=False)
             assert done.returncode == 0, done.stderr
-    r = box["r"]
+    r = data(bg.results["wait"])
     assert r["status"] == "interrupted"
     assert [x["status"] for x in r["results"]] == ["received", "running"]
     assert r["results"][0]["message"] == "done reading"
@@ -208,17 +205,14 @@ async def test_wait_agent_closed_waits_until_close_agent(bus):
     await register_crew(bus, "researcher-1")
     async with mcp_client(bus) as c, mcp_client(bus) as other:
         async with anyio.create_task_group() as tg:
-            box = {}
-
-            async def call():
-                box["r"] = data(await c.call_tool("wait_agent", {
-                    "id": "wait-1", "agentId": "researcher-1", "kind": "agent-closed",
-                    "description": "research agent closes"}))
-            tg.start_soon(call)
+            bg = Background(tg)
+            bg.start("wait_agent", c.call_tool, "wait_agent", {
+                "id": "wait-1", "agentId": "researcher-1", "kind": "agent-closed",
+                "description": "research agent closes"})
             await until(lambda: has_waits(bus, 1), what="the wait_agent wait")
             closed = data(await other.call_tool("close_agent", {"agentId": "researcher-1"}))
     assert closed == {"agentId": "researcher-1", "status": "closed"}
-    assert box["r"]["resolution"]["status"] == "agent_closed"
+    assert data(bg.results["wait_agent"])["resolution"]["status"] == "agent_closed"
 
 
 # --------------------------------------------------------------------------- send, notify, agents
@@ -301,13 +295,11 @@ async def test_each_blocking_tool_returns_interrupted_when_interrupted_from_outs
     await register_crew(bus, "test-runner")
     async with mcp_client(bus) as c:
         async with anyio.create_task_group() as tg:
-            box = {}
-
-            async def call():
-                box["r"] = data(await c.call_tool(tool, args))
-            tg.start_soon(call)
+            bg = Background(tg)
+            bg.start(tool, c.call_tool, tool, args)
             await until(lambda: has_waits(bus, 1), what=f"the {tool} wait on the bus")
             (w,) = await bus.list_waits()
             assert (w.tool, w.waiter) == (tool, "orchestrator")
             await bus.interrupt(w.id)
-    assert check(box["r"]) and "interrupted" in box["r"]["hint"]
+    r = data(bg.results[tool])
+    assert check(r) and "interrupted" in r["hint"]

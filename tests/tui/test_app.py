@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from textual import events
 
-from conftest import env_for, until, wavewait_cmd
+from conftest import Background, env_for, until, wavewait_cmd
 from tuitools import (
     IDS, NOW, SIZE, deterministic_textual, make_app, put_flight, running, screen_text, scrollback,  # noqa: F401
     started, type_command,
@@ -461,20 +461,17 @@ async def test_interrupting_a_mirrored_mcp_wait_makes_the_agents_call_return_int
     await put_flight(bus, "test-runner", 2)
     await register(bus, "planner")
     await messages.send(bus, IDS["file-reader"], "planner", "found 3 issues")
-    box: dict = {}
     async with mcp_client(bus, env={"WAVEWAIT_AGENT_ID": "planner"}) as client:
         async with running(bus) as (app, pilot), anyio.create_task_group() as tg:
-            async def call() -> None:
-                box["r"] = data(await client.call_tool("wait", {"timeout": 60, "from_agents": ["a1b2", "e5f6"]}))
-            tg.start_soon(call)
+            bg = Background(tg)
+            bg.start("planner", client.call_tool, "wait", {"timeout": 60, "from_agents": ["a1b2", "e5f6"]})
             await until(lambda: any(w.waiter == "planner" for w in app.waits), timeout=20,
                         what="the agent's wait in the mirror")
             await until(lambda: "planner" in screen_text(app) and "file-reader, test-runner" in screen_text(app))
             mirror = app._main.query_one("#mirror")
             mirror.focus()
             await pilot.press("enter")  # Enter on a mirrored wait interrupts it
-            await until(lambda: "r" in box, timeout=20, what="the agent's call to return")
-    r = box["r"]
+            r = data(await bg.result("planner", 20))
     assert r["status"] == "interrupted"
     assert [(x["name"], x["status"]) for x in r["results"]] == [("file-reader", "received"),
                                                               ("test-runner", "running")]
