@@ -89,8 +89,7 @@ class FileBus:
                            "pass --bus PATH (or set WAVEWAIT_BUS) to a writable folder") from e
         self._agent_cache: dict[str, tuple[tuple[int, int, int], Agent]] = {}
         self._keepalive: watch.Subscription | None = None
-        self._boxes: dict[str, Path] = {}
-        self._new_dirs: dict[str, str] = {}
+        self._boxes: dict[str, tuple[Path, str]] = {}  # inbox id -> (its folder, its new/ as str)
         self._agent_paths: dict[str, Path] = {}
         self._locks = str(self.root / "locks")
         self._takes_seen: dict[str, int] = {}
@@ -127,15 +126,15 @@ class FileBus:
         log.warning("wavewait: moved %s to %s: %s", path, dest, why)
 
     def _inbox(self, agent_id: str) -> Path:
-        box = self._boxes.get(agent_id)  # hot: every send and every wake comes through here
-        if box is not None and os.path.isdir(self._new_dirs[agent_id]):
-            return box
+        known = self._boxes.get(agent_id)  # hot: every send and every wake comes through here
+        if known is not None and os.path.isdir(known[1]):
+            return known[0]
         check_id(agent_id, "inbox")
         box = self.root / "inbox" / agent_id
         if not (box / "new").is_dir():
             for sub in ("", "tmp", "new", "claims", "cur"):
                 (box / sub).mkdir(mode=0o700, exist_ok=True)
-        self._boxes[agent_id], self._new_dirs[agent_id] = box, str(box / "new")
+        self._boxes[agent_id] = (box, str(box / "new"))
         return box
 
     # ------------------------------------------------------------------ agents
