@@ -199,12 +199,13 @@ async def sweep(bus: Bus, agents: Iterable[Agent]) -> list[Agent]:
         if a.finished:
             continue
         reason = None
-        if a.pid and a.host == hostname() and not alive(a.pid, a.pid_start):
+        here = bool(a.pid) and a.host == hostname()  # on its own host the pid decides
+        if here and not alive(a.pid, a.pid_start):
             if a.exit_code is None and a.supervisor_pid and alive(a.supervisor_pid):
                 continue  # its supervisor is recording how it ended (exit code, signal)
             reason = "process vanished" if a.exit_code is None else f"exited with code {a.exit_code}"
-        elif a.lease_expires_at is not None and a.lease_expires_at < t and not (a.pid and a.host == hostname()):
-            # on its own host the pid decides; elsewhere the lease is all we can see
+        elif not here and a.lease_expires_at is not None and a.lease_expires_at < t:
+            # elsewhere the lease is all we can see
             reason = "lease ran out (no heartbeat)" if a.supervisor_pid is None else \
                 f"lease ran out (host {a.host} stopped renewing it)"
         if reason and (d := await mark_dead(bus, a.id, reason)) is not None:
