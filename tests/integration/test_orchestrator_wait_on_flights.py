@@ -6,7 +6,6 @@ completion at different times; one dies without reporting; one is slower than th
 
 from __future__ import annotations
 
-import os
 import shlex
 import sys
 from collections.abc import AsyncIterator
@@ -17,24 +16,23 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from conftest import PYTHON, env_for
+from conftest import PYTHON
+from mcptools import data, server_env
 
 pytestmark = pytest.mark.anyio
 
 
 @asynccontextmanager
 async def orchestrator(bus, project: Path) -> AsyncIterator[Client]:
-    env = env_for(bus, WAVEWAIT_PROJECT_DIR=str(project),
-                  **{k: os.environ[k] for k in ("WAVEWAIT_LOG_DIR",) if k in os.environ})
-    params = StdioServerParameters(command=PYTHON, args=["-m", "wavewait", "mcp"], env=env)
+    """`wavewait mcp` set up as --print-config does: the bus named only in the environment."""
+    params = StdioServerParameters(command=PYTHON, args=["-m", "wavewait", "mcp"],
+                                   env=server_env(bus, WAVEWAIT_PROJECT_DIR=str(project)))
     async with Client(params) as client:
         yield client
 
 
 async def call(client: Client, tool: str, args: dict) -> dict:
-    r = await client.call_tool(tool, args)
-    assert not r.is_error, r.content[0].text
-    return r.structured_content
+    return data(await client.call_tool(tool, args))
 
 
 def flight(delay: float, name: str, *, report: bool = True, exit_code: int = 0) -> list[str]:

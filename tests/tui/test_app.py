@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
-from pathlib import Path
 
+import anyio
 import pytest
 from textual import events
 
 from conftest import Background, env_for, until, wavewait_cmd
+from mcptools import data, mcp_client
 from tuitools import (
     IDS, NOW, SIZE, deterministic_textual, make_app, put_flight, running, screen_text, scrollback,  # noqa: F401
     started, type_command,
@@ -452,11 +452,6 @@ async def test_mirror_shows_a_cli_wait_and_interrupting_it_returns_interrupted(b
 
 async def test_interrupting_a_mirrored_mcp_wait_makes_the_agents_call_return_interrupted(bus):
     """A planner agent calls `wait` through a real `wavewait mcp` over stdio; the person interrupts it."""
-    import anyio
-
-    sys.path.insert(0, str(Path(__file__).parents[1] / "mcp"))
-    from mcptools import data, mcp_client
-
     await put_flight(bus, "file-reader", 1)
     await put_flight(bus, "test-runner", 2)
     await register(bus, "planner")

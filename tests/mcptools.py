@@ -1,4 +1,4 @@
-"""Helpers for the MCP tests: `wavewait mcp` as a subprocess, driven by the real `mcp` client."""
+"""Helpers for tests that drive `wavewait mcp` as a subprocess through the real `mcp` client."""
 
 from __future__ import annotations
 
