@@ -44,8 +44,11 @@ def _reachable() -> str | None:
                 "SELECT 1 FROM pg_class c WHERE c.relnamespace = n.oid AND c.relname = 'schema_version')"
             ).fetchall()
             for (name,) in stale:
-                row = conn.execute(sql.SQL("SELECT max(applied_at) < now() - %s::interval FROM {}.schema_version")
-                                   .format(sql.Identifier(name)), [STALE_AFTER]).fetchone()
+                try:
+                    row = conn.execute(sql.SQL("SELECT max(applied_at) < now() - %s::interval FROM {}.schema_version")
+                                       .format(sql.Identifier(name)), [STALE_AFTER]).fetchone()
+                except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName):
+                    continue  # a concurrent test run dropped it between the list and this read
                 if row and row[0]:
                     conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
     except psycopg.Error as e:
