@@ -17,16 +17,22 @@ import sys
 
 from wavewait.core.bus import open_bus
 from wavewait.core.ids import new_id
-from wavewait.core.model import ItemRef, WaitRecord
+from wavewait.core.model import WaitRecord
 from wavewait.core.proc import hostname, me
 
 
-async def consume(bus, inbox: str, batch: int, mode: str) -> list[str]:
-    taken: list[str] = []
+async def register_wait(bus, inbox: str) -> str:
+    """A wait of this process on `inbox`, so the claims it makes are owned by a live waiter."""
     wait_id = new_id()
     pid, start = me()
     await bus.register_wait(WaitRecord(id=wait_id, waiter=inbox, kind="next", tool="test",
                                        host=hostname(), pid=pid, pid_start=start))
+    return wait_id
+
+
+async def consume(bus, inbox: str, batch: int, mode: str) -> list[str]:
+    taken: list[str] = []
+    wait_id = await register_wait(bus, inbox)
     rng = random.Random(os.getpid())
     while True:
         got = 0
@@ -61,10 +67,7 @@ async def main(cmd: str, args: list[str]) -> int:
             print(json.dumps(await consume(bus, args[0], int(args[1]), args[2])))
         elif cmd == "hold":
             inbox, seqs = args[0], [int(s) for s in args[1].split(",")]
-            wait_id = new_id()
-            pid, start = me()
-            await bus.register_wait(WaitRecord(id=wait_id, waiter=inbox, kind="next", tool="test",
-                                               host=hostname(), pid=pid, pid_start=start))
+            wait_id = await register_wait(bus, inbox)
             refs = {r.seq: r for r in await bus.pending(inbox)}
             for s in seqs:
                 assert await bus.claim(inbox, refs[s], wait_id) is not None
