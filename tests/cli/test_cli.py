@@ -9,7 +9,7 @@ import subprocess
 import anyio
 import pytest
 
-from conftest import env_for, has_progress, has_waits, register_crew, until, wavewait_cmd
+from conftest import clean_env, env_for, has_progress, has_waits, register_crew, until, wavewait_cmd
 
 pytestmark = pytest.mark.anyio
 
@@ -67,11 +67,11 @@ async def test_bad_input_exits_2_with_a_message_naming_what_was_wrong(crew, args
         assert sorted((a.id, a.status) for a in await crew.list_agents()) == before
 
 
-async def test_an_unusable_bus_path_exits_2_naming_the_bus(tmp_path, bus):
+def test_an_unusable_bus_path_exits_2_naming_the_bus(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    done = subprocess.run(wavewait_cmd("--bus", str(blocker / "bus"), "agents"), capture_output=True,
-                          text=True, timeout=60)
+    done = subprocess.run(wavewait_cmd("--bus", str(blocker / "bus"), "agents"), env=clean_env(),
+                          capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "cannot create the bus" in done.stderr
 
 
