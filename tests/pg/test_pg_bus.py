@@ -280,8 +280,11 @@ async def test_a_lease_renewal_wakes_no_waiter():
 
 async def test_the_schema_is_dropped_after_a_test_and_others_are_untouched():
     schema = new_schema()
-    async with pg_bus(schema) as bus:
-        await bus.deliver(item("orchestrator", "x"))
-    with psycopg.connect(PG_URL, autocommit=True) as conn:
-        assert conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", [schema]).fetchone() is None
+    async with pg_bus() as other:
+        await other.deliver(item("orchestrator", "kept"))
+        async with pg_bus(schema) as bus:
+            await bus.deliver(item("orchestrator", "x"))
+        with psycopg.connect(PG_URL, autocommit=True) as conn:
+            assert conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", [schema]).fetchone() is None
+        assert [i.body for i in await other.peek("orchestrator")] == ["kept"]
     drop_schema(schema)  # dropping twice is harmless
