@@ -39,10 +39,11 @@ async def test_a_reader_never_sees_half_an_item_because_delivery_renames_from_tm
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(watch_new)
-        while not ready.is_set():  # until the watcher is live (it reports the sentinel)
-            (box / "tmp" / "sentinel").write_text("x")
-            with anyio.move_on_after(0.05):
-                await ready.wait()
+        with anyio.fail_after(10):
+            while not ready.is_set():  # until the watcher is live (it reports the sentinel)
+                (box / "tmp" / "sentinel").write_text("x")
+                with anyio.move_on_after(0.05):
+                    await ready.wait()
         os.unlink(box / "tmp" / "sentinel")
         big = "x" * 200_000
         for _ in range(30):
