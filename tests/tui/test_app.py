@@ -407,21 +407,21 @@ async def test_a_click_highlights_a_flight_and_a_second_click_opens_it(file_bus)
 
 async def test_event_log_streams_bus_events_with_a_per_flight_filter(file_bus):
     async with running(file_bus, "file-reader", "test-runner") as (app, pilot):
-        events = app._main.query_one(EventLog)
+        event_log = app._main.query_one(EventLog)
         await messages.send(file_bus, IDS["file-reader"], "orchestrator", "first finding")
         await messages.send(file_bus, IDS["test-runner"], "orchestrator", "tests green")
-        await until(lambda: len(events.shown()) >= 2, what="two events")
+        await until(lambda: len(event_log.shown()) >= 2, what="two events")
         await type_command(pilot, "/log e5f6")
-        await until(lambda: events.only == IDS["test-runner"])
-        assert events.display  # /log shows the pane
-        shown = "\n".join(events.shown())
+        await until(lambda: event_log.only == IDS["test-runner"])
+        assert event_log.display  # /log shows the pane
+        shown = "\n".join(event_log.shown())
         assert "tests green" in shown and "first finding" not in shown
-        await until(lambda: any("tests green" in s.text for s in events.lines), what="the pane to show it")
+        await until(lambda: any("tests green" in s.text for s in event_log.lines), what="the pane to show it")
         await type_command(pilot, "/log")
-        await until(lambda: events.only is None)
-        shown = "\n".join(events.shown())
+        await until(lambda: event_log.only is None)
+        shown = "\n".join(event_log.shown())
         assert "tests green" in shown and "first finding" in shown
-        await until(lambda: any("first finding" in s.text for s in events.lines), what="the pane to show all")
+        await until(lambda: any("first finding" in s.text for s in event_log.lines), what="the pane to show all")
 
 
 async def test_mirror_shows_a_cli_wait_and_interrupting_it_returns_interrupted(bus):
