@@ -303,7 +303,7 @@ async def test_help_opens_the_help_screen_with_every_command(file_bus):
     async with running(file_bus) as (app, pilot):
         await type_command(pilot, "/help")
         await until(lambda: isinstance(app.screen, HelpScreen), what="the help screen")
-        await pilot.pause()
+        await until(lambda: "/send ID MESSAGE" in screen_text(app), what="the help text drawn")
         text = screen_text(app)
         assert "/wait TIMEOUT [ID ...]" in text and "/send ID MESSAGE" in text
         await pilot.press("escape")
