@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import anyio
 import httpx2
@@ -21,21 +23,32 @@ INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
 HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 
 
-@pytest.fixture
-async def http_server(bus):
-    """`wavewait mcp --transport http --port 0 --token s3cret`; yields its URL."""
-    proc = subprocess.Popen(wavewait_cmd("mcp", "--transport", "http", "--port", "0", "--token", "s3cret"),
+@contextmanager
+def http_process(bus, *flags: str) -> Iterator[subprocess.Popen[str]]:
+    """`wavewait mcp --transport http --port 0 FLAGS...`, ended afterwards; its stderr is a pipe."""
+    proc = subprocess.Popen(wavewait_cmd("mcp", "--transport", "http", "--port", "0", *flags),
                             env=server_env(bus), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
     try:
-        assert proc.stderr is not None
-        line = await anyio.to_thread.run_sync(proc.stderr.readline)
-        m = re.search(r"(http://127\.0\.0\.1:\d+/mcp)", line)
-        assert m, line
-        yield m.group(1)
+        yield proc
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+async def stderr_line(proc: subprocess.Popen[str]) -> str:
+    assert proc.stderr is not None
+    return await anyio.to_thread.run_sync(proc.stderr.readline)
+
+
+@pytest.fixture
+async def http_server(bus):
+    """`wavewait mcp --transport http --port 0 --token s3cret`; yields its URL."""
+    with http_process(bus, "--token", "s3cret") as proc:
+        line = await stderr_line(proc)
+        m = re.search(r"(http://127\.0\.0\.1:\d+/mcp)", line)
+        assert m, line
+        yield m.group(1)
 
 
 async def test_http_refuses_a_missing_or_wrong_token_and_foreign_host_or_origin(http_server):
@@ -66,13 +79,7 @@ async def test_http_serves_the_tools_with_the_token(http_server):
 
 
 async def test_http_without_a_token_generates_one_and_prints_it(bus):
-    proc = subprocess.Popen(wavewait_cmd("mcp", "--transport", "http", "--port", "0"), env=server_env(bus),
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        assert proc.stderr is not None
-        first = await anyio.to_thread.run_sync(proc.stderr.readline)
+    with http_process(bus) as proc:
+        first = await stderr_line(proc)
         assert "bearer token" in first and len(first.rsplit(" ", 1)[-1].strip()) >= 32
-        assert "127.0.0.1" in await anyio.to_thread.run_sync(proc.stderr.readline)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        assert "127.0.0.1" in await stderr_line(proc)
