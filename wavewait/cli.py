@@ -31,7 +31,8 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
-        self.exit(BAD_INPUT, f"wavewait {self.prog.split(' ', 1)[-1]}: error: {message}\n")
+        command = self.prog.partition(" ")[2]  # "" for the top-level parser
+        self.exit(BAD_INPUT, f"wavewait{' ' + command if command else ''}: error: {message}\n")
 
 
 def _print(data: Any) -> None:
@@ -267,10 +268,14 @@ def _split_spawn(argv: list[str]) -> list[str] | None:
 def main(argv: list[str] | None = None) -> None:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
+    whole = list(argv)
     spawn_cmd = _split_spawn(argv)
     args, extra = parser.parse_known_args(argv)  # `mcp` takes its own options (see mcp_server)
-    if spawn_cmd is not None and args.command == "spawn":
-        args.cmd = [*args.cmd, *spawn_cmd]
+    if spawn_cmd is not None:
+        if args.command == "spawn":
+            args.cmd = [*args.cmd, *spawn_cmd]
+        else:  # "spawn" was a word of another command (a message, say): nothing to cut
+            args, extra = parser.parse_known_args(whole)
     if extra and args.command != "mcp":
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command in (None, "demo"):

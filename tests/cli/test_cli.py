@@ -51,6 +51,8 @@ BAD_INPUT = [
     (["interrupt", "0123456789"], "wait: no wait matches '0123456789'"),
     (["waits", "extra"], "unrecognized arguments: extra"),
     (["no-such-command"], "invalid choice: 'no-such-command'"),
+    # "spawn" as a word of another command: no cut at `--`, and the top-level error says "wavewait:"
+    (["send", "f00dcafe01", "spawn", "--", "--flag"], "wavewait: error: unrecognized arguments: --flag"),
     (["--agent", "bad/agent", "wait", "0"], "agent: 'bad/agent' is not a valid id"),
 ]
 
