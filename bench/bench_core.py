@@ -34,7 +34,7 @@ POLL_EVERY = 5.0  # the seed design: glob, sleep 5 s, repeat
 
 def pct(values: list[float], q: float) -> float:
     values = sorted(values)
-    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
+    return values[min(len(values) - 1, round(q * (len(values) - 1)))]
 
 
 async def poll_until(pattern: str, count: int = 1) -> float:
@@ -106,9 +106,11 @@ async def wake_polling(folder: Path, samples: int) -> list[float]:
     """`samples` pollers at random phases; every file appears at once; each notes its wake."""
     pollers = []
     for i in range(samples):
+
         async def one(i: int = i) -> float:
             await asyncio.sleep(random.uniform(0, POLL_EVERY))
             return await poll_until(str(folder / f"p{i}.done"))
+
         pollers.append(asyncio.create_task(one()))
     await asyncio.sleep(POLL_EVERY + 0.1)
     t0 = time.time()
@@ -161,8 +163,9 @@ print(time.time(), flush=True)
 
 
 def start(code: str, *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-c", code, *args], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", code, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
 
 
 async def fan_in_wavewait(bus: FileBus, n: int) -> float:
@@ -172,7 +175,8 @@ async def fan_in_wavewait(bus: FileBus, n: int) -> float:
     proc = start(COMPLETER, str(bus.root), str(n))
     task = asyncio.create_task(wait.wait_fan_in(bus, "orchestrator", 600, ids))
     await registered(bus)
-    proc.stdin.write("go\n"); proc.stdin.flush()
+    proc.stdin.write("go\n")
+    proc.stdin.flush()
     r = await task
     returned = time.time()
     last = float(await asyncio.to_thread(proc.stdout.readline))
@@ -185,7 +189,8 @@ async def fan_in_polling(folder: Path, n: int) -> float:
     folder.mkdir(parents=True, exist_ok=True)
     proc = start(FILE_COMPLETER, str(folder), str(n))
     task = asyncio.create_task(poll_until(str(folder / "*.done"), n))
-    proc.stdin.write("go\n"); proc.stdin.flush()
+    proc.stdin.write("go\n")
+    proc.stdin.flush()
     seen = await task
     last = float(await asyncio.to_thread(proc.stdout.readline))
     proc.wait()
@@ -229,7 +234,8 @@ async def throughput(code: str, root: str, procs: int, total: int) -> float:
     for p in ps:
         assert (await asyncio.to_thread(p.stdout.readline)).strip() == "ready"
     for p in ps:
-        p.stdin.write("go\n"); p.stdin.flush()
+        p.stdin.write("go\n")
+        p.stdin.flush()
     spans = [tuple(map(float, (await asyncio.to_thread(p.stdout.readline)).split())) for p in ps]
     for p in ps:
         p.wait()
@@ -257,12 +263,18 @@ async def main(quick: bool) -> None:
     jt = await timer_jitter(wake_n)
     pl = await wake_polling(folder, poll_n)
     ms = lambda v: f"{v * 1000:.1f} ms"  # noqa: E731
-    rows.append(("wake p50, file signal", ms(pct(pl, .5)), ms(pct(wf, .5)), "<= 10 ms"))
-    rows.append(("wake p99, file signal", ms(pct(pl, .99)), ms(pct(wf, .99)), "<= 25 ms"))
-    rows.append(("wake p50, message (fan-in)", ms(pct(pl, .5)), ms(pct(wm, .5)), "<= 10 ms"))
-    rows.append(("wake p99, message (fan-in)", ms(pct(pl, .99)), ms(pct(wm, .99)), "<= 25 ms"))
-    rows.append(("floor: 20 ms timer lateness p50 / p99", "-",
-                 f"{pct(jt, .5) * 1000:.1f} / {pct(jt, .99) * 1000:.1f} ms", "(no bus)"))
+    rows.append(("wake p50, file signal", ms(pct(pl, 0.5)), ms(pct(wf, 0.5)), "<= 10 ms"))
+    rows.append(("wake p99, file signal", ms(pct(pl, 0.99)), ms(pct(wf, 0.99)), "<= 25 ms"))
+    rows.append(("wake p50, message (fan-in)", ms(pct(pl, 0.5)), ms(pct(wm, 0.5)), "<= 10 ms"))
+    rows.append(("wake p99, message (fan-in)", ms(pct(pl, 0.99)), ms(pct(wm, 0.99)), "<= 25 ms"))
+    rows.append(
+        (
+            "floor: 20 ms timer lateness p50 / p99",
+            "-",
+            f"{pct(jt, 0.5) * 1000:.1f} / {pct(jt, 0.99) * 1000:.1f} ms",
+            "(no bus)",
+        )
+    )
 
     print("idle CPU ...", file=sys.stderr)
     cpu_poll = await idle_cpu(bus, folder, idle_s, polling=True)
@@ -286,18 +298,21 @@ async def main(quick: bool) -> None:
         rate_w = await throughput(SENDER, str(mb.root), n, msgs)
         rate_p = await throughput(FILE_SENDER, str(mf), n, msgs)
         await mb.close()
-        rows.append((f"messages/s, {n} sending process{'es' if n > 1 else ''}", f"{rate_p:,.0f}",
-                     f"{rate_w:,.0f}", ">= 2,000"))
+        rows.append(
+            (f"messages/s, {n} sending process{'es' if n > 1 else ''}", f"{rate_p:,.0f}", f"{rate_w:,.0f}", ">= 2,000")
+        )
     await bus.close()
 
-    widths = [max(len(r[i]) for r in rows + [HEAD]) for i in range(4)]
-    line = lambda r: "| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |"  # noqa: E731
+    widths = [max(len(r[i]) for r in [*rows, HEAD]) for i in range(4)]
+    line = lambda r: "| " + " | ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + " |"  # noqa: E731
     print(line(HEAD))
     print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
     for r in rows:
         print(line(r))
-    print(f"\nwake samples: wavewait {wake_n} per row, 5 s polling {poll_n}; messages per run {msgs}; "
-          f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")
+    print(
+        f"\nwake samples: wavewait {wake_n} per row, 5 s polling {poll_n}; messages per run {msgs}; "
+        f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}"
+    )
 
 
 HEAD = ("measure", "seed: glob every 5 s", "wavewait", "target")

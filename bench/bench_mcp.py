@@ -28,7 +28,7 @@ from wavewait.core.bus import open_bus
 
 def pct(xs: list[float], q: float) -> float:
     xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(q / 100 * (len(xs) - 1))))]
+    return xs[min(len(xs) - 1, round(q / 100 * (len(xs) - 1)))]
 
 
 async def main(bus_url: str, n: int) -> None:
@@ -58,7 +58,7 @@ async def main(bus_url: str, n: int) -> None:
             box: dict[str, float] = {}
             await bus.transition("flight", "running", ("idle",))  # back at work for the next round
 
-            async def call() -> None:
+            async def call(box: dict[str, float] = box) -> None:
                 r = await c.call_tool("wait", {"timeout": 30, "from_agents": ["flight"]})
                 box["t1"] = time.perf_counter()
                 assert r.structured_content["results"][0]["status"] == "received", r
@@ -80,8 +80,10 @@ async def main(bus_url: str, n: int) -> None:
     for name, xs, target, which in rows:
         p50, p99 = statistics.median(xs), pct(xs, 99)
         got = p50 if which == "p50" else p99
-        print(f"{name:40} {len(xs):5d} {p50:8.2f} {p99:8.2f} {which + ' ≤ ' + format(target, 'g') + ' ms':>14} "
-              f"{'yes' if got <= target else 'NO':>4}")
+        print(
+            f"{name:40} {len(xs):5d} {p50:8.2f} {p99:8.2f} {which + ' ≤ ' + format(target, 'g') + ' ms':>14} "
+            f"{'yes' if got <= target else 'NO':>4}"
+        )
 
 
 if __name__ == "__main__":

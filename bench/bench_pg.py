@@ -50,7 +50,7 @@ INBOX = "orchestrator"
 
 def pct(values: list[float], q: float) -> float:
     values = sorted(values)
-    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))] if values else float("nan")
+    return values[min(len(values) - 1, round(q * (len(values) - 1)))] if values else float("nan")
 
 
 def cpu_times() -> tuple[int, int]:
@@ -99,8 +99,9 @@ async def child_claim(url: str, mode: str) -> None:
     bus = await open_bus(url)
     wait_id = new_id()
     pid, start = me()
-    await bus.register_wait(WaitRecord(id=wait_id, waiter=INBOX, kind="next", tool="bench",
-                                       host=hostname(), pid=pid, pid_start=start))
+    await bus.register_wait(
+        WaitRecord(id=wait_id, waiter=INBOX, kind="next", tool="bench", host=hostname(), pid=pid, pid_start=start)
+    )
     rng = random.Random(os.getpid())
     n, first = 0, None
     await ready_set_go()
@@ -136,8 +137,9 @@ async def child_claim(url: str, mode: str) -> None:
 
 
 def spawn(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, __file__, "--child", *args], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, __file__, "--child", *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
 
 
 def in_step(procs: list[subprocess.Popen]) -> None:
@@ -156,8 +158,9 @@ async def consume(bus: Bus, total: int) -> tuple[list[float], float, float]:
     sub = await bus.subscribe(inboxes=[INBOX])
     wait_id = new_id()
     pid, start = me()
-    await bus.register_wait(WaitRecord(id=wait_id, waiter=INBOX, kind="next", tool="bench",
-                                       host=hostname(), pid=pid, pid_start=start))
+    await bus.register_wait(
+        WaitRecord(id=wait_id, waiter=INBOX, kind="next", tool="bench", host=hostname(), pid=pid, pid_start=start)
+    )
     lat: list[float] = []
     first = None
     try:
@@ -193,6 +196,7 @@ async def claims_run(bus: Bus, n: int, mode: str, consumers: int = 8) -> float:
     async def fill(part: range) -> None:
         for i in part:
             await bus.deliver(Item(id=new_id(), type="message", to=INBOX, sender="filler", body=str(i)))
+
     await asyncio.gather(*(fill(range(k, n, 4)) for k in range(4)))
     procs = [spawn("claim", bus.url, mode) for _ in range(consumers)]
     await asyncio.to_thread(in_step, procs)
@@ -209,7 +213,7 @@ async def bench_bus(url: str, quick: bool) -> dict[str, str]:
         bus = await open_bus(url)
         try:
             lat, _ = await senders_run(bus, senders, per, pace=senders / 200)
-            rows[f"wake p50 / p99, {senders} sender(s)"] = f"{pct(lat, .5) * 1e3:.2f} / {pct(lat, .99) * 1e3:.2f} ms"
+            rows[f"wake p50 / p99, {senders} sender(s)"] = f"{pct(lat, 0.5) * 1e3:.2f} / {pct(lat, 0.99) * 1e3:.2f} ms"
             flood = (1000 if quick else 4000) // senders
             _, rate = await senders_run(bus, senders, flood, pace=0)
             rows[f"messages/s, {senders} sender(s)"] = f"{rate:,.0f}"
@@ -243,13 +247,17 @@ async def main(quick: bool) -> None:
     load = os.getloadavg()
     steal1, total1 = cpu_times()
     steal = 100 * (steal1 - steal0) / max(1, total1 - total0)
-    print(f"\nbench_pg.py{' --quick' if quick else ''} on {os.cpu_count()} cores, "
-          f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, CPU stolen by the hypervisor "
-          f"during the run {steal:.0f}%")
+    print(
+        f"\nbench_pg.py{' --quick' if quick else ''} on {os.cpu_count()} cores, "
+        f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, CPU stolen by the hypervisor "
+        f"during the run {steal:.0f}%"
+    )
     keys = list(results["directory"]) + [k for k in results["postgresql"] if k not in results["directory"]]
     width = max(len(k) for k in keys)
-    cols = [max(len(v) for v in (name, *results[b].values())) for b, name in
-            (("directory", "directory bus"), ("postgresql", "PostgreSQL bus"))]
+    cols = [
+        max(len(v) for v in (name, *results[b].values()))
+        for b, name in (("directory", "directory bus"), ("postgresql", "PostgreSQL bus"))
+    ]
     print(f"| {'measure'.ljust(width)} | {'directory bus'.rjust(cols[0])} | {'PostgreSQL bus'.rjust(cols[1])} |")
     print(f"|{'-' * (width + 2)}|{'-' * (cols[0] + 2)}|{'-' * (cols[1] + 2)}|")
     for k in keys:

@@ -38,14 +38,13 @@ def pct(xs: list[float], p: float) -> float:
     if not xs:
         return float("nan")
     xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
+    return xs[min(len(xs) - 1, round(p / 100 * (len(xs) - 1)))]
 
 
 async def seed(bus: FileBus, n: int) -> list[str]:
     ids = []
     for i in range(n):
-        a = Agent(id=f"{i:08x}" + "0" * 24, name=f"flight-{i:04d}", wave=f"wave-{i // 100}",
-                  parent_id="orchestrator")
+        a = Agent(id=f"{i:08x}" + "0" * 24, name=f"flight-{i:04d}", wave=f"wave-{i // 100}", parent_id="orchestrator")
         await bus.put_agent(a)
         ids.append(a.id)
     return ids
@@ -53,6 +52,7 @@ async def seed(bus: FileBus, n: int) -> list[str]:
 
 def writer(root: str, ids: list[str], rate: float, seconds: float) -> None:
     """Change `rate` flights a second, in a process of its own (as the flights would be)."""
+
     async def run() -> None:
         bus = FileBus(root)
         rng = random.Random(1)
@@ -74,6 +74,7 @@ def writer(root: str, ids: list[str], rate: float, seconds: float) -> None:
                 await asyncio.sleep(delay)
         print(count / (time.monotonic() - start), flush=True)
         await bus.close()
+
     asyncio.run(run())
 
 
@@ -125,10 +126,20 @@ async def bench(n: int, rate: float, seconds: float, keys: int, size: tuple[int,
             while len(app.flights()) < n and time.monotonic() < deadline:
                 await pilot.pause(0.05)
             await pilot.pause(0.5)
-            ticks.clear(); frames.clear(); renders.clear(); cpu_frames.clear()
+            ticks.clear()
+            frames.clear()
+            renders.clear()
+            cpu_frames.clear()
             writer_proc = await asyncio.create_subprocess_exec(
-                sys.executable, __file__, "--writer", root, str(rate), str(seconds), str(n),
-                stdout=asyncio.subprocess.PIPE)
+                sys.executable,
+                __file__,
+                "--writer",
+                root,
+                str(rate),
+                str(seconds),
+                str(n),
+                stdout=asyncio.subprocess.PIPE,
+            )
             started = time.monotonic()
             cmd = app.screen.query_one(CommandLine)
             gap = seconds / (keys + 1)
@@ -151,8 +162,15 @@ async def bench(n: int, rate: float, seconds: float, keys: int, size: tuple[int,
     finally:
         MainScreen._compositor_refresh = original  # type: ignore[method-assign]
         await bus.close()
-    return {"ticks": ticks, "frames": frames, "cpu_frames": cpu_frames, "renders": renders, "keys": latencies,
-            "changes_per_s": [measured_rate], "reads": [app.read_count]}
+    return {
+        "ticks": ticks,
+        "frames": frames,
+        "cpu_frames": cpu_frames,
+        "renders": renders,
+        "keys": latencies,
+        "changes_per_s": [measured_rate],
+        "reads": [app.read_count],
+    }
 
 
 def main() -> None:
@@ -170,8 +188,10 @@ def main() -> None:
     size = tuple(int(x) for x in a.size.split("x"))
     r = asyncio.run(bench(a.flights, a.rate, a.seconds, a.keys, size))
     ms = 1000
-    print(f"\nTUI under load: {a.flights} flights, {r['changes_per_s'][0]:.0f} state changes/s measured, "
-          f"{a.seconds:g} s, {a.size}, headless; {len(r['frames'])} frames, {r['reads'][0]} bus reads\n")
+    print(
+        f"\nTUI under load: {a.flights} flights, {r['changes_per_s'][0]:.0f} state changes/s measured, "
+        f"{a.seconds:g} s, {a.size}, headless; {len(r['frames'])} frames, {r['reads'][0]} bus reads\n"
+    )
     print(f"| {'measure':<38} | {'n':>5} | {'p50 ms':>8} | {'p99 ms':>8} | {'max ms':>8} | {'target':>12} |")
     print(f"|{'-' * 40}|{'-' * 7}|{'-' * 10}|{'-' * 10}|{'-' * 10}|{'-' * 14}|")
     rows = (
@@ -182,8 +202,10 @@ def main() -> None:
         ("keypress → screen", r["keys"], "≤ 100"),
     )
     for name, xs, target in rows:
-        print(f"| {name:<38} | {len(xs):>5} | {pct(xs, 50) * ms:>8.1f} | {pct(xs, 99) * ms:>8.1f} | "
-              f"{max(xs, default=float('nan')) * ms:>8.1f} | {target:>12} |")
+        print(
+            f"| {name:<38} | {len(xs):>5} | {pct(xs, 50) * ms:>8.1f} | {pct(xs, 99) * ms:>8.1f} | "
+            f"{max(xs, default=float('nan')) * ms:>8.1f} | {target:>12} |"
+        )
     ok = pct(r["frames"], 99) <= 0.050 and max(r["keys"], default=1) <= 0.100
     print(f"\n{'targets met' if ok else 'targets NOT met'} (figures depend on the machine's load)")
     sys.exit(0)

@@ -24,8 +24,12 @@ from mcp.client.stdio import StdioServerParameters
 def flight(name: str, delay: float) -> list[str]:
     ww = f"{shlex.quote(sys.executable)} -m wavewait"
     done = f"wavebus/wave-1/flights/{name}.done"
-    return ["sh", "-c", f"sleep {delay} && echo ok > {done}.tmp && mv {done}.tmp {done} && "
-                        f"{ww} notify --status success --message {shlex.quote(name + ': all good')}"]
+    return [
+        "sh",
+        "-c",
+        f"sleep {delay} && echo ok > {done}.tmp && mv {done}.tmp {done} && "
+        f"{ww} notify --status success --message {shlex.quote(name + ': all good')}",
+    ]
 
 
 async def main(bus: str, project: str) -> None:
@@ -48,10 +52,14 @@ async def main(bus: str, project: str) -> None:
 
         ids = []
         for name, delay in (("file-reader", 0.3), ("test-runner", 1.0), ("code-analyzer", 4.0)):
-            ids.append((await call("spawn_agent", {"name": name, "wave": "wave-1",
-                                                   "command": flight(name, delay)}))["agent_id"])
-        await call("wave_wait_for_signal", {"signal_path": "wavebus/wave-1/flights/*.done", "min_count": 1,
-                                            "timeout_sec": 60})
+            ids.append(
+                (await call("spawn_agent", {"name": name, "wave": "wave-1", "command": flight(name, delay)}))[
+                    "agent_id"
+                ]
+            )
+        await call(
+            "wave_wait_for_signal", {"signal_path": "wavebus/wave-1/flights/*.done", "min_count": 1, "timeout_sec": 60}
+        )
         first = await call("wait", {"timeout": 2, "from_agents": ids})
         pending = [r["agent_id"] for r in first["results"] if r["status"] == "running"]
         await call("wait", {"timeout": 60, "from_agents": pending})

@@ -46,13 +46,21 @@ async def ensure_agent(bus: Bus, agent_id: str, name: str | None = None, **field
 
 
 async def register(
-    bus: Bus, agent_id: str, name: str | None = None, *, lease: float | None = None,
-    parent_id: str | None = None, wave: str | None = None,
+    bus: Bus,
+    agent_id: str,
+    name: str | None = None,
+    *,
+    lease: float | None = None,
+    parent_id: str | None = None,
+    wave: str | None = None,
 ) -> Agent:
     """Register an agent that was not spawned here; with `lease`, it must `heartbeat`."""
     agent = Agent(
-        id=check_id(agent_id, "agent"), name=check_name(name or agent_id), wave=wave,
-        parent_id=parent_id, host=hostname(),
+        id=check_id(agent_id, "agent"),
+        name=check_name(name or agent_id),
+        wave=wave,
+        parent_id=parent_id,
+        host=hostname(),
         lease_expires_at=now() + lease if lease else None,
     )
     await bus.put_agent(agent)
@@ -60,8 +68,9 @@ async def register(
 
 
 async def heartbeat(bus: Bus, agent_id: str, lease: float) -> Agent | None:
-    return await bus.transition(agent_id, "running", ("running", "idle"), lease_expires_at=now() + lease) \
-        or await bus.get_agent(agent_id)
+    return await bus.transition(
+        agent_id, "running", ("running", "idle"), lease_expires_at=now() + lease
+    ) or await bus.get_agent(agent_id)
 
 
 async def resolve_agent(bus: Bus, token: str, field: str = "agent") -> Agent:
@@ -95,8 +104,14 @@ def _plausible(token: str) -> bool:
 
 
 async def spawn(
-    bus: Bus, name: str, command: Sequence[str], *, wave: str | None = None,
-    parent_id: str | None = None, env: dict[str, str] | None = None, cwd: str | None = None,
+    bus: Bus,
+    name: str,
+    command: Sequence[str],
+    *,
+    wave: str | None = None,
+    parent_id: str | None = None,
+    env: dict[str, str] | None = None,
+    cwd: str | None = None,
 ) -> Agent:
     """Run `command` as a supervised agent in its own process group; return its record."""
     check_name(name)
@@ -107,16 +122,25 @@ async def spawn(
     parent_id = caller_id(parent_id)
     agent_id = new_id()
     agent = Agent(
-        id=agent_id, name=name, wave=wave, parent_id=parent_id, host=hostname(),
-        command=list(command), log_path=bus.log_path(agent_id),
+        id=agent_id,
+        name=name,
+        wave=wave,
+        parent_id=parent_id,
+        host=hostname(),
+        command=list(command),
+        log_path=bus.log_path(agent_id),
     )
     await bus.put_agent(agent)
     child_env = dict(os.environ if env is None else env)
     child_env.update(WAVEWAIT_BUS=bus.url, WAVEWAIT_AGENT_ID=agent.id, WAVEWAIT_PARENT_ID=parent_id)
     supervisor = subprocess.Popen(
         [sys.executable, "-m", "wavewait.core.supervise", agent.id, "--", *command],
-        env=child_env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL, start_new_session=True,
+        env=child_env,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     assert supervisor.stdout is not None
     line = (await asyncio.to_thread(supervisor.stdout.readline)).decode().strip()
@@ -148,7 +172,10 @@ async def kill(bus: Bus, agent: Agent, by: str | None = None) -> Agent:
     if agent.host not in (None, hostname()) and agent.pid:
         raise BadInput(f"agent: {agent.name} runs on host {agent.host}; kill it from there")
     dead = await bus.transition(
-        agent.id, "dead", ("running", "idle", "closed"), reason=f"killed by {by or 'request'}",
+        agent.id,
+        "dead",
+        ("running", "idle", "closed"),
+        reason=f"killed by {by or 'request'}",
         ended_at=now(),
     )
     if dead is not None:
@@ -184,11 +211,16 @@ async def mark_dead(bus: Bus, agent_id: str, reason: str, **fields: object) -> A
 
 async def _announce_death(bus: Bus, agent: Agent) -> None:
     if agent.parent_id and agent.parent_id != agent.id:
-        await bus.deliver(Item(
-            id=new_id(), type="agent_dead", to=agent.parent_id, sender=agent.id,
-            body=agent.reason or "dead",
-            data={"agent_id": agent.id, "name": agent.name, "exit_code": agent.exit_code},
-        ))
+        await bus.deliver(
+            Item(
+                id=new_id(),
+                type="agent_dead",
+                to=agent.parent_id,
+                sender=agent.id,
+                body=agent.reason or "dead",
+                data={"agent_id": agent.id, "name": agent.name, "exit_code": agent.exit_code},
+            )
+        )
 
 
 async def sweep(bus: Bus, agents: Iterable[Agent]) -> list[Agent]:
@@ -206,8 +238,11 @@ async def sweep(bus: Bus, agents: Iterable[Agent]) -> list[Agent]:
             reason = "process vanished" if a.exit_code is None else f"exited with code {a.exit_code}"
         elif not here and a.lease_expires_at is not None and a.lease_expires_at < t:
             # elsewhere the lease is all we can see
-            reason = "lease ran out (no heartbeat)" if a.supervisor_pid is None else \
-                f"lease ran out (host {a.host} stopped renewing it)"
+            reason = (
+                "lease ran out (no heartbeat)"
+                if a.supervisor_pid is None
+                else f"lease ran out (host {a.host} stopped renewing it)"
+            )
         if reason and (d := await mark_dead(bus, a.id, reason)) is not None:
             dead.append(d)
     return dead
@@ -223,8 +258,15 @@ async def list_swept(bus: Bus, wave: str | None = None) -> list[Agent]:
 def agent_view(a: Agent) -> dict[str, Any]:
     """What `wavewait agents` and the `list_agents` tool show of an agent (one shape for both)."""
     return {
-        "id": a.id, "name": a.name, "wave": a.wave, "status": a.status,
+        "id": a.id,
+        "name": a.name,
+        "wave": a.wave,
+        "status": a.status,
         "age_sec": round(max(0.0, now() - a.created_at), 1),
-        "last_message": a.last_message, "last_message_at": iso(a.last_message_at),
-        "pid": a.pid, "exit_code": a.exit_code, "reason": a.reason, "parent_id": a.parent_id,
+        "last_message": a.last_message,
+        "last_message_at": iso(a.last_message_at),
+        "pid": a.pid,
+        "exit_code": a.exit_code,
+        "reason": a.reason,
+        "parent_id": a.parent_id,
     }

@@ -69,9 +69,7 @@ def resolve(token: str, known: Iterable[str], field: str = "agent", what: str = 
     if token in ids:
         return token
     if len(token) < MIN_PREFIX:
-        raise UnknownAgent(
-            f"{field}: no {what} {token!r}; a prefix needs at least {MIN_PREFIX} characters"
-        )
+        raise UnknownAgent(f"{field}: no {what} {token!r}; a prefix needs at least {MIN_PREFIX} characters")
     hits = sorted(i for i in ids if i.startswith(token))
     if not hits:
         raise UnknownAgent(f"{field}: no {what} matches {token!r}; list {what}s to see the ids")

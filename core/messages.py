@@ -33,8 +33,7 @@ async def _deliver(bus: Bus, item: Item) -> Item:
     return item
 
 
-async def send(bus: Bus, sender: str, to: str, message: str, type: str = "message",
-               data: dict | None = None) -> Item:
+async def send(bus: Bus, sender: str, to: str, message: str, type: str = "message", data: dict | None = None) -> Item:
     """Deliver a message to `to` (id or prefix). A dead or closed recipient is an error."""
     _check_body(message, "message")
     recipient = await resolve_agent(bus, to, "to")
@@ -44,15 +43,22 @@ async def send(bus: Bus, sender: str, to: str, message: str, type: str = "messag
             f"{' (' + recipient.reason + ')' if recipient.reason else ''}; it cannot receive messages"
         )
     await ensure_agent(bus, sender)
-    item = await _deliver(bus, Item(id=new_id(), type=type, to=recipient.id, sender=sender,
-                                    body=message, data=data or {}))
+    item = await _deliver(
+        bus, Item(id=new_id(), type=type, to=recipient.id, sender=sender, body=message, data=data or {})
+    )
     await bus.transition(recipient.id, "running", ("idle",))  # new input: back to work
     return item
 
 
 async def notify_completion(
-    bus: Bus, caller: str, *, status: str, message: str = "", changes: list[str] | None = None,
-    worker_id: str | None = None, session_id: str | None = None,
+    bus: Bus,
+    caller: str,
+    *,
+    status: str,
+    message: str = "",
+    changes: list[str] | None = None,
+    worker_id: str | None = None,
+    session_id: str | None = None,
 ) -> Item:
     """Report that a worker finished its job: a `worker_complete` item to its session; idle."""
     if status not in ("success", "error"):
@@ -65,14 +71,18 @@ async def notify_completion(
     worker = await ensure_agent(bus, check_id(worker_id or caller, "worker_id"))
     session = session_id or worker.parent_id or os.environ.get("WAVEWAIT_PARENT_ID")
     if not session:
-        raise BadInput(
-            "session_id: the worker has no parent to report to; pass session_id "
-            "(or set WAVEWAIT_PARENT_ID)"
-        )
+        raise BadInput("session_id: the worker has no parent to report to; pass session_id (or set WAVEWAIT_PARENT_ID)")
     session_agent = await ensure_agent(bus, check_id(session, "session_id"))
-    item = await _deliver(bus, Item(
-        id=new_id(), type="worker_complete", to=session_agent.id, sender=worker.id,
-        body=message or f"finished: {status}", data={"status": status, "changes": changes},
-    ))
+    item = await _deliver(
+        bus,
+        Item(
+            id=new_id(),
+            type="worker_complete",
+            to=session_agent.id,
+            sender=worker.id,
+            body=message or f"finished: {status}",
+            data={"status": status, "changes": changes},
+        ),
+    )
     await bus.transition(worker.id, "idle", ("running",))
     return item

@@ -6,7 +6,7 @@ both faces give the same answer. `outcome` maps to the CLI's exit codes.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -17,7 +17,7 @@ Outcome = Literal["satisfied", "timeout", "interrupted"]
 
 
 def iso(ts: float | None) -> str | None:
-    return None if ts is None else datetime.fromtimestamp(ts, timezone.utc).isoformat()
+    return None if ts is None else datetime.fromtimestamp(ts, UTC).isoformat()
 
 
 class Result(BaseModel):

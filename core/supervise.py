@@ -41,10 +41,11 @@ async def _supervise(bus: Bus, agent_id: str, command: list[str]) -> int:
     if agent is None:
         print(f"error: no agent {agent_id} on the bus {bus.url}", flush=True)
         return 2
-    log = open(agent.log_path or os.devnull, "ab", buffering=0)
+    log = open(agent.log_path or os.devnull, "ab", buffering=0)  # noqa: SIM115 -- held while the child runs
     try:
         child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
     except OSError as e:
+        log.close()
         print(f"error: {e.strerror or e}", flush=True)
         return 2
     # a TERM to the group is for the agent; we stay to record how it ended
@@ -52,7 +53,10 @@ async def _supervise(bus: Bus, agent_id: str, command: list[str]) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     leased = bus.multi_host  # other hosts cannot see our pids: keep a lease
     await bus.update_agent(
-        agent_id, pid=child.pid, pid_start=pid_start(child.pid, zombie_ok=True), supervisor_pid=os.getpid(),
+        agent_id,
+        pid=child.pid,
+        pid_start=pid_start(child.pid, zombie_ok=True),
+        supervisor_pid=os.getpid(),
         **({"lease_expires_at": now() + AGENT_LEASE} if leased else {}),
     )
     print(child.pid, flush=True)

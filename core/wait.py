@@ -18,6 +18,7 @@ import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC
 from typing import Literal
 
 import anyio
@@ -30,7 +31,14 @@ from .ids import check_id, check_type, new_id
 from .model import AGENT_ITEM_TYPES, Agent, Item, WaitKind, WaitRecord, now
 from .proc import hostname, me
 from .results import (
-    AgentWait, Event, FanIn, NextMessage, Resolution, Signal, TargetResult, iso,
+    AgentWait,
+    Event,
+    FanIn,
+    NextMessage,
+    Resolution,
+    Signal,
+    TargetResult,
+    iso,
 )
 
 PROGRESS_WRITE_EVERY = 0.1  # how often the wait's record on the bus may be rewritten
@@ -83,9 +91,19 @@ class _Wait:
     """The shared loop. A kind supplies `step()`, which reads state and says if it is done."""
 
     def __init__(
-        self, bus: Bus, caller: str, *, kind: WaitKind, tool: str, timeout: float | None,
-        targets: Sequence[Agent] = (), description: str = "", on_progress: ProgressFn | None = None,
-        control: Control | None = None, inbox: bool = False, extra_targets: Sequence[str] = (),
+        self,
+        bus: Bus,
+        caller: str,
+        *,
+        kind: WaitKind,
+        tool: str,
+        timeout: float | None,
+        targets: Sequence[Agent] = (),
+        description: str = "",
+        on_progress: ProgressFn | None = None,
+        control: Control | None = None,
+        inbox: bool = False,
+        extra_targets: Sequence[str] = (),
     ) -> None:
         self.bus, self.caller, self.kind, self.tool = bus, caller, kind, tool
         self.control = control or Control()
@@ -106,19 +124,29 @@ class _Wait:
         return round(time.monotonic() - self.started, 3)
 
     async def run(
-        self, step: Callable[[], Awaitable[bool]], progress: Callable[[], str],
+        self,
+        step: Callable[[], Awaitable[bool]],
+        progress: Callable[[], str],
     ) -> Literal["done", "timeout", "interrupted"]:
         pid, start = me()
         record = WaitRecord(
-            id=self.id, waiter=self.caller, kind=self.kind, tool=self.tool,
+            id=self.id,
+            waiter=self.caller,
+            kind=self.kind,
+            tool=self.tool,
             targets=[a.id for a in self.targets] + self.extra_targets,
             target_names=[a.name for a in self.targets] + self.extra_targets,
-            description=self.description, host=hostname(), pid=pid, pid_start=start,
-            deadline=None if self.timeout is None else now() + self.timeout, progress=progress(),
+            description=self.description,
+            host=hostname(),
+            pid=pid,
+            pid_start=start,
+            deadline=None if self.timeout is None else now() + self.timeout,
+            progress=progress(),
         )
         await self.bus.register_wait(record)
         changes = await self.bus.subscribe(
-            inboxes=[self.caller] if self.uses_inbox else [], agents=bool(self.targets),
+            inboxes=[self.caller] if self.uses_inbox else [],
+            agents=bool(self.targets),
             wait_id=self.id,
         )
         self.control._changes = changes
@@ -137,7 +165,11 @@ class _Wait:
                 await self._finish(cancelled)
 
     async def _loop(
-        self, changes: Changes, step, progress, registered: str,
+        self,
+        changes: Changes,
+        step,
+        progress,
+        registered: str,
     ) -> Literal["done", "timeout", "interrupted"]:
         last_msg, written, written_at, next_write = None, registered, time.monotonic(), None
         next_progress = time.monotonic()
@@ -165,8 +197,7 @@ class _Wait:
                 t = time.monotonic()
                 if self.deadline is not None and t >= self.deadline:
                     return "timeout"
-                timers = (self.deadline, next_progress, next_rescan, next_write,
-                          next_sweep if self.targets else None)
+                timers = (self.deadline, next_progress, next_rescan, next_write, next_sweep if self.targets else None)
                 wake_at = min(x for x in timers if x is not None)
                 woke = False
                 with anyio.move_on_after(max(0.0, wake_at - t)):
@@ -190,17 +221,20 @@ class _Wait:
             await changes.wait()
             return
         async with anyio.create_task_group() as tg:
+
             async def one(c: Changes) -> None:
                 await c.wait()
                 tg.cancel_scope.cancel()
+
             tg.start_soon(one, changes)
             tg.start_soon(one, self.extra_changes)
 
     async def _report(self, msg: str) -> None:
         if self.on_progress is None:
             return
-        r = self.on_progress(Progress(elapsed=self.elapsed, total=self.timeout, message=msg,
-                                      received=tuple(self.received)))
+        r = self.on_progress(
+            Progress(elapsed=self.elapsed, total=self.timeout, message=msg, received=tuple(self.received))
+        )
         if inspect.isawaitable(r):
             await r
 
@@ -221,14 +255,27 @@ def _names(agents: Sequence[Agent]) -> str:
 
 # --------------------------------------------------------------------------- next message
 async def wait_next(
-    bus: Bus, caller: str, timeout: float, *, on_progress: ProgressFn | None = None,
+    bus: Bus,
+    caller: str,
+    timeout: float,
+    *,
+    on_progress: ProgressFn | None = None,
     control: Control | None = None,
 ) -> NextMessage:
     """The oldest message (or completion, or question) in the caller's inbox, FIFO."""
     timeout = check_timeout(timeout)
     await ensure_agent(bus, caller)
-    w = _Wait(bus, caller, kind="next", tool="wait", timeout=timeout, inbox=True,
-              on_progress=on_progress, control=control, description="next message")
+    w = _Wait(
+        bus,
+        caller,
+        kind="next",
+        tool="wait",
+        timeout=timeout,
+        inbox=True,
+        on_progress=on_progress,
+        control=control,
+        description="next message",
+    )
     got: list[Item] = []
 
     async def step() -> bool:
@@ -240,18 +287,29 @@ async def wait_next(
 
     outcome = await w.run(step, lambda: "received a message" if got else "no message yet")
     if not got:
-        return NextMessage(status="timeout" if outcome == "timeout" else "interrupted",
-                           elapsed_sec=w.elapsed)
+        return NextMessage(status="timeout" if outcome == "timeout" else "interrupted", elapsed_sec=w.elapsed)
     item = got[0]
     sender = await bus.get_agent(item.sender)
-    return NextMessage(status="received", sender=item.sender, name=sender.name if sender else item.sender,
-                       message=item.body, sent_at=iso(item.sent_at), type=item.type, elapsed_sec=w.elapsed)
+    return NextMessage(
+        status="received",
+        sender=item.sender,
+        name=sender.name if sender else item.sender,
+        message=item.body,
+        sent_at=iso(item.sent_at),
+        type=item.type,
+        elapsed_sec=w.elapsed,
+    )
 
 
 # --------------------------------------------------------------------------- fan-in
 async def wait_fan_in(
-    bus: Bus, caller: str, timeout: float, from_agents: Sequence[str], *,
-    on_progress: ProgressFn | None = None, control: Control | None = None,
+    bus: Bus,
+    caller: str,
+    timeout: float,
+    from_agents: Sequence[str],
+    *,
+    on_progress: ProgressFn | None = None,
+    control: Control | None = None,
 ) -> FanIn:
     """Wait for one message from each listed agent; dead, idle or closed ones end early.
 
@@ -262,9 +320,18 @@ async def wait_fan_in(
         raise BadInput("from_agents: list at least one agent id or prefix (or omit it for the next message)")
     targets = await resolve_agents(bus, from_agents, "from_agents")
     await ensure_agent(bus, caller)
-    w = _Wait(bus, caller, kind="fan_in", tool="wait", timeout=timeout, targets=targets, inbox=True,
-              on_progress=on_progress, control=control,
-              description=f"a message from each of {_names(targets)}")
+    w = _Wait(
+        bus,
+        caller,
+        kind="fan_in",
+        tool="wait",
+        timeout=timeout,
+        targets=targets,
+        inbox=True,
+        on_progress=on_progress,
+        control=control,
+        description=f"a message from each of {_names(targets)}",
+    )
     received = w.received
     state: dict[str, Agent] = {a.id: a for a in targets}
 
@@ -294,11 +361,13 @@ async def wait_fan_in(
     results = []
     for a_id, agent in state.items():
         if a_id in received:
-            results.append(TargetResult(agent_id=a_id, name=agent.name, status="received",
-                                        message=received[a_id].body))
+            results.append(TargetResult(agent_id=a_id, name=agent.name, status="received", message=received[a_id].body))
         else:
-            results.append(TargetResult(agent_id=a_id, name=agent.name, status=agent.status,
-                                        reason=agent.reason if agent.finished else None))
+            results.append(
+                TargetResult(
+                    agent_id=a_id, name=agent.name, status=agent.status, reason=agent.reason if agent.finished else None
+                )
+            )
     status = {"done": "complete", "timeout": "timeout", "interrupted": "interrupted"}[outcome]
     return FanIn(status=status, results=results, elapsed_sec=w.elapsed)
 
@@ -308,20 +377,27 @@ def event_view(item: Item) -> dict:
     """The seed 004 shape of an inbox item."""
     base = {"event_id": item.id, "type": item.type}
     if item.type == "worker_complete":
-        return base | {"worker_id": item.sender, "status": item.data.get("status", "success"),
-                       "changes": item.data.get("changes", []), "message": item.body}
+        return base | {
+            "worker_id": item.sender,
+            "status": item.data.get("status", "success"),
+            "changes": item.data.get("changes", []),
+            "message": item.body,
+        }
     if item.type == "question":
-        return base | {"from": item.sender, "question_id": item.data.get("question_id", item.id),
-                       "body": item.body}
+        return base | {"from": item.sender, "question_id": item.data.get("question_id", item.id), "body": item.body}
     if item.type == "message":
         return base | {"from": item.sender, "body": item.body}
-    return base | {"from": item.sender, "body": item.body} | {k: v for k, v in item.data.items()
-                                                              if k not in base}
+    return base | {"from": item.sender, "body": item.body} | {k: v for k, v in item.data.items() if k not in base}
 
 
 async def wait_event(
-    bus: Bus, caller: str, timeout: float = 300, types: Sequence[str] | None = None, *,
-    on_progress: ProgressFn | None = None, control: Control | None = None,
+    bus: Bus,
+    caller: str,
+    timeout: float = 300,
+    types: Sequence[str] | None = None,
+    *,
+    on_progress: ProgressFn | None = None,
+    control: Control | None = None,
 ) -> Event:
     """One event of the given types from the caller's inbox, FIFO; others stay queued."""
     timeout = check_timeout(timeout, "timeout_secs")
@@ -331,9 +407,17 @@ async def wait_event(
         types = [check_type(t, f"types[{i}]") for i, t in enumerate(types)]
     await ensure_agent(bus, caller)
     wanted = set(types) if types else None
-    w = _Wait(bus, caller, kind="event", tool="wait_for_event", timeout=timeout, inbox=True,
-              on_progress=on_progress, control=control,
-              description=f"an event of type {', '.join(types)}" if types else "any event")
+    w = _Wait(
+        bus,
+        caller,
+        kind="event",
+        tool="wait_for_event",
+        timeout=timeout,
+        inbox=True,
+        on_progress=on_progress,
+        control=control,
+        description=f"an event of type {', '.join(types)}" if types else "any event",
+    )
     got: list[Item] = []
 
     async def step() -> bool:
@@ -351,9 +435,18 @@ async def wait_event(
 
 # --------------------------------------------------------------------------- agents idle/closed
 async def wait_agents(
-    bus: Bus, caller: str, *, id: str, agent_id: str, agent_ids: Sequence[str] = (),
-    kind: str, description: str, match: str = "all", timeout_at: str | None = None,
-    on_progress: ProgressFn | None = None, control: Control | None = None,
+    bus: Bus,
+    caller: str,
+    *,
+    id: str,
+    agent_id: str,
+    agent_ids: Sequence[str] = (),
+    kind: str,
+    description: str,
+    match: str = "all",
+    timeout_at: str | None = None,
+    on_progress: ProgressFn | None = None,
+    control: Control | None = None,
 ) -> AgentWait:
     """Until the agents are idle (or closed) / closed; `match` any or all (seed 001)."""
     check_id(id, "id")
@@ -371,8 +464,17 @@ async def wait_agents(
     targets = await resolve_agents(bus, [agent_id, *agent_ids], "agentIds")
     await ensure_agent(bus, caller)
     timeout = None if deadline_ts is None else max(0.0, deadline_ts - now())
-    w = _Wait(bus, caller, kind="agents", tool="wait_agent", timeout=timeout, targets=targets,
-              on_progress=on_progress, control=control, description=description)
+    w = _Wait(
+        bus,
+        caller,
+        kind="agents",
+        tool="wait_agent",
+        timeout=timeout,
+        targets=targets,
+        on_progress=on_progress,
+        control=control,
+        description=description,
+    )
     state: dict[str, Agent] = {a.id: a for a in targets}
     wanted = ("idle", "closed") if kind == "agent-idle" else ("closed",)
 
@@ -386,13 +488,13 @@ async def wait_agents(
         for a_id in state:
             state[a_id] = await bus.get_agent(a_id) or state[a_id]
         w.targets = list(state.values())
-        ok, pending, dead = split()
+        ok, pending, _dead = split()
         if match == "any":
             return bool(ok) or not pending
         return not pending
 
     def progress() -> str:
-        ok, pending, dead = split()
+        ok, _pending, dead = split()
         msg = f"{len(ok)}/{len(state)} {kind.removeprefix('agent-')}"
         if dead:
             msg += f" · dead: {', '.join(state[a].name for a in dead)}"
@@ -406,9 +508,11 @@ async def wait_agents(
     else:
         status = "timed_out" if outcome == "timeout" else "interrupted"
     result = AgentWait(
-        wait_id=id, agent_id=targets[0].id, kind=kind, match=match,
-        resolution=Resolution(status=status, resolved=ok, pending=pending, dead=dead,
-                              timeout_at=iso(deadline_ts)),
+        wait_id=id,
+        agent_id=targets[0].id,
+        kind=kind,
+        match=match,
+        resolution=Resolution(status=status, resolved=ok, pending=pending, dead=dead, timeout_at=iso(deadline_ts)),
     )
     if outcome == "done":
         await bus.put_resolution(key, result.to_json())
@@ -418,14 +522,14 @@ async def wait_agents(
 def _parse_deadline(value: str | None) -> float | None:
     if value is None:
         return None
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     try:
         dt = datetime.fromisoformat(value)
     except (TypeError, ValueError):
         raise BadInput(f"timeoutAt: {value!r} is not an ISO-8601 time such as 2026-01-31T12:00:00Z") from None
     if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
+        dt = dt.replace(tzinfo=UTC)
     return dt.timestamp()
 
 
@@ -446,8 +550,14 @@ def matches(pattern: str) -> list[str]:
 
 
 async def wait_signal(
-    bus: Bus, caller: str, pattern: str, *, timeout: float = 1800, min_count: int = 1,
-    on_progress: ProgressFn | None = None, control: Control | None = None,
+    bus: Bus,
+    caller: str,
+    pattern: str,
+    *,
+    timeout: float = 1800,
+    min_count: int = 1,
+    on_progress: ProgressFn | None = None,
+    control: Control | None = None,
 ) -> Signal:
     """Until at least `min_count` files match `pattern` (an absolute path or glob)."""
     timeout = check_timeout(timeout, "timeout_sec")
@@ -456,9 +566,17 @@ async def wait_signal(
     if not os.path.isabs(pattern):
         raise BadInput(f"signal_path: {pattern!r} must be absolute here (faces resolve relative paths)")
     base = glob_base(pattern)
-    w = _Wait(bus, caller, kind="signal", tool="wave_wait_for_signal", timeout=timeout,
-              on_progress=on_progress, control=control, extra_targets=[pattern],
-              description=f"{min_count} file(s) matching {pattern}")
+    w = _Wait(
+        bus,
+        caller,
+        kind="signal",
+        tool="wave_wait_for_signal",
+        timeout=timeout,
+        on_progress=on_progress,
+        control=control,
+        extra_targets=[pattern],
+        description=f"{min_count} file(s) matching {pattern}",
+    )
     sub = watch.subscribe([base], prefixes=[base])  # before the first read
     w.extra_changes = sub
     found: list[str] = []

@@ -63,8 +63,7 @@ async def file_bus(bus_dir: Path, monkeypatch: pytest.MonkeyPatch) -> FileBus:
     await b.close()
 
 
-async def until(cond: Callable[[], Awaitable[bool] | bool], timeout: float = 10.0,
-                what: str = "condition") -> None:
+async def until(cond: Callable[[], Awaitable[bool] | bool], timeout: float = 10.0, what: str = "condition") -> None:
     """Wait for `cond` with a deadline; re-check on a short beat (never a fixed sleep)."""
     deadline = time.monotonic() + timeout
     while True:
@@ -106,6 +105,7 @@ class Background:
     def start(self, key: str, fn, *args, **kwargs) -> None:
         async def run() -> None:
             self.results[key] = await fn(*args, **kwargs)
+
         self.tg.start_soon(run)
 
     async def result(self, key: str, timeout: float = 15) -> object:

@@ -12,8 +12,9 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.types import CallToolResult
 
-from conftest import PYTHON, env_for
 from wavewait.core.bus import Bus
+
+from conftest import PYTHON, env_for
 
 PASS_THROUGH = ("WAVEWAIT_LOG_DIR",)  # set by the PostgreSQL bus fixture for spawned agents' logs
 
@@ -24,12 +25,15 @@ def server_env(bus: Bus, **extra: str) -> dict[str, str]:
 
 
 @asynccontextmanager
-async def mcp_client(bus: Bus, *flags: str, env: dict[str, str] | None = None, cwd: str | None = None,
-                     mode: str = "auto") -> AsyncIterator[Client]:
+async def mcp_client(
+    bus: Bus, *flags: str, env: dict[str, str] | None = None, cwd: str | None = None, mode: str = "auto"
+) -> AsyncIterator[Client]:
     """A client session with `wavewait mcp --bus BUS FLAGS...` over stdio."""
     params = StdioServerParameters(
-        command=PYTHON, args=["-m", "wavewait", "mcp", "--bus", bus.url, *flags],
-        env=server_env(bus, **(env or {})), cwd=cwd,
+        command=PYTHON,
+        args=["-m", "wavewait", "mcp", "--bus", bus.url, *flags],
+        env=server_env(bus, **(env or {})),
+        cwd=cwd,
     )
     async with Client(params, mode=mode) as client:  # type: ignore[arg-type]
         yield client

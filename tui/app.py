@@ -39,7 +39,13 @@ from .screens.flight import FlightScreen
 from .screens.help import HelpScreen
 from .screens.main import MainScreen
 from .state import (
-    GLYPH, FlightView, mirror_view, received_ids, flight_view, role_styles, summary,
+    GLYPH,
+    FlightView,
+    flight_view,
+    mirror_view,
+    received_ids,
+    role_styles,
+    summary,
 )
 from .terminal import POP_TITLE, PUSH_TITLE, desktop_notification, window_title
 from .widgets.command import CommandLine
@@ -76,9 +82,15 @@ class WaveApp(App[dict[str, Any] | None]):
     ]
 
     def __init__(
-        self, bus: Bus | str | None = None, *, me: str = "orchestrator",
-        clock: Callable[[], float] = time.time, animate: bool = True,
-        bus_label: str | None = None, demo: Any = None, sweep_every: float = SWEEP_EVERY,
+        self,
+        bus: Bus | str | None = None,
+        *,
+        me: str = "orchestrator",
+        clock: Callable[[], float] = time.time,
+        animate: bool = True,
+        bus_label: str | None = None,
+        demo: Any = None,
+        sweep_every: float = SWEEP_EVERY,
     ) -> None:
         super().__init__()
         self._bus_arg = bus
@@ -146,8 +158,7 @@ class WaveApp(App[dict[str, Any] | None]):
     async def main_screen_ready(self) -> None:
         """Called by the main screen once composed: start following the bus."""
         await self._bus_ready.wait()
-        self.say(Text(f"wavewait · you are {self.me} · bus {self.bus_label} · /help for commands",
-                      style="dim"))
+        self.say(Text(f"wavewait · you are {self.me} · bus {self.bus_label} · /help for commands", style="dim"))
         self.follow_bus()
         if self.animate:
             self.set_interval(REPAINT_EVERY, self.tick)
@@ -224,8 +235,9 @@ class WaveApp(App[dict[str, Any] | None]):
                         deaths.append(a)
                 continue
             if old.status != a.status:
-                line = Text(f"{GLYPH.get(a.status, '·')} {tag}: {old.status} → {a.status}",
-                            style=self.roles.get(a.status, ""))
+                line = Text(
+                    f"{GLYPH.get(a.status, '·')} {tag}: {old.status} → {a.status}", style=self.roles.get(a.status, "")
+                )
                 if a.reason and a.status in ("dead", "closed"):
                     line.append(f" ({a.reason})")
                 events.add(a.id, line)
@@ -238,12 +250,17 @@ class WaveApp(App[dict[str, Any] | None]):
         names = {a.id: a.name for a in agents}
         for w in waits:
             if w.id not in old_waits and not self._first_read and w.id not in self._own_waits:
-                events.add(w.waiter, Text(f"⧗ {names.get(w.waiter, w.waiter)} waits ({w.tool}): "
-                                          f"{w.description}", style=self.roles["warn"]))
+                events.add(
+                    w.waiter,
+                    Text(
+                        f"⧗ {names.get(w.waiter, w.waiter)} waits ({w.tool}): {w.description}", style=self.roles["warn"]
+                    ),
+                )
         for w in self.waits:
             if w.id not in new_waits and w.id not in self._own_waits:
-                events.add(w.waiter, Text(f"⧗ wait {short(w.id)} of {names.get(w.waiter, w.waiter)} ended",
-                                          style="dim"))
+                events.add(
+                    w.waiter, Text(f"⧗ wait {short(w.id)} of {names.get(w.waiter, w.waiter)} ended", style="dim")
+                )
         self._first_read = False
         if len(deaths) > DEATH_TOASTS:
             self.notice(f"{len(deaths)} flights died", severity="error")
@@ -254,8 +271,13 @@ class WaveApp(App[dict[str, Any] | None]):
     def sweep_liveness(self) -> None:
         live = [a for a in self.agents if not a.finished and (a.pid or a.lease_expires_at)]
         if live and self.bus is not None:
-            self.run_worker(agents_mod.sweep(self.bus, live), group="sweep", exclusive=True,
-                            exit_on_error=False, description="liveness sweep")
+            self.run_worker(
+                agents_mod.sweep(self.bus, live),
+                group="sweep",
+                exclusive=True,
+                exit_on_error=False,
+                description="liveness sweep",
+            )
 
     # ------------------------------------------------------------------ painting
     @property
@@ -352,8 +374,12 @@ class WaveApp(App[dict[str, Any] | None]):
         states = {a.id: (a.status, a.reason or "") for a in self.agents if a.id in targets}
         left = None if self.wait_timeout is None else self.wait_timeout - (t - self.wait_started)
         self._main.query_one(WaitStatus).render_wait(
-            targets=self.wait_targets, received=self.wait_received, states=states, t=t,
-            left=left, progress=self.wait_progress,
+            targets=self.wait_targets,
+            received=self.wait_received,
+            states=states,
+            t=t,
+            left=left,
+            progress=self.wait_progress,
         )
 
     def notice(self, message: str, severity: str = "information") -> None:
@@ -467,14 +493,16 @@ class WaveApp(App[dict[str, Any] | None]):
 
     async def cmd_spawn(self, p: Parsed) -> None:
         agent = await agents_mod.spawn(self.bus, p.args[0], p.rest, wave=p.wave, parent_id=self.me)
-        self.say(f"spawned {agent.name} ({short(agent.id)}), pid {agent.pid}"
-                 f"{', wave ' + agent.wave if agent.wave else ''}")
+        self.say(
+            f"spawned {agent.name} ({short(agent.id)}), pid {agent.pid}{', wave ' + agent.wave if agent.wave else ''}"
+        )
 
     async def cmd_kill(self, p: Parsed) -> None:
         agent = await agents_mod.resolve_agent(self.bus, p.args[0], "ID")
         agent = await agents_mod.kill(self.bus, agent, by=self.me)
-        self.say(f"{agent.name} ({short(agent.id)}) is {agent.status}"
-                 f"{' (' + agent.reason + ')' if agent.reason else ''}")
+        self.say(
+            f"{agent.name} ({short(agent.id)}) is {agent.status}{' (' + agent.reason + ')' if agent.reason else ''}"
+        )
 
     async def cmd_close(self, p: Parsed) -> None:
         agent = await agents_mod.resolve_agent(self.bus, p.args[0], "ID")
@@ -535,11 +563,11 @@ class WaveApp(App[dict[str, Any] | None]):
 
         try:
             if ids:
-                result: Result = await wait_fan_in(self.bus, self.me, timeout, ids,
-                                                   on_progress=on_progress, control=control)
+                result: Result = await wait_fan_in(
+                    self.bus, self.me, timeout, ids, on_progress=on_progress, control=control
+                )
             else:
-                result = await wait_next(self.bus, self.me, timeout, on_progress=on_progress,
-                                         control=control)
+                result = await wait_next(self.bus, self.me, timeout, on_progress=on_progress, control=control)
         except WavewaitError as e:
             self.post_message(WaitEnded(f"wait failed: {e}", None))
             return
@@ -612,8 +640,10 @@ class WaveApp(App[dict[str, Any] | None]):
         names = {a.id: a.name for a in self.agents}
         who = names.get(rec.waiter, rec.waiter)
         if await self.bus.interrupt(rec.id):
-            self.say(f"interrupted wait {short(rec.id)} of {who} ({rec.tool}); "
-                     "its call returns `interrupted` with partial results")
+            self.say(
+                f"interrupted wait {short(rec.id)} of {who} ({rec.tool}); "
+                "its call returns `interrupted` with partial results"
+            )
             self.notice(f"interrupted the wait of {who}")
         else:
             self.say(Text(f"wait {short(rec.id)} of {who} has already ended", style="dim"))
@@ -648,8 +678,9 @@ def headline(result: Result) -> str:
     """One line for the toast and the result block's head."""
     if isinstance(result, FanIn):
         got = sum(r.status == "received" for r in result.results)
-        word = {"complete": "fan-in complete", "timeout": "fan-in timed out",
-                "interrupted": "interrupted"}[result.status]
+        word = {"complete": "fan-in complete", "timeout": "fan-in timed out", "interrupted": "interrupted"}[
+            result.status
+        ]
         return f"{word}: {got}/{len(result.results)} received"
     if isinstance(result, NextMessage):
         if result.status == "received":
@@ -674,9 +705,10 @@ def render_result(result: Result, roles: dict[str, str]) -> list[Text]:
             lines.append(line)
     elif isinstance(result, NextMessage):
         if result.status == "received":
-            lines = [Text(f"From: {result.name} ({short(result.sender or '')})", style="bold"),
-                     Text(result.message or "")]
+            lines = [
+                Text(f"From: {result.name} ({short(result.sender or '')})", style="bold"),
+                Text(result.message or ""),
+            ]
         elif result.status == "timeout":
             lines = [Text("No messages.", style="bold")]
     return lines
-

@@ -20,17 +20,21 @@ class SlashCommand:
 
 
 COMMANDS: tuple[SlashCommand, ...] = (
-    SlashCommand("/wait", "/wait TIMEOUT [ID ...]",
-                 "wait for the next message, or for one message from each listed flight "
-                 "(fan-in); Escape interrupts with partial results", takes_ids=True),
+    SlashCommand(
+        "/wait",
+        "/wait TIMEOUT [ID ...]",
+        "wait for the next message, or for one message from each listed flight "
+        "(fan-in); Escape interrupts with partial results",
+        takes_ids=True,
+    ),
     SlashCommand("/send", "/send ID MESSAGE", "send a message to a flight", takes_ids=True),
     SlashCommand("/spawn", "/spawn NAME [--wave W] -- CMD ...", "run a command as a supervised flight"),
     SlashCommand("/kill", "/kill ID", "kill a flight's process group and mark it dead", takes_ids=True),
     SlashCommand("/close", "/close ID", "mark a flight closed (done for good)", takes_ids=True),
-    SlashCommand("/interrupt", "/interrupt WAIT",
-                 "interrupt a wait made by another process (see the mirror panel)"),
-    SlashCommand("/log", "/log [ID]", "show the event log, only for one flight when ID is given",
-                 takes_ids=True, runs_bare=True),
+    SlashCommand("/interrupt", "/interrupt WAIT", "interrupt a wait made by another process (see the mirror panel)"),
+    SlashCommand(
+        "/log", "/log [ID]", "show the event log, only for one flight when ID is given", takes_ids=True, runs_bare=True
+    ),
     SlashCommand("/agents", "/agents", "list every agent on the bus in the scrollback", runs_bare=True),
     SlashCommand("/help", "/help", "show commands and keys", runs_bare=True),
 )
@@ -63,7 +67,7 @@ def parse(line: str) -> Parsed:
     if cmd is None:
         known = ", ".join(c.name for c in COMMANDS)
         raise Usage(f"unknown command {head!r}; commands: {known}")
-    body = line[len(head):].strip()
+    body = line[len(head) :].strip()
     if cmd.name == "/send":
         parts = body.split(maxsplit=1)
         if len(parts) < 2:
@@ -96,7 +100,7 @@ def _parse_spawn(cmd: SlashCommand, words: list[str]) -> Parsed:
     if "--" not in words:
         raise usage_error(cmd, "put the command after --")
     i = words.index("--")
-    head, rest = words[:i], words[i + 1:]
+    head, rest = words[:i], words[i + 1 :]
     wave = None
     if len(head) == 3 and head[1] == "--wave":
         head, wave = [head[0]], head[2]

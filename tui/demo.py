@@ -63,8 +63,9 @@ def command(f: DemoFlight) -> list[str]:
 
 async def launch(bus: Bus, me: str, demo: DemoPlan, say: Callable[[str], None]) -> list[Agent]:
     """Spawn the wave as real supervised processes; return their records."""
-    say(f"demo: spawning {len(demo.flights)} flights in {WAVE}"
-        f"{f' (seed {demo.seed})' if demo.seed is not None else ''}")
+    say(
+        f"demo: spawning {len(demo.flights)} flights in {WAVE}{f' (seed {demo.seed})' if demo.seed is not None else ''}"
+    )
     out = []
     for f in demo.flights:
         agent = await agents_mod.spawn(bus, f.name, command(f), wave=WAVE, parent_id=me)

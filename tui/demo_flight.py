@@ -32,8 +32,7 @@ def work(delay: float) -> None:
 async def report(message: str) -> None:
     bus = await open_bus()
     try:
-        await messages.notify_completion(bus, os.environ["WAVEWAIT_AGENT_ID"], status="success",
-                                         message=message)
+        await messages.notify_completion(bus, os.environ["WAVEWAIT_AGENT_ID"], status="success", message=message)
     finally:
         await bus.close()
 
@@ -59,8 +58,9 @@ def main() -> None:
     if role == "report":
         asyncio.run(report(message))
     elif role == "report-cli":  # as a shell-only agent would, through the CLI
-        subprocess.run([sys.executable, "-m", "wavewait", "notify", "--status", "success",
-                        "--message", message], check=True)
+        subprocess.run(
+            [sys.executable, "-m", "wavewait", "notify", "--status", "success", "--message", message], check=True
+        )
     elif role == "die":
         print(f"Traceback (most recent call last):\n  ...\nRuntimeError: {message}", flush=True)
         sys.exit(1)

@@ -29,16 +29,16 @@ MIRROR_WAIT = "9f8e7d6c000000000000000000000009"
 
 
 def frozen_app(bus: Bus, **kwargs) -> WaveApp:
-    app = WaveApp(bus, me="orchestrator", clock=lambda: NOW, animate=False, bus_label="demo-bus",
-                  sweep_every=0, **kwargs)
+    app = WaveApp(
+        bus, me="orchestrator", clock=lambda: NOW, animate=False, bus_label="demo-bus", sweep_every=0, **kwargs
+    )
     app.theme = "textual-dark"  # never the developer's TEXTUAL_THEME
     return app
 
 
 async def put_flight(bus: Bus, name: str, i: int, **fields) -> Agent:
     """A flight record with a fixed id and start time (no process: the sweep leaves it be)."""
-    agent = Agent(id=IDS[name], name=name, wave="wave-1", parent_id="orchestrator",
-                  created_at=T0 + i, **fields)
+    agent = Agent(id=IDS[name], name=name, wave="wave-1", parent_id="orchestrator", created_at=T0 + i, **fields)
     await bus.put_agent(agent)
     return agent
 
@@ -48,16 +48,25 @@ async def seed_wave(bus: Bus) -> None:
     await register(bus, "orchestrator")
     await put_flight(bus, "file-reader", 1)
     await put_flight(bus, "test-runner", 2, last_message="42 of 120 tests run", last_message_at=T0 + 38)
-    await put_flight(bus, "linter", 3, status="dead", reason="exited with code 1", ended_at=T0 + 9,
-                     exit_code=1)
+    await put_flight(bus, "linter", 3, status="dead", reason="exited with code 1", ended_at=T0 + 9, exit_code=1)
     await put_flight(bus, "schema-check", 4)
     await put_flight(bus, "doc-writer", 5)
-    for i, (name, kind, body, at) in enumerate((
-        ("file-reader", "message", "read 42 files; found 3 issues", T0 + 21),
-        ("schema-check", "worker_complete", "14 foreign keys, 3 without an index", T0 + 33),
-    )):  # delivered as the core does, with fixed ids and times
-        await bus.deliver(Item(id=f"0000000000000000000000000000010{i}", type=kind, to="orchestrator",
-                               sender=IDS[name], body=body, sent_at=at))
+    for i, (name, kind, body, at) in enumerate(
+        (
+            ("file-reader", "message", "read 42 files; found 3 issues", T0 + 21),
+            ("schema-check", "worker_complete", "14 foreign keys, 3 without an index", T0 + 33),
+        )
+    ):  # delivered as the core does, with fixed ids and times
+        await bus.deliver(
+            Item(
+                id=f"0000000000000000000000000000010{i}",
+                type=kind,
+                to="orchestrator",
+                sender=IDS[name],
+                body=body,
+                sent_at=at,
+            )
+        )
         await bus.update_agent(IDS[name], last_message=body, last_message_at=at)
 
 
@@ -72,13 +81,23 @@ async def seed_mirror(bus: Bus) -> None:
     await seed_wave(bus)
     await bus.put_agent(Agent(id="planner", name="planner", created_at=T0 + 6))
     pid, start = me()  # alive, so the bus keeps the record
-    await bus.register_wait(WaitRecord(
-        id=MIRROR_WAIT, waiter="planner", kind="fan_in", tool="wait",
-        targets=[IDS["file-reader"], IDS["test-runner"]], target_names=["file-reader", "test-runner"],
-        description="a message from each", started_at=T0 + 30, deadline=NOW + 45,
-        progress="1/2 received: file-reader · waiting on test-runner",
-        host=hostname(), pid=pid, pid_start=start,
-    ))
+    await bus.register_wait(
+        WaitRecord(
+            id=MIRROR_WAIT,
+            waiter="planner",
+            kind="fan_in",
+            tool="wait",
+            targets=[IDS["file-reader"], IDS["test-runner"]],
+            target_names=["file-reader", "test-runner"],
+            description="a message from each",
+            started_at=T0 + 30,
+            deadline=NOW + 45,
+            progress="1/2 received: file-reader · waiting on test-runner",
+            host=hostname(),
+            pid=pid,
+            pid_start=start,
+        )
+    )
 
 
 async def until(cond: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
@@ -114,8 +133,9 @@ async def after_escape(pilot) -> None:
 
 async def a_death(pilot) -> None:
     await ready(pilot, 2)
-    await pilot.app.bus.transition(IDS["linter"], "dead", ("running",), reason="exited with code 1",
-                                   ended_at=T0 + 9, exit_code=1)
+    await pilot.app.bus.transition(
+        IDS["linter"], "dead", ("running",), reason="exited with code 1", ended_at=T0 + 9, exit_code=1
+    )
     await until(lambda: any(a.status == "dead" for a in pilot.app.agents), "the death")
     await until(lambda: bool(pilot.app.notices), "the toast")
     await pilot.pause()
@@ -137,8 +157,9 @@ async def flight_detail(pilot) -> None:
     await ready(pilot, 5)
     pilot.app.open_flight(IDS["file-reader"])
     await pilot.pause()
-    await until(lambda: "read 42 files" in str(pilot.app.screen.query_one("#flight-items").lines[:1]),
-                "the flight's messages")
+    await until(
+        lambda: "read 42 files" in str(pilot.app.screen.query_one("#flight-items").lines[:1]), "the flight's messages"
+    )
     await until(lambda: len(pilot.app.screen.query_one("#flight-output").lines) > 0, "the output pane")
     await pilot.pause()
 

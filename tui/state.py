@@ -26,9 +26,14 @@ QUIET_AFTER = 30.0  # a running flight silent this long is dimmed: a visible sta
 #: not colour names, so every theme (light ones too) keeps its contrast; `text-*` are the
 #: theme's colours meant for text on its background.
 ROLES: dict[str, tuple[str | None, str]] = {
-    "received": ("text-success", "bold"), "running": ("text-warning", ""),
-    "idle": ("text-primary", ""), "dead": ("text-error", "bold"), "closed": (None, "dim"),
-    "good": ("text-success", ""), "bad": ("text-error", ""), "warn": ("text-warning", ""),
+    "received": ("text-success", "bold"),
+    "running": ("text-warning", ""),
+    "idle": ("text-primary", ""),
+    "dead": ("text-error", "bold"),
+    "closed": (None, "dim"),
+    "good": ("text-success", ""),
+    "bad": ("text-error", ""),
+    "warn": ("text-warning", ""),
 }
 #: the look without a theme (before the first one is applied): the terminal's own colours
 PLAIN = {"text-success": "green", "text-warning": "yellow", "text-primary": "cyan", "text-error": "red"}
@@ -91,8 +96,15 @@ class FlightView:
     def cells(self, t: float) -> tuple[str, ...]:
         end = t if self.ended_at is None else self.ended_at
         quiet = None if self.last_message_at is None else t - self.last_message_at
-        return (state_label(self.state, t), self.name, short(self.id), self.wave,
-                ago(end - self.started_at), ago(quiet), self.detail)
+        return (
+            state_label(self.state, t),
+            self.name,
+            short(self.id),
+            self.wave,
+            ago(end - self.started_at),
+            ago(quiet),
+            self.detail,
+        )
 
 
 def flight_state(agent: Agent, received: bool) -> str:
@@ -101,20 +113,23 @@ def flight_state(agent: Agent, received: bool) -> str:
 
 def flight_view(agent: Agent, received: bool) -> FlightView:
     state = flight_state(agent, received)
-    if state == "dead":
-        detail = agent.reason or "dead"
-    else:
-        detail = (agent.last_message or "").replace("\n", " ")
+    detail = agent.reason or "dead" if state == "dead" else (agent.last_message or "").replace("\n", " ")
     return FlightView(
-        id=agent.id, name=agent.name, wave=agent.wave or "", state=state,
+        id=agent.id,
+        name=agent.name,
+        wave=agent.wave or "",
+        state=state,
         started_at=agent.created_at,
         ended_at=agent.ended_at if agent.finished and agent.ended_at else None,
-        last_message_at=agent.last_message_at, detail=detail,
+        last_message_at=agent.last_message_at,
+        detail=detail,
     )
 
 
 def received_ids(
-    agents: Iterable[Agent], heard_from: set[str], rounds: dict[str, float],
+    agents: Iterable[Agent],
+    heard_from: set[str],
+    rounds: dict[str, float],
 ) -> set[str]:
     """Apply the panel's rule: heard from, and not since given new work by the person."""
     out = set()
@@ -161,5 +176,6 @@ def mirror_view(rec: WaitRecord, now: float, names_by_id: dict[str, str] | None 
     waiter = (names_by_id or {}).get(rec.waiter, rec.waiter)
     targets = ", ".join(names) if names else (rec.description or "next message")
     left = "—" if rec.deadline is None else ago(rec.deadline - now)
-    return MirrorView(id=rec.id, waiter=waiter, tool=rec.tool, targets=targets,
-                      countdown=left, progress=rec.progress or "started")
+    return MirrorView(
+        id=rec.id, waiter=waiter, tool=rec.tool, targets=targets, countdown=left, progress=rec.progress or "started"
+    )

@@ -17,9 +17,9 @@ from typing import Any, NoReturn
 
 from .core import agents as agents_mod
 from .core import messages, wait
+from .core.agents import agent_view
 from .core.bus import Bus, open_bus
 from .core.errors import WavewaitError
-from .core.agents import agent_view
 from .core.results import Result
 
 EXIT = {"satisfied": 0, "timeout": 3, "interrupted": 4}
@@ -76,21 +76,38 @@ async def cmd_wait(bus: Bus, args: argparse.Namespace) -> int:
 
 async def cmd_wait_signal(bus: Bus, args: argparse.Namespace) -> int:
     pattern = os.path.abspath(args.glob)
-    return await _interruptible(lambda c: wait.wait_signal(
-        bus, agents_mod.caller_id(args.agent), pattern, timeout=wait.check_timeout(args.timeout),
-        min_count=args.min_count, control=c))
+    return await _interruptible(
+        lambda c: wait.wait_signal(
+            bus,
+            agents_mod.caller_id(args.agent),
+            pattern,
+            timeout=wait.check_timeout(args.timeout),
+            min_count=args.min_count,
+            control=c,
+        )
+    )
 
 
 async def cmd_wait_event(bus: Bus, args: argparse.Namespace) -> int:
-    return await _interruptible(lambda c: wait.wait_event(
-        bus, agents_mod.caller_id(args.agent), wait.check_timeout(args.timeout, "timeout"),
-        args.type or None, control=c))
+    return await _interruptible(
+        lambda c: wait.wait_event(
+            bus,
+            agents_mod.caller_id(args.agent),
+            wait.check_timeout(args.timeout, "timeout"),
+            args.type or None,
+            control=c,
+        )
+    )
 
 
 async def cmd_notify(bus: Bus, args: argparse.Namespace) -> int:
     item = await messages.notify_completion(
-        bus, agents_mod.caller_id(args.agent), status=args.status, message=args.message or "",
-        changes=args.change, session_id=args.session,
+        bus,
+        agents_mod.caller_id(args.agent),
+        status=args.status,
+        message=args.message or "",
+        changes=args.change,
+        session_id=args.session,
     )
     _print({"success": True, "event_id": item.id})
     return 0
@@ -140,9 +157,16 @@ async def cmd_waits(bus: Bus, args: argparse.Namespace) -> int:
 
 
 COMMANDS: dict[str, Callable[[Bus, argparse.Namespace], Awaitable[int]]] = {
-    "send": cmd_send, "wait": cmd_wait, "wait-signal": cmd_wait_signal,
-    "wait-event": cmd_wait_event, "notify": cmd_notify, "spawn": cmd_spawn,
-    "agents": cmd_agents, "kill": cmd_kill, "close": cmd_close, "interrupt": cmd_interrupt,
+    "send": cmd_send,
+    "wait": cmd_wait,
+    "wait-signal": cmd_wait_signal,
+    "wait-event": cmd_wait_event,
+    "notify": cmd_notify,
+    "spawn": cmd_spawn,
+    "agents": cmd_agents,
+    "kill": cmd_kill,
+    "close": cmd_close,
+    "interrupt": cmd_interrupt,
     "waits": cmd_waits,
 }
 
@@ -150,14 +174,19 @@ COMMANDS: dict[str, Callable[[Bus, argparse.Namespace], Awaitable[int]]] = {
 def build_parser() -> argparse.ArgumentParser:
     def globals_(default: object) -> argparse.ArgumentParser:
         g = argparse.ArgumentParser(add_help=False)
-        g.add_argument("--bus", default=default,
-                       help="bus directory or postgresql:// URL (default: $WAVEWAIT_BUS or ./.wavebus)")
-        g.add_argument("--agent", default=default,
-                       help="who is calling (default: $WAVEWAIT_AGENT_ID or 'orchestrator')")
+        g.add_argument(
+            "--bus", default=default, help="bus directory or postgresql:// URL (default: $WAVEWAIT_BUS or ./.wavebus)"
+        )
+        g.add_argument(
+            "--agent", default=default, help="who is calling (default: $WAVEWAIT_AGENT_ID or 'orchestrator')"
+        )
         return g
 
-    p = Parser(prog="wavewait", parents=[globals_(None)],
-                description="Fan work out to agents, then sit still until they report.")
+    p = Parser(
+        prog="wavewait",
+        parents=[globals_(None)],
+        description="Fan work out to agents, then sit still until they report.",
+    )
     sub = p.add_subparsers(dest="command", parser_class=Parser)
     # given after the command too; SUPPRESS keeps a value given before it (`--bus X agents`)
     common = globals_(argparse.SUPPRESS)
@@ -167,21 +196,32 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = cmd("demo", "TUI with a simulated wave (fan-out, messages, a death, a wait)")
     s.add_argument("--seed", type=int, default=None, help="make the simulated wave repeatable")
-    s = cmd("mcp", "MCP server (stdio by default; `wavewait mcp --help` for its options)",
-            add_help=False)  # --help goes on to the server's own parser
+    s = cmd(
+        "mcp", "MCP server (stdio by default; `wavewait mcp --help` for its options)", add_help=False
+    )  # --help goes on to the server's own parser
     s.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
-    s = cmd("serve", "serve the TUI in a browser: `wavewait demo` by default, the TUI on a bus with "
-            "--bus ($WAVEWAIT_BUS alone does not switch); needs pip install 'wavewait[serve]'")
-    s.add_argument("--host", default="127.0.0.1",
-                   help="address to listen on (default 127.0.0.1, this machine only); any other "
-                        "address exposes the TUI, and with it the bus, to the network with no "
-                        "authentication")
+    s = cmd(
+        "serve",
+        "serve the TUI in a browser: `wavewait demo` by default, the TUI on a bus with "
+        "--bus ($WAVEWAIT_BUS alone does not switch); needs pip install 'wavewait[serve]'",
+    )
+    s.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default 127.0.0.1, this machine only); any other "
+        "address exposes the TUI, and with it the bus, to the network with no "
+        "authentication",
+    )
     s.add_argument("--port", type=_port, default=8000, help="port to listen on (default 8000)")
-    s.add_argument("--public-url", help="URL browsers reach the server at, if not http://HOST:PORT "
-                                        "(behind a proxy, or with --host 0.0.0.0)")
-    s.add_argument("--demo", action="store_true",
-                   help="serve `wavewait demo`, one temporary bus per session (the default "
-                        "without --bus)")
+    s.add_argument(
+        "--public-url",
+        help="URL browsers reach the server at, if not http://HOST:PORT (behind a proxy, or with --host 0.0.0.0)",
+    )
+    s.add_argument(
+        "--demo",
+        action="store_true",
+        help="serve `wavewait demo`, one temporary bus per session (the default without --bus)",
+    )
     s.add_argument("--seed", type=int, default=None, help="make the demo's wave repeatable")
     s = cmd("send", "send a message to an agent")
     s.add_argument("to", help="recipient id or unique prefix (≥ 4 characters)")
@@ -242,12 +282,18 @@ def _notify_hook_guard(args: argparse.Namespace) -> int | None:
     if args.command != "notify":
         return None
     if not (args.agent or os.environ.get("WAVEWAIT_AGENT_ID")):
-        print("wavewait notify: WAVEWAIT_AGENT_ID is not set, so there is no worker to report; "
-              "nothing sent (run under `wavewait spawn`, or pass --agent)", file=sys.stderr)
+        print(
+            "wavewait notify: WAVEWAIT_AGENT_ID is not set, so there is no worker to report; "
+            "nothing sent (run under `wavewait spawn`, or pass --agent)",
+            file=sys.stderr,
+        )
         return 0
     if not (args.session or os.environ.get("WAVEWAIT_PARENT_ID")):
-        print("wavewait notify: WAVEWAIT_PARENT_ID is not set, so there is no one to report to; "
-              "nothing sent (pass --session)", file=sys.stderr)
+        print(
+            "wavewait notify: WAVEWAIT_PARENT_ID is not set, so there is no one to report to; "
+            "nothing sent (pass --session)",
+            file=sys.stderr,
+        )
         return 0
     return None
 
@@ -290,10 +336,9 @@ def main(argv: list[str] | None = None) -> None:
         from .mcp_server import main as mcp_main
 
         sys.exit(mcp_main([*extra, *args.rest], bus=args.bus, agent=args.agent))
-    if args.command == "spawn":
-        if not args.cmd:
-            print("wavewait spawn: error: give the command after --: spawn NAME -- CMD ...", file=sys.stderr)
-            sys.exit(BAD_INPUT)
+    if args.command == "spawn" and not args.cmd:
+        print("wavewait spawn: error: give the command after --: spawn NAME -- CMD ...", file=sys.stderr)
+        sys.exit(BAD_INPUT)
     if (code := _notify_hook_guard(args)) is not None:
         sys.exit(code)
     try:

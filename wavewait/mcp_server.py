@@ -43,16 +43,39 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", help="HTTP: address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8765, help="HTTP: port (0 picks a free one; default 8765)")
     p.add_argument("--token", help="HTTP: bearer token (default: $WAVEWAIT_MCP_TOKEN, else a new one on stderr)")
-    p.add_argument("--max-block", type=_seconds, default=None, metavar="SECONDS",
-                   help="return longer waits at this point as a normal timeout (hosts that cut long calls)")
-    p.add_argument("--allow-path", action="append", default=[], metavar="DIR",
-                   help="let wave_wait_for_signal watch under DIR too (repeatable)")
-    p.add_argument("--agent-command", default=None, metavar="CMD",
-                   help="how spawn_agent runs a prompt, e.g. 'claude -p' (default: $WAVEWAIT_AGENT_COMMAND)")
-    p.add_argument("--progress-every", type=_seconds, default=None, metavar="SECONDS",
-                   help="progress beat while nothing changes (default 10; $WAVEWAIT_PROGRESS_EVERY)")
-    p.add_argument("--print-config", choices=HOSTS, metavar="HOST",
-                   help=f"print set-up for an agent host and exit ({', '.join(HOSTS)})")
+    p.add_argument(
+        "--max-block",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="return longer waits at this point as a normal timeout (hosts that cut long calls)",
+    )
+    p.add_argument(
+        "--allow-path",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="let wave_wait_for_signal watch under DIR too (repeatable)",
+    )
+    p.add_argument(
+        "--agent-command",
+        default=None,
+        metavar="CMD",
+        help="how spawn_agent runs a prompt, e.g. 'claude -p' (default: $WAVEWAIT_AGENT_COMMAND)",
+    )
+    p.add_argument(
+        "--progress-every",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="progress beat while nothing changes (default 10; $WAVEWAIT_PROGRESS_EVERY)",
+    )
+    p.add_argument(
+        "--print-config",
+        choices=HOSTS,
+        metavar="HOST",
+        help=f"print set-up for an agent host and exit ({', '.join(HOSTS)})",
+    )
     return p
 
 
@@ -83,7 +106,9 @@ def main(argv: list[str] | None = None, bus: str | None = None, agent: str | Non
         from .mcp.tools import Settings
 
         settings = Settings(
-            caller=caller_id(args.agent or agent), project_dir=project_dir(), max_block=args.max_block,
+            caller=caller_id(args.agent or agent),
+            project_dir=project_dir(),
+            max_block=args.max_block,
             allow_paths=args.allow_path,
             agent_command=args.agent_command or os.environ.get("WAVEWAIT_AGENT_COMMAND") or None,
         )
@@ -95,8 +120,11 @@ def main(argv: list[str] | None = None, bus: str | None = None, agent: str | Non
         token = args.token or os.environ.get("WAVEWAIT_MCP_TOKEN")
         if not token:
             token = secrets.token_urlsafe(32)
-            print(f"wavewait mcp: bearer token (set WAVEWAIT_MCP_TOKEN to choose one): {token}",
-                  file=sys.stderr, flush=True)
+            print(
+                f"wavewait mcp: bearer token (set WAVEWAIT_MCP_TOKEN to choose one): {token}",
+                file=sys.stderr,
+                flush=True,
+            )
     try:
         anyio.run(_serve, url, settings, args.transport, args.host, args.port, token)
     except WavewaitError as e:

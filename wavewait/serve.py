@@ -38,8 +38,11 @@ def session_command(args: argparse.Namespace) -> list[str]:
 def run_serve(args: argparse.Namespace) -> int:
     """Serve until Ctrl+C or SIGTERM; 2 when textual-serve is missing or the port is unusable."""
     if args.bus and (args.demo or args.seed is not None):
-        print("wavewait serve: error: --demo runs on a temporary bus of its own; "
-              "drop --bus, or drop --demo/--seed to serve the TUI on that bus", file=sys.stderr)
+        print(
+            "wavewait serve: error: --demo runs on a temporary bus of its own; "
+            "drop --bus, or drop --demo/--seed to serve the TUI on that bus",
+            file=sys.stderr,
+        )
         return 2
     try:  # every session would fail on a bad --agent; say so before serving
         caller_id(args.agent)
@@ -49,16 +52,22 @@ def run_serve(args: argparse.Namespace) -> int:
     try:
         server_class = _server_class()
     except ImportError as e:
-        print(f"wavewait serve: error: serving in a browser needs textual-serve ({e}); "
-              f"install it with: {INSTALL_HINT}", file=sys.stderr)
+        print(
+            f"wavewait serve: error: serving in a browser needs textual-serve ({e}); install it with: {INSTALL_HINT}",
+            file=sys.stderr,
+        )
         return 2
-    server = server_class(shlex.join(session_command(args)), host=args.host, port=args.port,
-                          title="wavewait" if args.bus else "wavewait demo", public_url=args.public_url)
+    server = server_class(
+        shlex.join(session_command(args)),
+        host=args.host,
+        port=args.port,
+        title="wavewait" if args.bus else "wavewait demo",
+        public_url=args.public_url,
+    )
     try:
         server.serve()
     except OSError as e:  # the address is taken or cannot be bound
-        print(f"wavewait serve: error: cannot listen on {args.host}:{args.port}: {e}",
-              file=sys.stderr)
+        print(f"wavewait serve: error: cannot listen on {args.host}:{args.port}: {e}", file=sys.stderr)
         return 2
     return 0
 

@@ -39,6 +39,7 @@ class Bus(Protocol):
         """Record a sender's last-message preview; a backend may coalesce a burst of them, so
         it returns nothing (read the agent for its record)."""
         ...
+
     async def transition(
         self, agent_id: str, status: str, only_from: Sequence[str], **changes: Any
     ) -> Agent | None: ...
@@ -64,7 +65,11 @@ class Bus(Protocol):
 
     # change stream and upkeep
     async def subscribe(
-        self, *, inboxes: Sequence[str] = (), agents: bool = False, waits: bool = False,
+        self,
+        *,
+        inboxes: Sequence[str] = (),
+        agents: bool = False,
+        waits: bool = False,
         wait_id: str | None = None,
     ) -> Changes: ...
     async def recover(self, inbox: str | None = None) -> int: ...

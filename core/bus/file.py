@@ -85,8 +85,10 @@ class FileBus:
             for d in _DIRS:
                 (self.root / d).mkdir(mode=0o700, exist_ok=True)
         except OSError as e:
-            raise BusError(f"cannot create the bus at {self.root}: {e.strerror}; "
-                           "pass --bus PATH (or set WAVEWAIT_BUS) to a writable folder") from e
+            raise BusError(
+                f"cannot create the bus at {self.root}: {e.strerror}; "
+                "pass --bus PATH (or set WAVEWAIT_BUS) to a writable folder"
+            ) from e
         self._agent_cache: dict[str, tuple[tuple[int, int, int], Agent]] = {}
         self._keepalive: watch.Subscription | None = None
         self._boxes: dict[str, tuple[Path, str]] = {}  # inbox id -> (its folder, its new/ as str)
@@ -213,9 +215,7 @@ class FileBus:
         except Exception:
             log.exception("wavewait: could not write the last-message preview of %s", agent_id)
 
-    async def transition(
-        self, agent_id: str, status: str, only_from: Sequence[str], **changes: Any
-    ) -> Agent | None:
+    async def transition(self, agent_id: str, status: str, only_from: Sequence[str], **changes: Any) -> Agent | None:
         """Move an agent to `status` if it is in `only_from`; None when nothing changed.
 
         The guard makes each transition happen once (one `agent_dead` event, no resurrection).
@@ -223,7 +223,10 @@ class FileBus:
         return self._modify(agent_id, status, only_from, changes)
 
     def _modify(
-        self, agent_id: str, status: str | None, only_from: Sequence[str] | None,
+        self,
+        agent_id: str,
+        status: str | None,
+        only_from: Sequence[str] | None,
         changes: dict[str, Any],
     ) -> Agent | None:
         path = self._agent_path(agent_id)
@@ -462,7 +465,11 @@ class FileBus:
 
     # ------------------------------------------------------------------ changes, upkeep
     async def subscribe(
-        self, *, inboxes: Sequence[str] = (), agents: bool = False, waits: bool = False,
+        self,
+        *,
+        inboxes: Sequence[str] = (),
+        agents: bool = False,
+        waits: bool = False,
         wait_id: str | None = None,
     ) -> watch.Subscription:
         prefixes: list[Path] = [self._inbox(i) / "new" for i in inboxes]
@@ -489,8 +496,7 @@ class FileBus:
                     continue
                 n = await self.release(box_id, folder.name)
                 if n:
-                    log.warning("wavewait: returned %d claimed item(s) of ended wait %s to %s",
-                                n, folder.name, box_id)
+                    log.warning("wavewait: returned %d claimed item(s) of ended wait %s to %s", n, folder.name, box_id)
                 returned += n
         return returned
 
@@ -510,4 +516,3 @@ class FileBus:
         if self._keepalive is not None:
             self._keepalive.close()
             self._keepalive = None
-

@@ -67,10 +67,12 @@ async def migrate(conn: AsyncConnection, schema: str) -> int:
     async with conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"wavewait:{schema}"])
         await conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(ident))
-        await conn.execute(sql.SQL(
-            "CREATE TABLE IF NOT EXISTS {}.schema_version ("
-            "version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
-        ).format(ident))
+        await conn.execute(
+            sql.SQL(
+                "CREATE TABLE IF NOT EXISTS {}.schema_version ("
+                "version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+            ).format(ident)
+        )
         cur = await conn.execute(sql.SQL("SELECT coalesce(max(version), 0) FROM {}.schema_version").format(ident))
         row = await cur.fetchone()
         found = int(row[0]) if row else 0
@@ -93,7 +95,8 @@ async def current_version(conn: AsyncConnection, schema: str) -> int | None:
     row = await cur.fetchone()
     if not row or row[0] is None:
         return None
-    cur = await conn.execute(sql.SQL("SELECT coalesce(max(version), 0) FROM {}.schema_version")
-                             .format(sql.Identifier(schema)))
+    cur = await conn.execute(
+        sql.SQL("SELECT coalesce(max(version), 0) FROM {}.schema_version").format(sql.Identifier(schema))
+    )
     row = await cur.fetchone()
     return int(row[0]) if row else 0

@@ -25,6 +25,7 @@ How the protocol maps onto the server:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -40,10 +41,10 @@ from psycopg import AsyncConnection, sql
 from psycopg_pool import AsyncConnectionPool, PoolClosed
 
 from ..errors import BusError
-from ..watch import Wakeup
 from ..ids import check_id, new_id
 from ..model import SYSTEM_EVENTS_KEPT, SYSTEM_ITEM_TYPES, Agent, Item, ItemRef, WaitRecord, now
 from ..proc import alive, hostname
+from ..watch import Wakeup
 from .pg_schema import SCHEMA_VERSION, current_version, migrate
 
 log = logging.getLogger(__name__)
@@ -85,8 +86,10 @@ _TRIM_EVENTS = (
 
 def _taken(rows: list[tuple[Any, ...]]) -> list[Item]:
     """History rows as taken items, in their original order."""
-    return sorted((Item.model_validate(r | {"seq": s, "taken_by": by, "taken_at": at})
-                   for s, r, by, at in rows), key=lambda i: i.seq)
+    return sorted(
+        (Item.model_validate(r | {"seq": s, "taken_by": by, "taken_at": at}) for s, r, by, at in rows),
+        key=lambda i: i.seq,
+    )
 
 
 def log_dir() -> Path:
@@ -155,8 +158,14 @@ class PostgresBus:
         self.schema = schema
         self.channel = f"wavewait.{schema}"
         self.pool = AsyncConnectionPool(
-            conninfo, min_size=1, max_size=POOL_MAX, open=False, timeout=10.0, max_idle=60.0,
-            kwargs={"autocommit": True, "connect_timeout": 5}, configure=self._configure,
+            conninfo,
+            min_size=1,
+            max_size=POOL_MAX,
+            open=False,
+            timeout=10.0,
+            max_idle=60.0,
+            kwargs={"autocommit": True, "connect_timeout": 5},
+            configure=self._configure,
             name=f"wavewait-{schema}",
         )
         self._subs: set[PgSubscription] = set()
@@ -208,8 +217,7 @@ class PostgresBus:
             return
         before = await migrate(conn, self.schema)
         if before < SCHEMA_VERSION:
-            log.info("wavewait: bus schema %s migrated from version %d to %d", self.schema,
-                     before, SCHEMA_VERSION)
+            log.info("wavewait: bus schema %s migrated from version %d to %d", self.schema, before, SCHEMA_VERSION)
 
     # ------------------------------------------------------------------ running statements
     async def _run(self, fn: Callable[[AsyncConnection], Awaitable[T]]) -> T:
@@ -226,8 +234,11 @@ class PostgresBus:
                 t = time.monotonic()
                 if deadline is None:
                     deadline = t + RECONNECT_TIMEOUT
-                    log.warning("wavewait: PostgreSQL bus unavailable (%s); retrying for up to %.0f s",
-                                str(e).strip() or e.__class__.__name__, RECONNECT_TIMEOUT)
+                    log.warning(
+                        "wavewait: PostgreSQL bus unavailable (%s); retrying for up to %.0f s",
+                        str(e).strip() or e.__class__.__name__,
+                        RECONNECT_TIMEOUT,
+                    )
                 if t >= deadline:
                     raise BusError(
                         f"the PostgreSQL bus at {redact(self.url)} has been unreachable for "
@@ -241,18 +252,19 @@ class PostgresBus:
         async def go(conn: AsyncConnection) -> list[tuple[Any, ...]]:
             cur = await conn.execute(query, params)
             return await cur.fetchall() if cur.description else []
+
         return await self._run(go)
 
     async def _count(self, query: Any, params: Any = None) -> int:
         async def go(conn: AsyncConnection) -> int:
             cur = await conn.execute(query, params)
             return cur.rowcount
+
         return await self._run(go)
 
     async def _notify(self, *payloads: str) -> None:
         if payloads:
-            await self._rows("SELECT pg_notify(%s, p) FROM unnest(%s::text[]) AS p",
-                             [self.channel, list(payloads)])
+            await self._rows("SELECT pg_notify(%s, p) FROM unnest(%s::text[]) AS p", [self.channel, list(payloads)])
 
     # ------------------------------------------------------------------ agents
     async def put_agent(self, agent: Agent) -> None:
@@ -279,9 +291,7 @@ class PostgresBus:
         """One UPDATE is cheap here: no coalescing needed."""
         await self._modify(agent_id, None, None, changes)
 
-    async def transition(
-        self, agent_id: str, status: str, only_from: Sequence[str], **changes: Any
-    ) -> Agent | None:
+    async def transition(self, agent_id: str, status: str, only_from: Sequence[str], **changes: Any) -> Agent | None:
         """Move an agent to `status` if it is in `only_from`; None when nothing changed.
 
         One conditional UPDATE: the row lock makes each transition happen once.
@@ -289,7 +299,10 @@ class PostgresBus:
         return await self._modify(agent_id, status, only_from, changes)
 
     async def _modify(
-        self, agent_id: str, status: str | None, only_from: Sequence[str] | None,
+        self,
+        agent_id: str,
+        status: str | None,
+        only_from: Sequence[str] | None,
         changes: dict[str, Any],
     ) -> Agent | None:
         check_id(agent_id, "agent")
@@ -306,11 +319,14 @@ class PostgresBus:
             guard = sql.SQL(" AND record->>'status' = ANY(%s)")
             params.append(list(only_from))
         if quiet:
-            query = sql.SQL("UPDATE agents SET record = record || %s::jsonb WHERE id = %s{} "
-                            "RETURNING record").format(guard)
+            query = sql.SQL("UPDATE agents SET record = record || %s::jsonb WHERE id = %s{} RETURNING record").format(
+                guard
+            )
         else:
-            query = sql.SQL("WITH u AS (UPDATE agents SET record = record || %s::jsonb WHERE id = %s{} "
-                            "RETURNING record) SELECT record, pg_notify(%s, %s) FROM u").format(guard)
+            query = sql.SQL(
+                "WITH u AS (UPDATE agents SET record = record || %s::jsonb WHERE id = %s{} "
+                "RETURNING record) SELECT record, pg_notify(%s, %s) FROM u"
+            ).format(guard)
             params += [self.channel, f"a:{agent_id}"]
         rows = await self._rows(query, params)
         return Agent.model_validate(rows[0][0]) if rows else None
@@ -324,20 +340,30 @@ class PostgresBus:
                 "WITH ins AS (INSERT INTO items (id, inbox, type, sender, record) "
                 "VALUES (%s, %s, %s, %s, %s::jsonb) ON CONFLICT (id) DO NOTHING RETURNING seq) "
                 "SELECT seq, pg_notify(%s, %s) FROM ins",
-                [item.id, item.to, item.type, item.sender, item.model_dump_json(exclude={"seq"}),
-                 self.channel, f"i:{item.to}"],
+                [
+                    item.id,
+                    item.to,
+                    item.type,
+                    item.sender,
+                    item.model_dump_json(exclude={"seq"}),
+                    self.channel,
+                    f"i:{item.to}",
+                ],
             )
             row = await cur.fetchone()
             if row is None:  # a retry after the first attempt committed: the same item, once
                 cur = await conn.execute(
                     "SELECT seq FROM items WHERE id = %s UNION ALL SELECT seq FROM history h "
-                    "WHERE h.record->>'id' = %s AND h.inbox = %s", [item.id, item.id, item.to])
+                    "WHERE h.record->>'id' = %s AND h.inbox = %s",
+                    [item.id, item.id, item.to],
+                )
                 row = await cur.fetchone()
                 if row is None:
                     raise BusError(f"item id {item.id} is already used by another inbox item")
             if item.type in SYSTEM_ITEM_TYPES:
-                await conn.execute(_TRIM_EVENTS, {"inbox": item.to, "types": sorted(SYSTEM_ITEM_TYPES),
-                                                   "keep": SYSTEM_EVENTS_KEPT})
+                await conn.execute(
+                    _TRIM_EVENTS, {"inbox": item.to, "types": sorted(SYSTEM_ITEM_TYPES), "keep": SYSTEM_EVENTS_KEPT}
+                )
             return int(row[0])
 
         seq = await self._run(go)
@@ -345,14 +371,16 @@ class PostgresBus:
 
     async def pending(self, inbox: str) -> list[ItemRef]:
         rows = await self._rows(
-            "SELECT seq, type, sender, id FROM items WHERE inbox = %s AND claimed_by IS NULL "
-            "ORDER BY seq", [check_id(inbox, "inbox")])
+            "SELECT seq, type, sender, id FROM items WHERE inbox = %s AND claimed_by IS NULL ORDER BY seq",
+            [check_id(inbox, "inbox")],
+        )
         return [ItemRef(seq=s, type=t, sender=f, id=i) for s, t, f, i in rows]
 
     async def peek(self, inbox: str) -> list[Item]:
         rows = await self._rows(
             "SELECT seq, record FROM items WHERE inbox = %s AND claimed_by IS NULL ORDER BY seq",
-            [check_id(inbox, "inbox")])
+            [check_id(inbox, "inbox")],
+        )
         return [Item.model_validate(r | {"seq": s}) for s, r in rows]
 
     async def claim(self, inbox: str, ref: ItemRef, wait_id: str) -> Item | None:
@@ -366,7 +394,11 @@ class PostgresBus:
         return Item.model_validate(rows[0][1] | {"seq": rows[0][0]}) if rows else None
 
     async def claim_next(
-        self, inbox: str, wait_id: str, types: Sequence[str] | None = None, limit: int = 1,
+        self,
+        inbox: str,
+        wait_id: str,
+        types: Sequence[str] | None = None,
+        limit: int = 1,
     ) -> list[Item]:
         """Claim up to `limit` of the oldest unclaimed items in one statement (skips locked rows).
 
@@ -374,17 +406,20 @@ class PostgresBus:
         """
         type_filter = sql.SQL(" AND type = ANY(%(types)s)") if types else sql.SQL("")
         rows = await self._rows(
-            sql.SQL("UPDATE items SET claimed_by = %(w)s WHERE seq IN (SELECT seq FROM items "
-                    "WHERE inbox = %(inbox)s AND claimed_by IS NULL{} ORDER BY seq LIMIT %(n)s "
-                    "FOR UPDATE SKIP LOCKED) RETURNING seq, record").format(type_filter),
-            {"w": check_id(wait_id, "wait"), "inbox": check_id(inbox, "inbox"),
-             "types": list(types or []), "n": limit},
+            sql.SQL(
+                "UPDATE items SET claimed_by = %(w)s WHERE seq IN (SELECT seq FROM items "
+                "WHERE inbox = %(inbox)s AND claimed_by IS NULL{} ORDER BY seq LIMIT %(n)s "
+                "FOR UPDATE SKIP LOCKED) RETURNING seq, record"
+            ).format(type_filter),
+            {"w": check_id(wait_id, "wait"), "inbox": check_id(inbox, "inbox"), "types": list(types or []), "n": limit},
         )
         return sorted((Item.model_validate(r | {"seq": s}) for s, r in rows), key=lambda i: i.seq)
 
     async def release(self, inbox: str, wait_id: str) -> int:
-        n = await self._count("UPDATE items SET claimed_by = NULL WHERE inbox = %s AND claimed_by = %s",
-                              [check_id(inbox, "inbox"), check_id(wait_id, "wait")])
+        n = await self._count(
+            "UPDATE items SET claimed_by = NULL WHERE inbox = %s AND claimed_by = %s",
+            [check_id(inbox, "inbox"), check_id(wait_id, "wait")],
+        )
         if n:
             await self._notify(f"i:{inbox}")
         return n
@@ -397,11 +432,16 @@ class PostgresBus:
         rows = await self._move_to_history(
             "WITH t AS (DELETE FROM items WHERE inbox = %(inbox)s AND claimed_by = %(w)s "
             "RETURNING seq, inbox, record) " + _TO_HISTORY,
-            {"inbox": inbox, "w": wait_id, "taker": taker, "at": now(), "keep": HISTORY_KEPT})
+            {"inbox": inbox, "w": wait_id, "taker": taker, "at": now(), "keep": HISTORY_KEPT},
+        )
         return _taken(rows)
 
     async def take_next(
-        self, inbox: str, wait_id: str, taker: str, types: Sequence[str] | None = None,
+        self,
+        inbox: str,
+        wait_id: str,
+        taker: str,
+        types: Sequence[str] | None = None,
         limit: int = 1,
     ) -> list[Item]:
         """Claim and take up to `limit` of the oldest unclaimed items in one statement.
@@ -415,12 +455,22 @@ class PostgresBus:
         token = f"{check_id(wait_id, 'wait')}/{new_id()}"  # '/' is no id character: no clash
         type_filter = sql.SQL(" AND type = ANY(%(types)s)") if types else sql.SQL("")
         rows = await self._move_to_history(
-            sql.SQL("WITH t AS (DELETE FROM items WHERE seq IN (SELECT seq FROM items "
-                    "WHERE inbox = %(inbox)s AND claimed_by IS NULL{} ORDER BY seq LIMIT %(n)s "
-                    "FOR UPDATE SKIP LOCKED) RETURNING seq, inbox, record) ").format(type_filter)
+            sql.SQL(
+                "WITH t AS (DELETE FROM items WHERE seq IN (SELECT seq FROM items "
+                "WHERE inbox = %(inbox)s AND claimed_by IS NULL{} ORDER BY seq LIMIT %(n)s "
+                "FOR UPDATE SKIP LOCKED) RETURNING seq, inbox, record) "
+            ).format(type_filter)
             + sql.SQL(_TO_HISTORY),
-            {"inbox": inbox, "w": token, "taker": taker, "at": now(), "types": list(types or []),
-             "n": limit, "keep": HISTORY_KEPT})
+            {
+                "inbox": inbox,
+                "w": token,
+                "taker": taker,
+                "at": now(),
+                "types": list(types or []),
+                "n": limit,
+                "keep": HISTORY_KEPT,
+            },
+        )
         return _taken(rows)
 
     async def _move_to_history(self, query: Any, params: dict[str, Any]) -> list[tuple[Any, ...]]:
@@ -437,8 +487,9 @@ class PostgresBus:
             done: list[tuple[Any, ...]] = []
             if attempts > 1:  # the last attempt may have committed: read back what it moved
                 cur = await conn.execute(
-                    "SELECT seq, record, taken_by, taken_at FROM history "
-                    "WHERE inbox = %(inbox)s AND wait_id = %(w)s", params)
+                    "SELECT seq, record, taken_by, taken_at FROM history WHERE inbox = %(inbox)s AND wait_id = %(w)s",
+                    params,
+                )
                 done = await cur.fetchall()
             cur = await conn.execute(query, params)
             return done + await cur.fetchall()
@@ -454,8 +505,9 @@ class PostgresBus:
 
     async def history(self, inbox: str, limit: int = 100) -> list[Item]:
         rows = await self._rows(
-            "SELECT seq, record, taken_by, taken_at FROM history WHERE inbox = %s "
-            "ORDER BY seq DESC LIMIT %s", [check_id(inbox, "inbox"), limit])
+            "SELECT seq, record, taken_by, taken_at FROM history WHERE inbox = %s ORDER BY seq DESC LIMIT %s",
+            [check_id(inbox, "inbox"), limit],
+        )
         return _taken(rows)
 
     # ------------------------------------------------------------------ waits
@@ -466,8 +518,17 @@ class PostgresBus:
             "VALUES (%s, %s, %s, %s, %s, now() + make_interval(secs => %s), %s::jsonb) "
             "ON CONFLICT (id) DO UPDATE SET record = excluded.record, lease_until = excluded.lease_until "
             "RETURNING id) SELECT pg_notify(%s, %s) FROM u",
-            [record.id, record.started_at, record.host, record.pid, record.pid_start, WAIT_LEASE,
-             record.model_dump_json(), self.channel, f"w:{record.id}"],
+            [
+                record.id,
+                record.started_at,
+                record.host,
+                record.pid,
+                record.pid_start,
+                WAIT_LEASE,
+                record.model_dump_json(),
+                self.channel,
+                f"w:{record.id}",
+            ],
         )
         self._my_waits.add(record.id)
         if self._renewer is None or self._renewer.done():
@@ -481,8 +542,10 @@ class PostgresBus:
             if not ids:
                 break
             try:
-                await self._count("UPDATE waits SET lease_until = now() + make_interval(secs => %s) "
-                                  "WHERE id = ANY(%s)", [WAIT_LEASE, ids])
+                await self._count(
+                    "UPDATE waits SET lease_until = now() + make_interval(secs => %s) WHERE id = ANY(%s)",
+                    [WAIT_LEASE, ids],
+                )
             except BusError as e:  # the next round tries again; the lease may lapse meanwhile
                 log.warning("wavewait: could not renew wait leases: %s", e)
 
@@ -498,8 +561,10 @@ class PostgresBus:
     async def end_wait(self, wait_id: str) -> None:
         check_id(wait_id, "wait")
         self._my_waits.discard(wait_id)
-        await self._rows("WITH d AS (DELETE FROM waits WHERE id = %s RETURNING id) "
-                         "SELECT pg_notify(%s, %s) FROM d", [wait_id, self.channel, f"w:{wait_id}"])
+        await self._rows(
+            "WITH d AS (DELETE FROM waits WHERE id = %s RETURNING id) SELECT pg_notify(%s, %s) FROM d",
+            [wait_id, self.channel, f"w:{wait_id}"],
+        )
 
     async def list_waits(self) -> list[WaitRecord]:
         rows = await self._rows("SELECT record, lease_until > now() FROM waits ORDER BY started_at, id")
@@ -523,7 +588,9 @@ class PostgresBus:
     async def interrupt(self, wait_id: str) -> bool:
         rows = await self._rows(
             "WITH u AS (UPDATE waits SET interrupted = true WHERE id = %s RETURNING id) "
-            "SELECT pg_notify(%s, %s) FROM u", [check_id(wait_id, "wait"), self.channel, f"w:{wait_id}"])
+            "SELECT pg_notify(%s, %s) FROM u",
+            [check_id(wait_id, "wait"), self.channel, f"w:{wait_id}"],
+        )
         return bool(rows)
 
     async def interrupted(self, wait_id: str) -> bool:
@@ -538,11 +605,16 @@ class PostgresBus:
         await self._rows(
             "INSERT INTO resolutions (key, value) VALUES (%s, %s::jsonb) "
             "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            [check_id(key, "id"), json.dumps(value)])
+            [check_id(key, "id"), json.dumps(value)],
+        )
 
     # ------------------------------------------------------------------ changes
     async def subscribe(
-        self, *, inboxes: Sequence[str] = (), agents: bool = False, waits: bool = False,
+        self,
+        *,
+        inboxes: Sequence[str] = (),
+        agents: bool = False,
+        waits: bool = False,
         wait_id: str | None = None,
     ) -> PgSubscription:
         """A subscription that is listening when this returns (subscribe before reading)."""
@@ -597,8 +669,10 @@ class PostgresBus:
             except psycopg.Error as e:
                 self._listen_error = e
                 if self._listening.is_set():  # say it once per outage, not per attempt
-                    log.warning("wavewait: lost the PostgreSQL LISTEN connection (%s); reconnecting",
-                                str(e).strip() or e.__class__.__name__)
+                    log.warning(
+                        "wavewait: lost the PostgreSQL LISTEN connection (%s); reconnecting",
+                        str(e).strip() or e.__class__.__name__,
+                    )
                 self._listening.clear()
             finally:
                 if conn is not None:
@@ -623,10 +697,13 @@ class PostgresBus:
         if inbox is not None:
             inbox_filter = sql.SQL(" AND i.inbox = %s")
             params.append(check_id(inbox, "inbox"))
-        rows = await self._rows(sql.SQL(
-            "SELECT DISTINCT i.claimed_by, w.record, w.lease_until > now() FROM items i "
-            "LEFT JOIN waits w ON w.id = i.claimed_by WHERE i.claimed_by IS NOT NULL{}"
-        ).format(inbox_filter), params)
+        rows = await self._rows(
+            sql.SQL(
+                "SELECT DISTINCT i.claimed_by, w.record, w.lease_until > now() FROM items i "
+                "LEFT JOIN waits w ON w.id = i.claimed_by WHERE i.claimed_by IS NOT NULL{}"
+            ).format(inbox_filter),
+            params,
+        )
         returned = 0
         for wait_id, data, leased in rows:
             rec = WaitRecord.model_validate(data) if data is not None else None
@@ -635,7 +712,8 @@ class PostgresBus:
             if rec is not None:
                 await self.end_wait(wait_id)
             boxes = await self._rows(
-                "UPDATE items SET claimed_by = NULL WHERE claimed_by = %s RETURNING inbox", [wait_id])
+                "UPDATE items SET claimed_by = NULL WHERE claimed_by = %s RETURNING inbox", [wait_id]
+            )
             for box in sorted({b for (b,) in boxes}):
                 n = sum(1 for (b,) in boxes if b == box)
                 log.warning("wavewait: returned %d claimed item(s) of ended wait %s to %s", n, wait_id, box)
@@ -653,10 +731,8 @@ class PostgresBus:
         for task in (self._listener, self._renewer):
             if task is not None and not task.done():
                 task.cancel()
-                try:
+                with contextlib.suppress(asyncio.CancelledError):
                     await task
-                except asyncio.CancelledError:
-                    pass
         self._listener = self._renewer = None
         self._subs.clear()
         await self.pool.close()

@@ -15,8 +15,7 @@ pytestmark = pytest.mark.anyio
 
 
 def run(bus, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(wavewait_cmd(*args), env=env_for(bus, **env), capture_output=True,
-                          text=True, timeout=60)
+    return subprocess.run(wavewait_cmd(*args), env=env_for(bus, **env), capture_output=True, text=True, timeout=60)
 
 
 @pytest.fixture
@@ -72,8 +71,13 @@ async def test_bad_input_exits_2_with_a_message_naming_what_was_wrong(crew, args
 def test_an_unusable_bus_path_exits_2_naming_the_bus(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    done = subprocess.run(wavewait_cmd("--bus", str(blocker / "bus"), "agents"), env=clean_env(),
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        wavewait_cmd("--bus", str(blocker / "bus"), "agents"),
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2 and "cannot create the bus" in done.stderr
 
 
@@ -82,8 +86,14 @@ async def test_exit_0_with_the_message_and_exit_3_on_timeout(crew):
     got = run(crew, "wait", "5")
     assert got.returncode == 0
     assert json.loads(got.stdout) | {"sent_at": None, "elapsed_sec": None} == {
-        "status": "received", "from": "f00dcafe01", "name": "f00dcafe01", "message": "found 3 issues",
-        "type": "message", "sent_at": None, "elapsed_sec": None}
+        "status": "received",
+        "from": "f00dcafe01",
+        "name": "f00dcafe01",
+        "message": "found 3 issues",
+        "type": "message",
+        "sent_at": None,
+        "elapsed_sec": None,
+    }
     late = run(crew, "wait", "0.2", "f00dcafe01", "f00dcafe02")
     assert late.returncode == 3
     assert [r["status"] for r in json.loads(late.stdout)["results"]] == ["running", "running"]
@@ -92,8 +102,7 @@ async def test_exit_0_with_the_message_and_exit_3_on_timeout(crew):
 
 async def test_wavewait_interrupt_makes_a_wait_in_another_process_exit_4_with_partial_state(crew):
     run(crew, "send", "orchestrator", "part one", "--agent", "f00dcafe01")
-    proc = await anyio.open_process(wavewait_cmd("wait", "3600", "f00dcafe01", "f00dcafe02"),
-                                    env=env_for(crew))
+    proc = await anyio.open_process(wavewait_cmd("wait", "3600", "f00dcafe01", "f00dcafe02"), env=env_for(crew))
     try:
         await until(lambda: has_progress(crew, "1/2"), 20, "the waiting process to take the first message")
         (record,) = await crew.list_waits()
@@ -106,15 +115,15 @@ async def test_wavewait_interrupt_makes_a_wait_in_another_process_exit_4_with_pa
         await proc.aclose()
     assert code == 4
     assert out["status"] == "interrupted"
-    assert [(r["status"], r.get("message")) for r in out["results"]] == [
-        ("received", "part one"), ("running", None)]
+    assert [(r["status"], r.get("message")) for r in out["results"]] == [("received", "part one"), ("running", None)]
 
 
 async def test_ctrl_c_interrupts_a_cli_wait_and_prints_the_partial_result(crew, tmp_path):
     (tmp_path / "a.done").touch()
     proc = await anyio.open_process(
         wavewait_cmd("wait-signal", str(tmp_path / "*.done"), "--min-count", "2", "--timeout", "3600"),
-        env=env_for(crew))
+        env=env_for(crew),
+    )
     try:
         await until(lambda: has_waits(crew, 1), 20, "the wait to register")
         proc.send_signal(signal.SIGINT)
@@ -137,15 +146,28 @@ async def test_notify_without_ids_says_so_on_stderr_and_exits_0(bus):
 
 
 async def test_notify_as_a_stop_hook_reports_completion_to_the_parent(crew):
-    done = run(crew, "notify", "--message", "tests pass", "--change", "src/a.py",
-               WAVEWAIT_AGENT_ID="f00dcafe01", WAVEWAIT_PARENT_ID="orchestrator")
+    done = run(
+        crew,
+        "notify",
+        "--message",
+        "tests pass",
+        "--change",
+        "src/a.py",
+        WAVEWAIT_AGENT_ID="f00dcafe01",
+        WAVEWAIT_PARENT_ID="orchestrator",
+    )
     assert done.returncode == 0 and json.loads(done.stdout)["success"] is True
     assert (await crew.get_agent("f00dcafe01")).status == "idle"
     ev = run(crew, "wait-event", "--type", "worker_complete", "--timeout", "0")
     assert ev.returncode == 0
     assert json.loads(ev.stdout) | {"event_id": None} == {
-        "event_id": None, "type": "worker_complete", "worker_id": "f00dcafe01", "status": "success",
-        "changes": ["src/a.py"], "message": "tests pass"}
+        "event_id": None,
+        "type": "worker_complete",
+        "worker_id": "f00dcafe01",
+        "status": "success",
+        "changes": ["src/a.py"],
+        "message": "tests pass",
+    }
 
 
 async def test_spawn_agents_kill_and_close_print_their_json(crew):
@@ -154,10 +176,8 @@ async def test_spawn_agents_kill_and_close_print_their_json(crew):
     info = json.loads(spawned.stdout)
     assert set(info) == {"agent_id", "name", "pid"} and info["name"] == "sleeper" and info["pid"]
     listed = json.loads(run(crew, "agents", "--wave", "wave-1").stdout)["agents"]
-    assert [(a["id"], a["status"], a["parent_id"]) for a in listed] == [
-        (info["agent_id"], "running", "orchestrator")]
+    assert [(a["id"], a["status"], a["parent_id"]) for a in listed] == [(info["agent_id"], "running", "orchestrator")]
     killed = run(crew, "kill", info["agent_id"][:6])
-    assert killed.returncode == 0 and json.loads(killed.stdout) == {
-        "agent_id": info["agent_id"], "status": "dead"}
+    assert killed.returncode == 0 and json.loads(killed.stdout) == {"agent_id": info["agent_id"], "status": "dead"}
     closed = run(crew, "close", "f00dcafe02")
     assert closed.returncode == 0 and json.loads(closed.stdout) == {"agentId": "f00dcafe02", "status": "closed"}

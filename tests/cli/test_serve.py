@@ -57,12 +57,19 @@ async def serve(tmp_path: Path):
 
     async def start(*args: str) -> Served:
         port = free_port()
-        proc = subprocess.Popen(wavewait_cmd("serve", "--port", str(port), *args), env=clean_env(),
-                                cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)
+        proc = subprocess.Popen(
+            wavewait_cmd("serve", "--port", str(port), *args),
+            env=clean_env(),
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         started.append(proc)
         served = Served(proc, port)
         async with aiohttp.ClientSession() as http:
+
             async def answers() -> bool:
                 assert proc.poll() is None, proc.communicate()[0]
                 try:
@@ -70,6 +77,7 @@ async def serve(tmp_path: Path):
                         return r.status == 200
                 except aiohttp.ClientConnectionError:
                     return False
+
             await until(answers, timeout=30, what=f"wavewait serve on port {port}")
         return served
 
@@ -107,6 +115,7 @@ async def test_a_browser_session_runs_this_python_and_ends_with_the_server(serve
             assert msg.type == aiohttp.WSMsgType.BINARY, msg
             screen += msg.data
             return b"wavewait" in screen  # the status line
+
         await until(painted, timeout=30, what="the TUI's first screen over the websocket")
 
         session = list(descendants(served.proc.pid))
@@ -118,6 +127,7 @@ async def test_a_browser_session_runs_this_python_and_ends_with_the_server(serve
         async def closed() -> bool:  # at once, not after aiohttp's 60 s shutdown timeout
             msg = await ws.receive(timeout=15)
             return msg.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED)
+
         await until(closed, timeout=15, what="the server to close the session")
     out, _ = served.proc.communicate(timeout=15)
     assert served.proc.returncode == 0, out
@@ -135,8 +145,7 @@ BAD_INPUT = [
 
 @pytest.mark.parametrize("args,message", BAD_INPUT, ids=[" ".join(a) for a, _ in BAD_INPUT])
 def test_bad_input_exits_2_naming_what_was_wrong(args, message):
-    done = subprocess.run(wavewait_cmd("serve", *args), env=clean_env(), capture_output=True,
-                          text=True, timeout=60)
+    done = subprocess.run(wavewait_cmd("serve", *args), env=clean_env(), capture_output=True, text=True, timeout=60)
     assert done.returncode == 2, done
     assert message in done.stderr
     assert "Traceback" not in done.stderr
@@ -147,8 +156,9 @@ def test_a_port_in_use_exits_2_naming_the_address():
         held.bind(("127.0.0.1", 0))
         held.listen()
         port = held.getsockname()[1]
-        done = subprocess.run(wavewait_cmd("serve", "--port", str(port)), env=clean_env(),
-                              capture_output=True, text=True, timeout=60)
+        done = subprocess.run(
+            wavewait_cmd("serve", "--port", str(port)), env=clean_env(), capture_output=True, text=True, timeout=60
+        )
     assert done.returncode == 2, done
     assert f"cannot listen on 127.0.0.1:{port}" in done.stderr
     assert "Traceback" not in done.stderr
@@ -156,9 +166,11 @@ def test_a_port_in_use_exits_2_naming_the_address():
 
 def test_without_textual_serve_exits_2_with_the_pip_hint(tmp_path):
     (tmp_path / "textual_serve.py").write_text(
-        "raise ModuleNotFoundError(\"No module named 'textual_serve'\", name='textual_serve')\n")
-    done = subprocess.run(wavewait_cmd("serve"), env=clean_env(PYTHONPATH=str(tmp_path)),
-                          capture_output=True, text=True, timeout=60)
+        "raise ModuleNotFoundError(\"No module named 'textual_serve'\", name='textual_serve')\n"
+    )
+    done = subprocess.run(
+        wavewait_cmd("serve"), env=clean_env(PYTHONPATH=str(tmp_path)), capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 2, done
     assert "pip install 'wavewait[serve]'" in done.stderr
     assert "Traceback" not in done.stderr

@@ -1,10 +1,10 @@
 """A separate process that acts on the bus named by WAVEWAIT_BUS (tests start it).
 
-    actor.py consume CALLER          take messages until none is left; print their bodies (JSON)
-    actor.py send TO SENDER COUNT    send COUNT messages through the core (bodies SENDER-i)
-    actor.py send-each TO S1,S2,.. N send N rounds of one message from each sender, in a burst
-    actor.py burst TO SENDER COUNT   deliver COUNT items as fast as the bus takes them
-    actor.py interrupt WAIT_ID       interrupt a wait through the bus
+actor.py consume CALLER          take messages until none is left; print their bodies (JSON)
+actor.py send TO SENDER COUNT    send COUNT messages through the core (bodies SENDER-i)
+actor.py send-each TO S1,S2,.. N send N rounds of one message from each sender, in a burst
+actor.py burst TO SENDER COUNT   deliver COUNT items as fast as the bus takes them
+actor.py interrupt WAIT_ID       interrupt a wait through the bus
 """
 
 from __future__ import annotations

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import anyio
 
-from conftest import PYTHON, env_for, register_crew
 from wavewait.core.bus import Bus
+
+from conftest import PYTHON, env_for, register_crew
 
 ACTOR = str(Path(__file__).with_name("actor.py"))
 FLIGHTS = ("file-reader", "test-runner", "linter")

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import os
 import signal
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import anyio
 import pytest
 
-from conftest import PYTHON, Background, push_timers_out, until
-from coretools import crew, waits_of
 from wavewait.core import agents, messages, wait
 from wavewait.core.errors import BadInput, DeadRecipient
 from wavewait.core.proc import alive, pid_start
+
+from conftest import PYTHON, Background, push_timers_out, until
+from coretools import crew, waits_of
 
 pytestmark = pytest.mark.anyio
 
@@ -25,14 +26,19 @@ async def status_of(bus, agent_id: str) -> str:
 def is_dead(bus, agent_id: str):
     async def check() -> bool:
         return await status_of(bus, agent_id) == "dead"
+
     return check
 
 
 async def test_spawn_records_pid_start_time_exit_code_and_log_and_sets_the_child_env(bus):
     await crew(bus)
-    a = await agents.spawn(bus, "reporter", [
-        "sh", "-c", 'echo "bus=$WAVEWAIT_BUS id=$WAVEWAIT_AGENT_ID parent=$WAVEWAIT_PARENT_ID"; exit 3'],
-        parent_id="orchestrator", wave="wave-7")
+    a = await agents.spawn(
+        bus,
+        "reporter",
+        ["sh", "-c", 'echo "bus=$WAVEWAIT_BUS id=$WAVEWAIT_AGENT_ID parent=$WAVEWAIT_PARENT_ID"; exit 3'],
+        parent_id="orchestrator",
+        wave="wave-7",
+    )
     assert a.pid and a.pid_start and a.supervisor_pid and a.wave == "wave-7"
     assert a.parent_id == "orchestrator" and len(a.id) == 32
     await until(is_dead(bus, a.id), what="the flight to be recorded dead")
@@ -46,11 +52,13 @@ async def test_spawn_records_pid_start_time_exit_code_and_log_and_sets_the_child
 
 async def test_a_flight_that_reports_and_exits_cleanly_is_closed_not_dead(bus):
     await crew(bus)
-    a = await agents.spawn(bus, "tidy", [PYTHON, "-m", "wavewait", "notify", "--message", "all done"],
-                           parent_id="orchestrator")
+    a = await agents.spawn(
+        bus, "tidy", [PYTHON, "-m", "wavewait", "notify", "--message", "all done"], parent_id="orchestrator"
+    )
     with anyio.fail_after(30):
-        r = await wait.wait_agents(bus, "orchestrator", id="tidy-closed", agent_id=a.id,
-                                   kind="agent-closed", description="tidy finishes")
+        r = await wait.wait_agents(
+            bus, "orchestrator", id="tidy-closed", agent_id=a.id, kind="agent-closed", description="tidy finishes"
+        )
     assert r.resolution.status == "agent_closed"
     assert (await bus.get_agent(a.id)).exit_code == 0
     assert (await wait.wait_next(bus, "orchestrator", 0)).message == "all done"
@@ -76,8 +84,7 @@ async def test_a_sigkilled_flight_makes_a_60s_fan_in_return_at_once_with_it_dead
         os.kill(sleeper.pid, signal.SIGKILL)
         r = await bg.result("fan", 15)
     assert r.status == "complete"
-    assert [(t.status, t.reason) for t in r.results] == [
-        ("received", None), ("dead", "killed by SIGKILL")]
+    assert [(t.status, t.reason) for t in r.results] == [("received", None), ("dead", "killed by SIGKILL")]
 
 
 async def test_a_killed_process_group_is_found_dead_by_the_liveness_sweep(bus):
@@ -101,8 +108,9 @@ async def test_a_message_sent_before_death_stays_received(bus, wait_starts):
     async with anyio.create_task_group() as tg:
         bg = Background(tg)
         if wait_starts == "before the death":
-            flight = await agents.spawn(bus, "doomed", ["sh", "-c", f"read _ < /dev/null; {script}"],
-                                        parent_id="orchestrator")
+            flight = await agents.spawn(
+                bus, "doomed", ["sh", "-c", f"read _ < /dev/null; {script}"], parent_id="orchestrator"
+            )
             bg.start("fan", wait.wait_fan_in, bus, "orchestrator", 60, [flight.id])
         else:
             flight = await agents.spawn(bus, "doomed", ["sh", "-c", script], parent_id="orchestrator")
@@ -117,8 +125,9 @@ async def test_an_agent_whose_lease_runs_out_without_a_heartbeat_is_dead(bus):
     await crew(bus)
     await agents.register(bus, "remote", lease=0.3, parent_id="orchestrator")
     with anyio.fail_after(15):
-        r = await wait.wait_agents(bus, "orchestrator", id="lease-1", agent_id="remote",
-                                   kind="agent-idle", description="remote finishes")
+        r = await wait.wait_agents(
+            bus, "orchestrator", id="lease-1", agent_id="remote", kind="agent-idle", description="remote finishes"
+        )
     assert r.resolution.status == "agent_dead" and r.resolution.dead == ["remote"]
     assert (await bus.get_agent("remote")).reason == "lease ran out (no heartbeat)"
 
@@ -149,7 +158,7 @@ async def test_close_is_terminal_and_a_closed_agent_takes_no_messages(bus):
     await crew(bus)
     closed = await agents.close(bus, await bus.get_agent("linter"))
     assert closed.status == "closed"
-    with pytest.raises(DeadRecipient, match="linter .*closed"):
+    with pytest.raises(DeadRecipient, match=r"linter .*closed"):
         await messages.send(bus, "orchestrator", "linter", "more work")
     await agents.mark_dead(bus, "test-runner", "crashed")
     with pytest.raises(BadInput, match="dead, not open"):
@@ -169,11 +178,29 @@ async def test_wait_agent_any_returns_on_the_first_idle_and_all_waits_for_every_
     await crew(bus)
     async with anyio.create_task_group() as tg:
         bg = Background(tg)
-        bg.start("any", wait.wait_agents, bus, "orchestrator", id="any-1", agent_id="file-reader",
-                 agent_ids=["test-runner", "file-reader"], kind="agent-idle", match="any",
-                 description="first one done")
-        bg.start("all", wait.wait_agents, bus, "orchestrator", id="all-1", agent_id="file-reader",
-                 agent_ids=["test-runner"], kind="agent-idle", description="both done")
+        bg.start(
+            "any",
+            wait.wait_agents,
+            bus,
+            "orchestrator",
+            id="any-1",
+            agent_id="file-reader",
+            agent_ids=["test-runner", "file-reader"],
+            kind="agent-idle",
+            match="any",
+            description="first one done",
+        )
+        bg.start(
+            "all",
+            wait.wait_agents,
+            bus,
+            "orchestrator",
+            id="all-1",
+            agent_id="file-reader",
+            agent_ids=["test-runner"],
+            kind="agent-idle",
+            description="both done",
+        )
         await until(lambda: len(bg.results) == 0 and waits_of(bus, "agents"), what="waits to register")
         await messages.notify_completion(bus, "test-runner", status="success")
         r_any = await bg.result("any")
@@ -190,20 +217,34 @@ async def test_wait_agent_any_returns_on_the_first_idle_and_all_waits_for_every_
 async def test_wait_agent_with_a_repeated_id_returns_the_stored_resolution(bus):
     await crew(bus)
     await agents.close(bus, await bus.get_agent("linter"))
-    first = await wait.wait_agents(bus, "orchestrator", id="lint-closed", agent_id="linter",
-                                   kind="agent-closed", description="linter closes")
-    again = await wait.wait_agents(bus, "orchestrator", id="lint-closed", agent_id="file-reader",
-                                   kind="agent-idle", description="something else entirely")
+    first = await wait.wait_agents(
+        bus, "orchestrator", id="lint-closed", agent_id="linter", kind="agent-closed", description="linter closes"
+    )
+    again = await wait.wait_agents(
+        bus,
+        "orchestrator",
+        id="lint-closed",
+        agent_id="file-reader",
+        kind="agent-idle",
+        description="something else entirely",
+    )
     assert first.resolution.status == "agent_closed"
     assert again.to_json() == first.to_json()
 
 
 async def test_wait_agent_with_a_timeout_in_the_past_resolves_timed_out_at_once(bus):
     await crew(bus)
-    past = (datetime.now(timezone.utc) - timedelta(minutes=5)).isoformat()
+    past = (datetime.now(UTC) - timedelta(minutes=5)).isoformat()
     with anyio.fail_after(10):
-        r = await wait.wait_agents(bus, "orchestrator", id="late", agent_id="linter",
-                                   kind="agent-closed", description="too late", timeout_at=past)
+        r = await wait.wait_agents(
+            bus,
+            "orchestrator",
+            id="late",
+            agent_id="linter",
+            kind="agent-closed",
+            description="too late",
+            timeout_at=past,
+        )
     assert r.resolution.status == "timed_out" and r.resolution.pending == ["linter"]
     assert r.resolution.timeout_at is not None
 
@@ -211,9 +252,14 @@ async def test_wait_agent_with_a_timeout_in_the_past_resolves_timed_out_at_once(
 async def test_wait_agent_rejects_unknown_agents_and_bad_fields(bus):
     await crew(bus)
     ok = dict(id="w", agent_id="linter", kind="agent-idle", description="d")
-    for bad, match in [({"agent_id": "nobody"}, "no agent"), ({"kind": "agent-done"}, "kind"),
-                       ({"match": "most"}, "match"), ({"description": " "}, "description"),
-                       ({"id": "../x"}, "id"), ({"timeout_at": "tomorrow"}, "timeoutAt")]:
+    for bad, match in [
+        ({"agent_id": "nobody"}, "no agent"),
+        ({"kind": "agent-done"}, "kind"),
+        ({"match": "most"}, "match"),
+        ({"description": " "}, "description"),
+        ({"id": "../x"}, "id"),
+        ({"timeout_at": "tomorrow"}, "timeoutAt"),
+    ]:
         with pytest.raises(BadInput, match=match):
             await wait.wait_agents(bus, "orchestrator", **(ok | bad))
     assert await bus.list_waits() == []

@@ -7,9 +7,10 @@ import json
 import anyio
 import pytest
 
+from wavewait.core import wait
+
 from conftest import Background, env_for, register_crew, until
 from coretools import actor_cmd, crew, run_actor, waits_of
-from wavewait.core import wait
 
 pytestmark = pytest.mark.anyio
 

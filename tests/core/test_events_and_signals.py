@@ -5,12 +5,13 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from conftest import Background, until
-from coretools import crew, waits_of
 from wavewait.core import messages, wait
 from wavewait.core.errors import BadInput
 from wavewait.core.ids import new_id
 from wavewait.core.model import SYSTEM_EVENTS_KEPT, Item
+
+from conftest import Background, until
+from coretools import crew, waits_of
 
 pytestmark = pytest.mark.anyio
 
@@ -18,14 +19,17 @@ pytestmark = pytest.mark.anyio
 async def test_a_type_filter_takes_only_that_type_and_leaves_the_others_queued_in_order(bus):
     await crew(bus)
     await messages.send(bus, "file-reader", "orchestrator", "hello")
-    await messages.notify_completion(bus, "test-runner", status="error", message="2 failed",
-                                     changes=["src/a.py"])
-    await messages.send(bus, "linter", "orchestrator", "question?", type="question",
-                        data={"question_id": "q1"})
+    await messages.notify_completion(bus, "test-runner", status="error", message="2 failed", changes=["src/a.py"])
+    await messages.send(bus, "linter", "orchestrator", "question?", type="question", data={"question_id": "q1"})
     done = await wait.wait_event(bus, "orchestrator", 0, ["worker_complete"])
     assert done.to_json() | {"event_id": None} == {
-        "event_id": None, "type": "worker_complete", "worker_id": "test-runner", "status": "error",
-        "changes": ["src/a.py"], "message": "2 failed"}
+        "event_id": None,
+        "type": "worker_complete",
+        "worker_id": "test-runner",
+        "status": "error",
+        "changes": ["src/a.py"],
+        "message": "2 failed",
+    }
     q = await wait.wait_event(bus, "orchestrator", 0, ["question"])
     assert (q.model_extra["question_id"], q.model_extra["body"]) == ("q1", "question?")
     assert (await wait.wait_event(bus, "orchestrator", 0, ["question"])).type == "timeout"
@@ -50,8 +54,7 @@ async def test_system_events_are_kept_up_to_1000_oldest_dropped_and_wait_never_t
     await crew(bus)
     await messages.send(bus, "linter", "orchestrator", "a message among the events")
     for i in range(SYSTEM_EVENTS_KEPT + 5):
-        await bus.deliver(Item(id=new_id(), type="agent_dead", to="orchestrator", sender="linter",
-                               body=f"death {i}"))
+        await bus.deliver(Item(id=new_id(), type="agent_dead", to="orchestrator", sender="linter", body=f"death {i}"))
     items = await bus.peek("orchestrator")
     system = [i.body for i in items if i.type == "agent_dead"]
     assert system == [f"death {i}" for i in range(5, SYSTEM_EVENTS_KEPT + 5)]
@@ -86,12 +89,12 @@ async def test_a_signal_that_appears_mid_wait_wakes_it_even_in_a_folder_made_lat
     flights = tmp_path / "wave-8" / "flights"
     async with anyio.create_task_group() as tg:
         bg = Background(tg)
-        bg.start("sig", wait.wait_signal, bus, "orchestrator", str(flights / "*.done"),
-                 timeout=3600, min_count=2)
+        bg.start("sig", wait.wait_signal, bus, "orchestrator", str(flights / "*.done"), timeout=3600, min_count=2)
         await until(lambda: waits_of(bus, "signal"), what="the wait to register")
         flights.mkdir(parents=True)  # the folder did not exist when the wait began
         done = await anyio.run_process(
-            ["sh", "-c", f"cd {flights} && echo x > one.done && echo y > notes.txt && echo z > two.done"])
+            ["sh", "-c", f"cd {flights} && echo x > one.done && echo y > notes.txt && echo z > two.done"]
+        )
         assert done.returncode == 0
         r = await bg.result("sig", 20)
     assert r.matched == [str(flights / "one.done"), str(flights / "two.done")]
@@ -104,10 +107,15 @@ async def test_a_signal_timeout_returns_the_partial_matches(bus, tmp_path):
     assert r.to_json()["timed_out"] is True and "matched" not in r.to_json()
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    ({"min_count": 0}, "min_count"), ({"min_count": True}, "min_count"),
-    ({"min_count": 1.5}, "min_count"), ({"pattern": "relative/*.done"}, "absolute"),
-])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"min_count": 0}, "min_count"),
+        ({"min_count": True}, "min_count"),
+        ({"min_count": 1.5}, "min_count"),
+        ({"pattern": "relative/*.done"}, "absolute"),
+    ],
+)
 async def test_bad_signal_arguments_are_validation_errors(bus, tmp_path, kwargs, match):
     kwargs = dict(kwargs)  # the parameters are shared by every backend's run: never mutate them
     pattern = kwargs.pop("pattern", str(tmp_path / "*.done"))

@@ -11,9 +11,10 @@ import anyio
 import pytest
 from watchfiles import Change, awatch
 
+from wavewait.core import messages, wait, watch
+
 from conftest import Background, has_waits, until
 from coretools import crew, run_actor
-from wavewait.core import messages, wait, watch
 
 pytestmark = pytest.mark.anyio
 
@@ -59,8 +60,15 @@ async def test_folders_are_0700_and_files_0600(file_bus, tmp_path):
     await messages.send(file_bus, "file-reader", "orchestrator", "hi")
     await messages.send(file_bus, "linter", "orchestrator", "hi")
     assert (await wait.wait_next(file_bus, "orchestrator", 0)).status == "received"
-    await wait.wait_agents(file_bus, "orchestrator", id="w1", agent_id="linter", kind="agent-idle",
-                           description="x", timeout_at="2000-01-01T00:00:00Z")
+    await wait.wait_agents(
+        file_bus,
+        "orchestrator",
+        id="w1",
+        agent_id="linter",
+        kind="agent-idle",
+        description="x",
+        timeout_at="2000-01-01T00:00:00Z",
+    )
     for dirpath, dirnames, filenames in os.walk(file_bus.root):
         assert stat.S_IMODE(os.stat(dirpath).st_mode) == 0o700, dirpath
         for f in filenames:

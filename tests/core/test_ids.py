@@ -57,12 +57,29 @@ def test_resolve_rules_without_a_bus():
         resolve("beef", known)
 
 
-@pytest.mark.parametrize("bad", [
-    "a/b", "..", "a..b", "../etc", "a\x00b", "a\nb", "a\tb", "x" * (MAX_ID_LEN + 1), "", " ",
-    "-leading-dash", ".hidden", "a~b", None, 42,
-], ids=repr)
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "a/b",
+        "..",
+        "a..b",
+        "../etc",
+        "a\x00b",
+        "a\nb",
+        "a\tb",
+        "x" * (MAX_ID_LEN + 1),
+        "",
+        " ",
+        "-leading-dash",
+        ".hidden",
+        "a~b",
+        None,
+        42,
+    ],
+    ids=repr,
+)
 def test_unsafe_ids_are_refused_with_the_field_named(bad):
-    with pytest.raises(BadInput, match="^agentId: "):
+    with pytest.raises(BadInput, match=r"^agentId: "):
         check_id(bad, "agentId")
 
 

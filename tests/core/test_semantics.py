@@ -5,16 +5,18 @@ from __future__ import annotations
 import math
 import signal as signals
 import time
+from datetime import UTC
 
 import anyio
 import pytest
 
-from conftest import Background, env_for, has_progress, has_waits, push_timers_out, until, wavewait_cmd
-from coretools import crew, run_actor, waits_of
 from wavewait.core import messages, wait
 from wavewait.core.agents import close, mark_dead
 from wavewait.core.errors import BadInput
 from wavewait.core.proc import hostname
+
+from conftest import Background, env_for, has_progress, has_waits, push_timers_out, until, wavewait_cmd
+from coretools import crew, run_actor, waits_of
 
 pytestmark = pytest.mark.anyio
 
@@ -42,9 +44,7 @@ async def test_a_change_between_subscribe_and_the_first_read_is_not_missed(bus, 
 
 
 # 2 ----------------------------------------------------------------- event-driven, not polled
-async def test_a_wait_wakes_on_a_message_from_another_process_with_every_timer_an_hour_away(
-    bus, monkeypatch
-):
+async def test_a_wait_wakes_on_a_message_from_another_process_with_every_timer_an_hour_away(bus, monkeypatch):
     await crew(bus)
     push_timers_out(monkeypatch)
     async with anyio.create_task_group() as tg:
@@ -82,7 +82,10 @@ async def test_fan_in_returns_early_when_every_target_received_idled_or_died(bus
         r = await wait.wait_fan_in(bus, "orchestrator", 60, ["file-reader", "test-runner", "linter"])
     assert r.status == "complete"
     assert [(t.status, t.message) for t in r.results] == [
-        ("received", "found 3 issues"), ("idle", None), ("dead", None)]
+        ("received", "found 3 issues"),
+        ("idle", None),
+        ("dead", None),
+    ]
     assert r.results[2].reason == "segfault"
 
 
@@ -93,7 +96,9 @@ async def test_a_timeout_returns_every_target_with_its_status_and_what_was_recei
     r = await wait.wait_fan_in(bus, "orchestrator", 0.3, ["file-reader", "test-runner"])
     assert r.status == "timeout" and r.outcome() == "timeout"
     assert [(t.agent_id, t.status, t.message) for t in r.results] == [
-        ("file-reader", "received", "half done"), ("test-runner", "running", None)]
+        ("file-reader", "received", "half done"),
+        ("test-runner", "running", None),
+    ]
     assert r.elapsed_sec >= 0.3
 
 
@@ -104,16 +109,23 @@ async def test_every_kind_of_wait_times_out_normally(bus, tmp_path):
     assert (await wait.wait_event(bus, "orchestrator", 0.1)).type == "timeout"
     s = await wait.wait_signal(bus, "orchestrator", str(tmp_path / "*.done"), timeout=0.1, min_count=2)
     assert s.timed_out and s.partial_matches == [str(tmp_path / "a.done")] and s.matched is None
-    a = await wait.wait_agents(bus, "orchestrator", id="w1", agent_id="file-reader", kind="agent-idle",
-                               description="reader done", timeout_at=_iso_in(0.1))
+    a = await wait.wait_agents(
+        bus,
+        "orchestrator",
+        id="w1",
+        agent_id="file-reader",
+        kind="agent-idle",
+        description="reader done",
+        timeout_at=_iso_in(0.1),
+    )
     assert a.resolution.status == "timed_out" and a.resolution.pending == ["file-reader"]
     assert await bus.list_waits() == []
 
 
 def _iso_in(seconds: float) -> str:
-    from datetime import datetime, timezone
+    from datetime import datetime
 
-    return datetime.fromtimestamp(time.time() + seconds, timezone.utc).isoformat()
+    return datetime.fromtimestamp(time.time() + seconds, UTC).isoformat()
 
 
 # 5 ----------------------------------------------------------------- interrupt
@@ -140,8 +152,16 @@ async def test_control_interrupt_in_process_returns_the_partial_state(bus, tmp_p
     control = wait.Control()
     async with anyio.create_task_group() as tg:
         bg = Background(tg)
-        bg.start("sig", wait.wait_signal, bus, "orchestrator", str(tmp_path / "*.done"),
-                 timeout=3600, min_count=3, control=control)
+        bg.start(
+            "sig",
+            wait.wait_signal,
+            bus,
+            "orchestrator",
+            str(tmp_path / "*.done"),
+            timeout=3600,
+            min_count=3,
+            control=control,
+        )
         await until(lambda: waits_of(bus, "signal"), what="the wait to register")
         control.interrupt()
         r = await bg.result("sig")
@@ -182,8 +202,7 @@ async def test_a_cancelled_wait_gives_its_claims_back_in_their_original_order(bu
     await messages.send(bus, "test-runner", "orchestrator", "m3 from runner")
     async with anyio.create_task_group() as tg:
         bg = Background(tg)
-        bg.start("fan", wait.wait_fan_in, bus, "orchestrator", 3600,
-                 ["file-reader", "test-runner", "orchestrator"])
+        bg.start("fan", wait.wait_fan_in, bus, "orchestrator", 3600, ["file-reader", "test-runner", "orchestrator"])
 
         await until(lambda: has_progress(bus, "2/3"), what="the wait to claim two messages")
         assert [r.sender for r in await bus.pending("orchestrator")] == ["linter"]
@@ -201,7 +220,8 @@ async def test_a_sigkilled_waiter_gives_its_claims_back_in_their_original_order(
     await messages.send(bus, "linter", "orchestrator", "m2 from linter")
     await messages.send(bus, "test-runner", "orchestrator", "m3 from runner")
     proc = await anyio.open_process(
-        wavewait_cmd("wait", "3600", "file-reader", "test-runner", "orchestrator"), env=env_for(bus))
+        wavewait_cmd("wait", "3600", "file-reader", "test-runner", "orchestrator"), env=env_for(bus)
+    )
     try:
         await until(lambda: has_progress(bus, "2/3"), 20, what="the waiter process to claim two messages")
         assert [r.sender for r in await bus.pending("orchestrator")] == ["linter"]
@@ -265,8 +285,16 @@ async def test_every_kind_of_wait_is_registered_while_it_runs_and_gone_after(bus
         bg.start("fan_in", wait.wait_fan_in, bus, "orchestrator", 3600, ["file-reader", "linter"])
         bg.start("event", wait.wait_event, bus, "orchestrator", 3600, ["question"])
         bg.start("signal", wait.wait_signal, bus, "orchestrator", pattern, timeout=3600)
-        bg.start("agents", wait.wait_agents, bus, "orchestrator", id="w-reg", agent_id="test-runner",
-                 kind="agent-closed", description="runner closes")
+        bg.start(
+            "agents",
+            wait.wait_agents,
+            bus,
+            "orchestrator",
+            id="w-reg",
+            agent_id="test-runner",
+            kind="agent-closed",
+            description="runner closes",
+        )
 
         await until(lambda: has_waits(bus, 5), what="five waits on the bus")
         records = {w.kind: w for w in await bus.list_waits()}
@@ -300,8 +328,9 @@ async def test_the_progress_callback_reports_each_change_with_increasing_elapsed
 
     async with anyio.create_task_group() as tg:
         bg = Background(tg)
-        bg.start("fan", wait.wait_fan_in, bus, "orchestrator", 600, ["file-reader", "test-runner"],
-                 on_progress=on_progress)
+        bg.start(
+            "fan", wait.wait_fan_in, bus, "orchestrator", 600, ["file-reader", "test-runner"], on_progress=on_progress
+        )
         await until(lambda: len(seen) == 1, what="the first progress report")
         await messages.send(bus, "file-reader", "orchestrator", "found 3 issues")
         await until(lambda: len(seen) == 2, what="a report after the first message")

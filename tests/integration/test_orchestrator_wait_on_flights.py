@@ -25,8 +25,9 @@ pytestmark = pytest.mark.anyio
 @asynccontextmanager
 async def orchestrator(bus, project: Path) -> AsyncIterator[Client]:
     """`wavewait mcp` set up as --print-config does: the bus named only in the environment."""
-    params = StdioServerParameters(command=PYTHON, args=["-m", "wavewait", "mcp"],
-                                   env=server_env(bus, WAVEWAIT_PROJECT_DIR=str(project)))
+    params = StdioServerParameters(
+        command=PYTHON, args=["-m", "wavewait", "mcp"], env=server_env(bus, WAVEWAIT_PROJECT_DIR=str(project))
+    )
     async with Client(params) as client:
         yield client
 
@@ -52,14 +53,19 @@ async def test_orchestrator_dispatches_a_wave_and_waits_once_for_its_flights(bus
     (project / "wavebus" / "wave-1" / "flights").mkdir(parents=True)
     async with orchestrator(bus, project) as o:
         ids = {}
-        for name, cmd in (("file-reader", flight(0.2, "file-reader")),
-                          ("test-runner", flight(0.8, "test-runner")),
-                          ("linter", flight(0.4, "linter", report=False, exit_code=3))):
+        for name, cmd in (
+            ("file-reader", flight(0.2, "file-reader")),
+            ("test-runner", flight(0.8, "test-runner")),
+            ("linter", flight(0.4, "linter", report=False, exit_code=3)),
+        ):
             ids[name] = (await call(o, "spawn_agent", {"name": name, "command": cmd, "wave": "wave-1"}))["agent_id"]
 
         # one call sits still until both signal files are there
-        sig = await call(o, "wave_wait_for_signal", {"signal_path": "wavebus/wave-1/flights/*.done",
-                                                     "min_count": 2, "timeout_sec": 60})
+        sig = await call(
+            o,
+            "wave_wait_for_signal",
+            {"signal_path": "wavebus/wave-1/flights/*.done", "min_count": 2, "timeout_sec": 60},
+        )
         assert [Path(p).name for p in sig["matched"]] == ["file-reader.done", "test-runner.done"]
 
         # one fan-in call collects every report and ends early on the dead flight
@@ -84,8 +90,9 @@ async def test_a_timeout_returns_partial_results_and_a_rewait_on_the_pending_fli
     async with orchestrator(bus, project) as o:
         fast = (await call(o, "spawn_agent", {"name": "fast", "command": flight(0.1, "fast")}))["agent_id"]
         slow = (await call(o, "spawn_agent", {"name": "slow", "command": flight(3, "slow")}))["agent_id"]
-        sig = await call(o, "wave_wait_for_signal", {"signal_path": "wavebus/wave-1/flights/fast.done",
-                                                     "timeout_sec": 60})
+        sig = await call(
+            o, "wave_wait_for_signal", {"signal_path": "wavebus/wave-1/flights/fast.done", "timeout_sec": 60}
+        )
         assert sig["matched"]
         first = await call(o, "wait", {"timeout": 1, "from_agents": [fast, slow]})
         assert first["status"] == "timeout"

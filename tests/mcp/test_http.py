@@ -18,17 +18,26 @@ from mcptools import server_env
 
 pytestmark = pytest.mark.anyio
 
-INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
+}
 HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 
 
 @contextmanager
 def http_process(bus, *flags: str) -> Iterator[subprocess.Popen[str]]:
     """`wavewait mcp --transport http --port 0 FLAGS...`, ended afterwards; its stderr is a pipe."""
-    proc = subprocess.Popen(wavewait_cmd("mcp", "--transport", "http", "--port", "0", *flags),
-                            env=server_env(bus), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        wavewait_cmd("mcp", "--transport", "http", "--port", "0", *flags),
+        env=server_env(bus),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         yield proc
     finally:
@@ -57,12 +66,15 @@ async def test_http_refuses_a_missing_or_wrong_token_and_foreign_host_or_origin(
     async with httpx2.AsyncClient() as h:
         missing = await h.post(url, json=INIT, headers=HEADERS)
         wrong = await h.post(url, json=INIT, headers=HEADERS | {"authorization": "Bearer nope"})
-        host = await h.post(url, json=INIT, headers=HEADERS | {"authorization": "Bearer s3cret",
-                                                               "host": f"evil.example:{port}"})
-        origin = await h.post(url, json=INIT, headers=HEADERS | {"authorization": "Bearer s3cret",
-                                                                 "origin": "http://evil.example"})
-        good = await h.post(url, json=INIT, headers=HEADERS | {"authorization": "Bearer s3cret",
-                                                               "origin": f"http://localhost:{port}"})
+        host = await h.post(
+            url, json=INIT, headers=HEADERS | {"authorization": "Bearer s3cret", "host": f"evil.example:{port}"}
+        )
+        origin = await h.post(
+            url, json=INIT, headers=HEADERS | {"authorization": "Bearer s3cret", "origin": "http://evil.example"}
+        )
+        good = await h.post(
+            url, json=INIT, headers=HEADERS | {"authorization": "Bearer s3cret", "origin": f"http://localhost:{port}"}
+        )
     assert missing.status_code == 401 and "bearer" in missing.headers["www-authenticate"].lower()
     assert wrong.status_code == 401
     assert host.status_code == 421

@@ -46,9 +46,17 @@ async def test_wave_wait_for_signal_polls_until_match(bus, project):
             bg.start("signal", c.call_tool, "wave_wait_for_signal", {"signal_path": GLOB, "timeout_sec": 60})
             await until(lambda: _waiting(bus), what="the signal wait on the bus")
             # a flight drops its artifact the way a shell-only agent does: write, then rename
-            await anyio.run_process([PYTHON, "-c", (
-                "import os,sys; d=sys.argv[1]; open(os.path.join(d,'.x.tmp'),'w').write('ok');"
-                "os.rename(os.path.join(d,'.x.tmp'), os.path.join(d,'x.done'))"), str(flights(project))])
+            await anyio.run_process(
+                [
+                    PYTHON,
+                    "-c",
+                    (
+                        "import os,sys; d=sys.argv[1]; open(os.path.join(d,'.x.tmp'),'w').write('ok');"
+                        "os.rename(os.path.join(d,'.x.tmp'), os.path.join(d,'x.done'))"
+                    ),
+                    str(flights(project)),
+                ]
+            )
     assert data(bg.results["signal"])["matched"] == [str(flights(project) / "x.done")]
 
 
@@ -91,10 +99,14 @@ async def test_signal_paths_outside_the_project_and_bus_are_refused_unless_allow
     outside.mkdir()
     (outside / "z.done").touch()
     async with server(bus, project) as c:
-        refused = [error_text(await c.call_tool("wave_wait_for_signal", {"signal_path": p, "timeout_sec": 1}))
-                   for p in (str(outside / "*.done"), "../elsewhere/*.done", "/etc/*.conf")]
+        refused = [
+            error_text(await c.call_tool("wave_wait_for_signal", {"signal_path": p, "timeout_sec": 1}))
+            for p in (str(outside / "*.done"), "../elsewhere/*.done", "/etc/*.conf")
+        ]
         empty = error_text(await c.call_tool("wave_wait_for_signal", {"signal_path": ""}))
-        bad = error_text(await c.call_tool("wave_wait_for_signal", {"signal_path": GLOB, "timeout_sec": 0, "min_count": 1.5}))
+        bad = error_text(
+            await c.call_tool("wave_wait_for_signal", {"signal_path": GLOB, "timeout_sec": 0, "min_count": 1.5})
+        )
     assert all("signal_path" in t and "--allow-path" in t for t in refused)
     assert "signal_path" in empty
     assert "timeout_sec" in bad and "min_count" in bad

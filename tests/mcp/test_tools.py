@@ -13,9 +13,10 @@ import sys
 import anyio
 import pytest
 
+from wavewait.core import messages
+
 from conftest import PYTHON, Background, has_progress, has_waits, register_crew, until, wavewait_cmd
 from mcptools import data, error_text, mcp_client, server_env
-from wavewait.core import messages
 
 pytestmark = pytest.mark.anyio
 
@@ -26,9 +27,18 @@ WAITS = ("wait", "wave_wait_for_signal", "wait_agent", "wait_for_event")
 async def test_tools_list_publishes_schemas_and_honest_annotations(bus):
     async with mcp_client(bus) as c:
         tools = {t.name: t for t in (await c.list_tools()).tools}
-    assert set(tools) == {"wait", "wave_wait_for_signal", "wait_agent", "wait_for_event",
-                          "notify_completion", "send", "spawn_agent", "list_agents", "close_agent",
-                          "kill_agent"}
+    assert set(tools) == {
+        "wait",
+        "wave_wait_for_signal",
+        "wait_agent",
+        "wait_for_event",
+        "notify_completion",
+        "send",
+        "spawn_agent",
+        "list_agents",
+        "close_agent",
+        "kill_agent",
+    }
     for t in tools.values():
         assert t.output_schema and t.output_schema["type"] == "object", t.name
         assert t.input_schema["additionalProperties"] is False, t.name
@@ -84,7 +94,10 @@ async def test_wait_fan_in_timeout_keeps_partial_state_and_says_what_to_rewait(b
     async with mcp_client(bus) as c:
         r = data(await c.call_tool("wait", {"timeout": 0.3, "from_agents": ["file", "test-runner"]}))
     assert r["status"] == "timeout"
-    assert [(x["agent_id"], x["status"]) for x in r["results"]] == [("file-reader", "received"), ("test-runner", "running")]
+    assert [(x["agent_id"], x["status"]) for x in r["results"]] == [
+        ("file-reader", "received"),
+        ("test-runner", "running"),
+    ]
     assert r["results"][0]["message"] == "found 3 issues"
     assert 'from_agents=["test-runner"]' in r["hint"]
 
@@ -148,8 +161,12 @@ async def test_max_block_returns_a_normal_timeout_that_says_to_call_again(bus):
     async with mcp_client(bus, "--max-block", "0.5") as c:
         r = data(await c.call_tool("wait", {"timeout": 600, "from_agents": ["test-runner"]}))
         e = data(await c.call_tool("wait_for_event", {"timeout_secs": 600}))
-        a = data(await c.call_tool("wait_agent", {"id": "w1", "agentId": "test-runner", "kind": "agent-idle",
-                                                  "description": "tests finish"}))
+        a = data(
+            await c.call_tool(
+                "wait_agent",
+                {"id": "w1", "agentId": "test-runner", "kind": "agent-idle", "description": "tests finish"},
+            )
+        )
     assert r["status"] == "timeout" and r["elapsed_sec"] < 60
     assert "max-block" in r["hint"] and 'from_agents=["test-runner"]' in r["hint"]
     assert e["type"] == "timeout" and "max-block" in e["hint"]
@@ -170,8 +187,13 @@ async def test_wait_for_event_takes_by_type_fifo_and_leaves_others_queued(bus):
         e4 = data(await c.call_tool("wait_for_event", {"timeout_secs": 0}))
         bad = error_text(await c.call_tool("wait_for_event", {"types": ["Worker Complete"]}))
         bad2 = error_text(await c.call_tool("wait_for_event", {"timeout_secs": -3}))
-    assert (e1["type"], e1["worker_id"], e1["status"], e1["changes"], e1["message"]) == \
-        ("worker_complete", "fix-bug", "success", ["a.py"], "fixed")
+    assert (e1["type"], e1["worker_id"], e1["status"], e1["changes"], e1["message"]) == (
+        "worker_complete",
+        "fix-bug",
+        "success",
+        ["a.py"],
+        "fixed",
+    )
     assert e1["event_id"] and (e2["worker_id"], e2["status"]) == ("add-tests", "error")
     assert e3["type"] == "timeout" and "hint" in e3
     assert (e4["type"], e4["from"], e4["body"]) == ("message", "fix-bug", "a plain message")
@@ -182,22 +204,39 @@ async def test_wait_for_event_takes_by_type_fifo_and_leaves_others_queued(bus):
 async def test_wait_agent_resolves_idle_and_a_repeated_id_returns_the_stored_resolution(bus):
     await register_crew(bus, "writer-1", "writer-2")
     await messages.notify_completion(bus, "writer-1", status="success", message="draft")
-    args = {"id": "wait-2", "agentId": "writer-1", "agentIds": ["writer-1", "writer-2"], "kind": "agent-idle",
-            "match": "any", "description": "the first draft"}
+    args = {
+        "id": "wait-2",
+        "agentId": "writer-1",
+        "agentIds": ["writer-1", "writer-2"],
+        "kind": "agent-idle",
+        "match": "any",
+        "description": "the first draft",
+    }
     async with mcp_client(bus) as c:
         r = data(await c.call_tool("wait_agent", args))
         await bus.transition("writer-1", "running", ("idle",))
         again = data(await c.call_tool("wait_agent", args))
-        past = data(await c.call_tool("wait_agent", {**args, "id": "wait-3", "match": "all",
-                                                     "timeoutAt": "2020-01-01T00:00:00Z"}))
+        past = data(
+            await c.call_tool(
+                "wait_agent", {**args, "id": "wait-3", "match": "all", "timeoutAt": "2020-01-01T00:00:00Z"}
+            )
+        )
         unknown = error_text(await c.call_tool("wait_agent", {**args, "id": "w4", "agentId": "nobody"}))
         bad_kind = error_text(await c.call_tool("wait_agent", {**args, "id": "w5", "kind": "agent-done"}))
         bad_time = error_text(await c.call_tool("wait_agent", {**args, "id": "w6", "timeoutAt": "tomorrow"}))
-    assert (r["waitId"], r["agentId"], r["status"], r["kind"], r["match"]) == \
-        ("wait-2", "writer-1", "resolved", "agent-idle", "any")
+    assert (r["waitId"], r["agentId"], r["status"], r["kind"], r["match"]) == (
+        "wait-2",
+        "writer-1",
+        "resolved",
+        "agent-idle",
+        "any",
+    )
     assert r["resolution"]["status"] == "agent_idle" and r["resolution"]["resolvedAgentIds"] == ["writer-1"]
     assert again == r
-    assert past["resolution"]["status"] == "timed_out" and past["resolution"]["pendingAgentIds"] == ["writer-1", "writer-2"]
+    assert past["resolution"]["status"] == "timed_out" and past["resolution"]["pendingAgentIds"] == [
+        "writer-1",
+        "writer-2",
+    ]
     assert "nobody" in unknown and "kind" in bad_kind and "agent-idle" in bad_kind and "timeoutAt" in bad_time
 
 
@@ -206,9 +245,17 @@ async def test_wait_agent_closed_waits_until_close_agent(bus):
     async with mcp_client(bus) as c, mcp_client(bus) as other:
         async with anyio.create_task_group() as tg:
             bg = Background(tg)
-            bg.start("wait_agent", c.call_tool, "wait_agent", {
-                "id": "wait-1", "agentId": "researcher-1", "kind": "agent-closed",
-                "description": "research agent closes"})
+            bg.start(
+                "wait_agent",
+                c.call_tool,
+                "wait_agent",
+                {
+                    "id": "wait-1",
+                    "agentId": "researcher-1",
+                    "kind": "agent-closed",
+                    "description": "research agent closes",
+                },
+            )
             await until(lambda: has_waits(bus, 1), what="the wait_agent wait")
             closed = data(await other.call_tool("close_agent", {"agentId": "researcher-1"}))
     assert closed == {"agentId": "researcher-1", "status": "closed"}
@@ -233,20 +280,29 @@ async def test_send_delivers_and_refuses_empty_unknown_or_dead_recipients(bus):
 async def test_notify_completion_reports_to_the_parent_and_marks_idle(bus):
     await register_crew(bus, "fix-bug")
     async with mcp_client(bus, env={"WAVEWAIT_AGENT_ID": "fix-bug"}) as worker:
-        r = data(await worker.call_tool("notify_completion", {"status": "success", "message": "fixed",
-                                                              "changes": ["src/a.py"]}))
+        r = data(
+            await worker.call_tool(
+                "notify_completion", {"status": "success", "message": "fixed", "changes": ["src/a.py"]}
+            )
+        )
         bad = error_text(await worker.call_tool("notify_completion", {"status": "ok", "message": "x"}))
     assert r["success"] is True and r["event_id"]
     (item,) = await bus.peek("orchestrator")
-    assert (item.id, item.type, item.sender, item.data["changes"]) == (r["event_id"], "worker_complete", "fix-bug", ["src/a.py"])
+    assert (item.id, item.type, item.sender, item.data["changes"]) == (
+        r["event_id"],
+        "worker_complete",
+        "fix-bug",
+        ["src/a.py"],
+    )
     assert (await bus.get_agent("fix-bug")).status == "idle"
     assert "status" in bad and "success" in bad
 
 
 async def test_spawn_list_and_kill_an_agent(bus, tmp_path):
     async with mcp_client(bus, env={"WAVEWAIT_PROJECT_DIR": str(tmp_path)}) as c:
-        s = data(await c.call_tool("spawn_agent", {"name": "sleeper", "wave": "wave-7",
-                                                   "command": ["sh", "-c", "sleep 60"]}))
+        s = data(
+            await c.call_tool("spawn_agent", {"name": "sleeper", "wave": "wave-7", "command": ["sh", "-c", "sleep 60"]})
+        )
         listed = data(await c.call_tool("list_agents", {"wave": "wave-7"}))
         k = data(await c.call_tool("kill_agent", {"agent": s["agent_id"][:6]}))
         after = data(await c.call_tool("list_agents", {"wave": "wave-7"}))
@@ -257,7 +313,13 @@ async def test_spawn_list_and_kill_an_agent(bus, tmp_path):
         unknown = error_text(await c.call_tool("kill_agent", {"agent": "nobody"}))
     assert s["name"] == "sleeper" and s["pid"] > 0
     (a,) = listed["agents"]
-    assert (a["id"], a["name"], a["wave"], a["status"], a["parent_id"]) == (s["agent_id"], "sleeper", "wave-7", "running", "orchestrator")
+    assert (a["id"], a["name"], a["wave"], a["status"], a["parent_id"]) == (
+        s["agent_id"],
+        "sleeper",
+        "wave-7",
+        "running",
+        "orchestrator",
+    )
     assert k == {"agent_id": s["agent_id"], "status": "dead"}
     assert after["agents"][0]["status"] == "dead" and "killed" in after["agents"][0]["reason"]
     assert "command" in neither and "prompt" in both
@@ -267,9 +329,11 @@ async def test_spawn_list_and_kill_an_agent(bus, tmp_path):
 
 async def test_spawn_with_prompt_runs_the_configured_agent_command(bus, tmp_path):
     script = tmp_path / "agent.py"
-    script.write_text("import os, sys, subprocess\n"
-                      f"subprocess.run([{sys.executable!r}, '-m', 'wavewait', 'send', os.environ['WAVEWAIT_PARENT_ID'],"
-                      " 'got: ' + sys.argv[-1]], check=True)\n")
+    script.write_text(
+        "import os, sys, subprocess\n"
+        f"subprocess.run([{sys.executable!r}, '-m', 'wavewait', 'send', os.environ['WAVEWAIT_PARENT_ID'],"
+        " 'got: ' + sys.argv[-1]], check=True)\n"
+    )
     async with mcp_client(bus, "--agent-command", f"{PYTHON} {script}") as c:
         s = data(await c.call_tool("spawn_agent", {"name": "worker", "prompt": "fix the bug"}))
         r = data(await c.call_tool("wait", {"timeout": 30, "from_agents": [s["agent_id"]]}))
@@ -277,20 +341,30 @@ async def test_spawn_with_prompt_runs_the_configured_agent_command(bus, tmp_path
 
 
 async def test_print_config_prints_claude_and_codex_setup(bus):
-    out = subprocess.run(wavewait_cmd("mcp", "--print-config", "claude", "--bus", bus.url),
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        wavewait_cmd("mcp", "--print-config", "claude", "--bus", bus.url), capture_output=True, text=True, check=True
+    ).stdout
     assert "claude mcp add" in out and '"mcpServers"' in out and "SubagentStop" in out and "wavewait notify" in out
-    out = subprocess.run(wavewait_cmd("mcp", "--print-config", "codex", "--max-block", "50"),
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        wavewait_cmd("mcp", "--print-config", "codex", "--max-block", "50"), capture_output=True, text=True, check=True
+    ).stdout
     assert "[mcp_servers.wavewait]" in out and "tool_timeout_sec" in out and '"--max-block", "50"' in out
 
 
-@pytest.mark.parametrize("tool, args, check", [
-    ("wait", {"timeout": 60}, lambda r: r["status"] == "interrupted"),
-    ("wait_for_event", {"timeout_secs": 60}, lambda r: r["type"] == "interrupted"),
-    ("wait_agent", {"id": "w-int", "agentId": "test-runner", "kind": "agent-idle", "description": "tests"},
-     lambda r: r["resolution"]["status"] == "interrupted" and r["resolution"]["pendingAgentIds"] == ["test-runner"]),
-])
+@pytest.mark.parametrize(
+    "tool, args, check",
+    [
+        ("wait", {"timeout": 60}, lambda r: r["status"] == "interrupted"),
+        ("wait_for_event", {"timeout_secs": 60}, lambda r: r["type"] == "interrupted"),
+        (
+            "wait_agent",
+            {"id": "w-int", "agentId": "test-runner", "kind": "agent-idle", "description": "tests"},
+            lambda r: (
+                r["resolution"]["status"] == "interrupted" and r["resolution"]["pendingAgentIds"] == ["test-runner"]
+            ),
+        ),
+    ],
+)
 async def test_each_blocking_tool_returns_interrupted_when_interrupted_from_outside(bus, tool, args, check):
     await register_crew(bus, "test-runner")
     async with mcp_client(bus) as c:

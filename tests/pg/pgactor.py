@@ -1,10 +1,10 @@
 """A process that acts on a PostgreSQL bus for the tests (its own connections, its own host).
 
-    pgactor.py consume INBOX N_BATCH MODE   claim until the inbox is empty; print the bodies (JSON)
-                                            MODE: refs (pending + claim), next (claim_next)
-                                            or take_next (claim and take in one statement)
-    pgactor.py hold INBOX SEQ,SEQ,...       register a wait, claim those items, print "held",
-                                            then block until killed
+pgactor.py consume INBOX N_BATCH MODE   claim until the inbox is empty; print the bodies (JSON)
+                                        MODE: refs (pending + claim), next (claim_next)
+                                        or take_next (claim and take in one statement)
+pgactor.py hold INBOX SEQ,SEQ,...       register a wait, claim those items, print "held",
+                                        then block until killed
 """
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ async def register_wait(bus, inbox: str) -> str:
     """A wait of this process on `inbox`, so the claims it makes are owned by a live waiter."""
     wait_id = new_id()
     pid, start = me()
-    await bus.register_wait(WaitRecord(id=wait_id, waiter=inbox, kind="next", tool="test",
-                                       host=hostname(), pid=pid, pid_start=start))
+    await bus.register_wait(
+        WaitRecord(id=wait_id, waiter=inbox, kind="next", tool="test", host=hostname(), pid=pid, pid_start=start)
+    )
     return wait_id
 
 

@@ -45,8 +45,12 @@ def _reachable() -> str | None:
             ).fetchall()
             for (name,) in stale:
                 try:
-                    row = conn.execute(sql.SQL("SELECT max(applied_at) < now() - %s::interval FROM {}.schema_version")
-                                       .format(sql.Identifier(name)), [STALE_AFTER]).fetchone()
+                    row = conn.execute(
+                        sql.SQL("SELECT max(applied_at) < now() - %s::interval FROM {}.schema_version").format(
+                            sql.Identifier(name)
+                        ),
+                        [STALE_AFTER],
+                    ).fetchone()
                 except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName):
                     continue  # a concurrent test run dropped it between the list and this read
                 if row and row[0]:

@@ -12,10 +12,9 @@ import sys
 import anyio
 import psycopg
 import pytest
+from pg.pgtools import PG_URL, drop_schema, fresh_schema_url, new_schema, pg_bus, with_schema
 from psycopg import sql
 
-from conftest import Background, env_for, until, wavewait_cmd
-from pg.pgtools import PG_URL, fresh_schema_url, pg_bus, with_schema, new_schema, drop_schema
 from wavewait.core import wait
 from wavewait.core.agents import sweep
 from wavewait.core.bus import open_bus
@@ -24,6 +23,8 @@ from wavewait.core.bus.postgres import PostgresBus, split_url
 from wavewait.core.errors import BusError
 from wavewait.core.ids import new_id
 from wavewait.core.model import Item
+
+from conftest import Background, env_for, until, wavewait_cmd
 
 pytestmark = pytest.mark.anyio
 HERE = os.path.dirname(__file__)
@@ -45,8 +46,9 @@ async def test_concurrent_first_use_creates_the_schema_once_with_its_version():
                 await b.close()
         schema = split_url(url)[1]
         with psycopg.connect(PG_URL, autocommit=True) as conn:
-            rows = conn.execute(sql.SQL("SELECT version FROM {}.schema_version").format(
-                sql.Identifier(schema))).fetchall()
+            rows = conn.execute(
+                sql.SQL("SELECT version FROM {}.schema_version").format(sql.Identifier(schema))
+            ).fetchall()
         assert rows == [(SCHEMA_VERSION,)]
 
 
@@ -55,8 +57,12 @@ async def test_a_bus_schema_newer_than_this_code_is_refused_with_what_to_do():
         b = await PostgresBus.open(url)  # creates it at this code's version
         await b.close()
         with psycopg.connect(PG_URL, autocommit=True) as conn:
-            conn.execute(sql.SQL("INSERT INTO {}.schema_version (version) VALUES (%s)").format(
-                sql.Identifier(split_url(url)[1])), [SCHEMA_VERSION + 1])
+            conn.execute(
+                sql.SQL("INSERT INTO {}.schema_version (version) VALUES (%s)").format(
+                    sql.Identifier(split_url(url)[1])
+                ),
+                [SCHEMA_VERSION + 1],
+            )
         with pytest.raises(BusError, match="newer than this wavewait"):
             await PostgresBus.open(url)
 
@@ -69,6 +75,7 @@ async def test_a_schema_name_that_is_not_a_plain_identifier_is_refused(schema):
 
 async def test_an_unreachable_server_is_a_bus_error_naming_the_url_without_its_password(monkeypatch):
     from wavewait.core.bus import postgres
+
     monkeypatch.setattr(postgres, "OPEN_TIMEOUT", 0.5)
     with pytest.raises(BusError) as e:
         await open_bus("postgresql://someone:s3cret@127.0.0.1:1/test?connect_timeout=1")
@@ -77,7 +84,7 @@ async def test_an_unreachable_server_is_a_bus_error_naming_the_url_without_its_p
 
 async def test_item_ids_and_names_are_data_never_sql():
     async with pg_bus() as bus:
-        body = "'); DROP TABLE items; -- \"quoted\" \\ ünïcode"
+        body = '\'); DROP TABLE items; -- "quoted" \\ ünïcode'
         await bus.deliver(item("orchestrator", body, sender="o'brien"))
         (got,) = await bus.peek("orchestrator")
         assert (got.body, got.sender) == (body, "o'brien")
@@ -104,6 +111,7 @@ async def test_a_claim_is_idempotent_for_its_wait_and_refused_to_another():
 
 async def test_history_is_bounded_per_inbox(monkeypatch):
     from wavewait.core.bus import postgres
+
     monkeypatch.setattr(postgres, "HISTORY_KEPT", 5)
     async with pg_bus() as bus:
         for i in range(8):
@@ -131,6 +139,7 @@ async def test_take_next_takes_the_oldest_in_order_into_history_and_leaves_the_r
 
 async def test_history_trims_keep_the_bound_with_many_takes(monkeypatch):
     from wavewait.core.bus import postgres
+
     monkeypatch.setattr(postgres, "HISTORY_KEPT", 40)
     async with pg_bus() as bus:
         for i in range(200):
@@ -150,6 +159,7 @@ async def test_eight_consumer_processes_claim_10000_messages_exactly_once():
         async def produce(part: list[str]) -> None:
             for body in part:
                 await bus.deliver(item("pool", body))
+
         async with anyio.create_task_group() as tg:
             for k in range(4):
                 tg.start_soon(produce, bodies[k::4])
@@ -157,8 +167,7 @@ async def test_eight_consumer_processes_claim_10000_messages_exactly_once():
         outputs: list[list[str]] = []
 
         async def consume(mode: str) -> None:
-            done = await anyio.run_process([*ACTOR, "consume", "pool", "10", mode],
-                                           env=env_for(bus), check=False)
+            done = await anyio.run_process([*ACTOR, "consume", "pool", "10", mode], env=env_for(bus), check=False)
             assert done.returncode == 0, done.stderr.decode()
             outputs.append(json.loads(done.stdout))
 
@@ -174,8 +183,13 @@ async def test_eight_consumer_processes_claim_10000_messages_exactly_once():
 
 
 async def start_holder(bus, seqs: str, **env: str) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([*ACTOR, "hold", "orchestrator", seqs], env=env_for(bus, **env),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    proc = subprocess.Popen(
+        [*ACTOR, "hold", "orchestrator", seqs],
+        env=env_for(bus, **env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     line = (await anyio.to_thread.run_sync(proc.stdout.readline)).decode().split()
     assert line[:1] == ["held"], proc.stderr.read().decode() if proc.poll() is not None else line
     return proc, line[1]
@@ -206,16 +220,17 @@ async def test_claims_of_a_waiter_on_a_vanished_host_return_when_its_wait_lease_
         for i in range(3):
             await bus.deliver(item("orchestrator", f"m{i}"))
         seqs = [r.seq for r in await bus.pending("orchestrator")]
-        holder, wait_id = await start_holder(bus, f"{seqs[0]}", WAVEWAIT_HOST="host-b",
-                                             WAVEWAIT_PG_WAIT_LEASE="0.6")
+        holder, wait_id = await start_holder(bus, f"{seqs[0]}", WAVEWAIT_HOST="host-b", WAVEWAIT_PG_WAIT_LEASE="0.6")
 
         async def lease_until():
             rows = await bus._rows("SELECT lease_until FROM waits WHERE id = %s", [wait_id])
             return rows[0][0]
+
         first = await lease_until()
 
         async def renewed_twice() -> bool:  # the live holder keeps its lease fresh
             return (await lease_until() - first).total_seconds() > 0.35
+
         await until(renewed_twice, what="the holder to renew its wait lease")
         assert await bus.recover() == 0, "a live lease on another host keeps its claims"
         assert [w.host for w in await bus.list_waits()] == ["host-b"]
@@ -223,6 +238,7 @@ async def test_claims_of_a_waiter_on_a_vanished_host_return_when_its_wait_lease_
 
         async def returned() -> bool:
             return await bus.recover() == 1
+
         await until(returned, 10, "the lease to run out and the claim to return")
         assert [i.body for i in await bus.peek("orchestrator")] == ["m0", "m1", "m2"]
         assert await bus.list_waits() == []
@@ -231,10 +247,10 @@ async def test_claims_of_a_waiter_on_a_vanished_host_return_when_its_wait_lease_
 async def test_an_agent_on_a_vanished_host_is_marked_dead_when_its_lease_runs_out(monkeypatch):
     """Two hosts: flights spawned by host-b's CLI; a fan-in here sees them through leases."""
     async with pg_bus() as bus:
-        env = env_for(bus, WAVEWAIT_HOST="host-b", WAVEWAIT_AGENT_LEASE="0.6",
-                      WAVEWAIT_AGENT_ID="orchestrator")
-        spawn = subprocess.run(wavewait_cmd("spawn", "flight-b", "--", "sleep", "600"), env=env,
-                               capture_output=True, text=True, timeout=60)
+        env = env_for(bus, WAVEWAIT_HOST="host-b", WAVEWAIT_AGENT_LEASE="0.6", WAVEWAIT_AGENT_ID="orchestrator")
+        spawn = subprocess.run(
+            wavewait_cmd("spawn", "flight-b", "--", "sleep", "600"), env=env, capture_output=True, text=True, timeout=60
+        )
         assert spawn.returncode == 0, spawn.stderr
         flight = json.loads(spawn.stdout)
         agent = await bus.get_agent(flight["agent_id"])
@@ -244,6 +260,7 @@ async def test_an_agent_on_a_vanished_host_is_marked_dead_when_its_lease_runs_ou
         async def renewed_twice() -> bool:
             a = await bus.get_agent(agent.id)
             return a.lease_expires_at - first > 0.35
+
         await until(renewed_twice, what="host-b's supervisor to renew the lease")
         assert await sweep(bus, [await bus.get_agent(agent.id)]) == []  # alive elsewhere: not ours to judge
         async with anyio.create_task_group() as tg:
@@ -262,6 +279,7 @@ async def test_an_agent_on_a_vanished_host_is_marked_dead_when_its_lease_runs_ou
 async def test_a_lease_renewal_wakes_no_waiter():
     async with pg_bus() as bus:
         from wavewait.core.agents import register
+
         await register(bus, "flight", lease=60)
         sub = await bus.subscribe(agents=True)
         try:

@@ -11,11 +11,12 @@ import subprocess
 
 import anyio
 import pytest
-
-from conftest import Background, env_for, push_timers_out, until, wavewait_cmd
 from pg.pgtools import ensure_server_up, pg_bus, restart_server
+
 from wavewait.core import messages, wait
 from wavewait.core.agents import register
+
+from conftest import Background, env_for, push_timers_out, until, wavewait_cmd
 
 pytestmark = [pytest.mark.anyio, pytest.mark.restarts_server]
 
@@ -30,8 +31,13 @@ async def test_waits_survive_a_server_restart_and_return_the_right_result(monkey
             await messages.send(bus, "reader", "orchestrator", "reader-0")
             await messages.send(bus, "reader", "orchestrator", "reader-1")
             # a second waiter in its own process, with its own connections (and default timers)
-            child = subprocess.Popen(wavewait_cmd("--agent", "other", "wait", "60"), env=env_for(bus),
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            child = subprocess.Popen(
+                wavewait_cmd("--agent", "other", "wait", "60"),
+                env=env_for(bus),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
             async with anyio.create_task_group() as tg:
                 bg = Background(tg)
                 bg.start("fan", wait.wait_fan_in, bus, "orchestrator", 120, ["reader", "runner"])
@@ -39,14 +45,16 @@ async def test_waits_survive_a_server_restart_and_return_the_right_result(monkey
                 async def both_waiting() -> bool:
                     waits = await bus.list_waits()
                     return len(waits) == 2 and any(w.progress.startswith("1/2") for w in waits)
+
                 await until(both_waiting, 20, "both waits to run, the fan-in holding reader-0")
 
                 await anyio.to_thread.run_sync(restart_server)
 
                 # after the restart, through new processes: the waits must hear of these
                 for sender, to, body in (("runner", "orchestrator", "runner-0"), ("reader", "other", "for-other")):
-                    sent = await anyio.run_process(wavewait_cmd("--agent", sender, "send", to, body),
-                                                   env=env_for(bus), check=False)
+                    sent = await anyio.run_process(
+                        wavewait_cmd("--agent", sender, "send", to, body), env=env_for(bus), check=False
+                    )
                     assert sent.returncode == 0, sent.stderr.decode()
                 r = await bg.result("fan", 9)  # the fan-in wakes after the restart
             out, err = await anyio.to_thread.run_sync(lambda: child.communicate(timeout=30))

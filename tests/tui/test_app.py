@@ -13,12 +13,6 @@ import anyio
 import pytest
 from textual import events
 
-from conftest import Background, env_for, until, wavewait_cmd
-from mcptools import data, mcp_client
-from tuitools import (
-    IDS, NOW, SIZE, deterministic_textual, make_app, put_flight, running, screen_text, scrollback,  # noqa: F401
-    started, type_command,
-)
 from wavewait.core import messages
 from wavewait.core.agents import register
 from wavewait.core.ids import short
@@ -30,6 +24,22 @@ from wavewait.tui.terminal import POP_TITLE, PUSH_TITLE, window_title
 from wavewait.tui.widgets.command import CommandLine
 from wavewait.tui.widgets.eventlog import EventLog
 from wavewait.tui.widgets.flights import FlightsTable
+
+from conftest import Background, env_for, until, wavewait_cmd
+from mcptools import data, mcp_client
+from tuitools import (
+    IDS,
+    NOW,
+    SIZE,
+    deterministic_textual,  # noqa: F401  (a fixture, used by name)
+    make_app,
+    put_flight,
+    running,
+    screen_text,
+    scrollback,
+    started,
+    type_command,
+)
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("deterministic_textual")]
 
@@ -49,8 +59,10 @@ async def test_panel_shows_state_as_glyph_and_word_and_a_summary(bus):
     await messages.send(bus, IDS["file-reader"], "orchestrator", "found 3 issues")
     async with running(bus) as (app, pilot):
         await until(lambda: "1/3 received" in screen_text(app), what="the summary")
-        await until(lambda: all(n in screen_text(app) for n in ("file-reader", "test-runner", "linter")),
-                    what="the rows laid out")
+        await until(
+            lambda: all(n in screen_text(app) for n in ("file-reader", "test-runner", "linter")),
+            what="the rows laid out",
+        )
         text = screen_text(app)
         assert "1/3 received · 1 dead · 1 running" in text
         rows = {line.split()[2]: line for line in text.splitlines() if "wave-1" in line and len(line.split()) > 3}
@@ -66,21 +78,21 @@ async def test_panel_follows_every_change_and_the_clock(bus):
     """The table caches rendered cells: each change must still show, and nothing stale."""
     now = [NOW]
     async with running(bus, "file-reader", "test-runner", clock=lambda: now[0], sweep_every=0) as (app, pilot):
+
         def row(name: str) -> str:
             return next((line for line in screen_text(app).splitlines() if name in line), "")
 
         await until(lambda: "test-runner" in row("test-runner"), what="the row")
         for text in ("first step", "second step", "first step again"):
             await bus.update_agent(IDS["test-runner"], last_message=text, last_message_at=now[0])
-            await until(lambda: row("test-runner").rstrip().endswith(text), what=f"{text!r} in the row")
+            await until(lambda text=text: row("test-runner").rstrip().endswith(text), what=f"{text!r} in the row")
         assert "second step" not in screen_text(app)
         assert row("test-runner").split()[5] == "40s" and row("file-reader").split()[5] == "41s"
         table = app._main.query_one(FlightsTable)
         assert "dim" not in str(table.get_cell(IDS["test-runner"], "name").style)  # spoke just now
         now[0] += 65
         app.repaint()
-        await until(lambda: row("test-runner").split()[5:7] == ["1m45s", "1m05s"],
-                    what="elapsed and quiet moved on")
+        await until(lambda: row("test-runner").split()[5:7] == ["1m45s", "1m05s"], what="elapsed and quiet moved on")
         assert row("file-reader").split()[5:7] == ["1m46s", "—"]
         assert "dim" in str(table.get_cell(IDS["test-runner"], "name").style)  # silent 65 s: stalled
         table.focus()  # focused, the cursor row is drawn differently
@@ -165,8 +177,7 @@ async def test_escape_interrupts_the_wait_and_keeps_what_was_received(bus):
         await until(lambda: not app.waiting, timeout=5, what="Escape to end the wait")
         result = app.last_result
         assert result.status == "interrupted"
-        assert [(r.status, r.message) for r in result.results] == [("received", "found 3 issues"),
-                                                                   ("running", None)]
+        assert [(r.status, r.message) for r in result.results] == [("received", "found 3 issues"), ("running", None)]
         assert "interrupted: 1/2 received" in scrollback(app)
         assert app.screen.check_action("interrupt", ()) is None  # greyed out again
         await pilot.press("ctrl+q")
@@ -311,20 +322,23 @@ async def test_help_opens_the_help_screen_with_every_command(file_bus):
         assert app.is_running
 
 
-@pytest.mark.parametrize("line, why", [
-    ("/wait", "give a timeout"),
-    ("/wait soon a1b2", "TIMEOUT: must be a"),
-    ("/wait -1", "TIMEOUT: must be a"),
-    ("/wait 60 zzzz9", "no agent matches"),
-    ("/send a1b2", "give a flight id and a message"),
-    ("/send zzzz9 hello", "no agent matches"),
-    ("/spawn x", "put the command after --"),
-    ("/spawn a b -- true", "give one NAME"),
-    ("/kill", "give exactly one id"),
-    ("/close a1b2 e5f6", "give exactly one id"),
-    ("/agents now", "takes no arguments"),
-    ("/bogus", "unknown command"),
-])
+@pytest.mark.parametrize(
+    "line, why",
+    [
+        ("/wait", "give a timeout"),
+        ("/wait soon a1b2", "TIMEOUT: must be a"),
+        ("/wait -1", "TIMEOUT: must be a"),
+        ("/wait 60 zzzz9", "no agent matches"),
+        ("/send a1b2", "give a flight id and a message"),
+        ("/send zzzz9 hello", "no agent matches"),
+        ("/spawn x", "put the command after --"),
+        ("/spawn a b -- true", "give one NAME"),
+        ("/kill", "give exactly one id"),
+        ("/close a1b2 e5f6", "give exactly one id"),
+        ("/agents now", "takes no arguments"),
+        ("/bogus", "unknown command"),
+    ],
+)
 async def test_bad_input_prints_the_usage_and_starts_nothing(file_bus, line, why):
     async with running(file_bus, "file-reader") as (app, pilot):
         await type_command(pilot, line)
@@ -427,12 +441,20 @@ async def test_event_log_streams_bus_events_with_a_per_flight_filter(file_bus):
 async def test_mirror_shows_a_cli_wait_and_interrupting_it_returns_interrupted(bus):
     await put_flight(bus, "file-reader", 1)
     await register(bus, "planner")
-    proc = subprocess.Popen(wavewait_cmd("--agent", "planner", "wait", "60", "a1b2"),
-                            env=env_for(bus), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        wavewait_cmd("--agent", "planner", "wait", "60", "a1b2"),
+        env=env_for(bus),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         async with running(bus) as (app, pilot):
-            await until(lambda: "planner" in screen_text(app) and "left" in screen_text(app),
-                        timeout=15, what="the mirrored wait")
+            await until(
+                lambda: "planner" in screen_text(app) and "left" in screen_text(app),
+                timeout=15,
+                what="the mirrored wait",
+            )
             text = screen_text(app)
             assert "Waits by other processes" in text and "file-reader" in text
             mirror = app._main.query_one("#mirror")
@@ -460,16 +482,16 @@ async def test_interrupting_a_mirrored_mcp_wait_makes_the_agents_call_return_int
         async with running(bus) as (app, pilot), anyio.create_task_group() as tg:
             bg = Background(tg)
             bg.start("planner", client.call_tool, "wait", {"timeout": 60, "from_agents": ["a1b2", "e5f6"]})
-            await until(lambda: any(w.waiter == "planner" for w in app.waits), timeout=20,
-                        what="the agent's wait in the mirror")
+            await until(
+                lambda: any(w.waiter == "planner" for w in app.waits), timeout=20, what="the agent's wait in the mirror"
+            )
             await until(lambda: "planner" in screen_text(app) and "file-reader, test-runner" in screen_text(app))
             mirror = app._main.query_one("#mirror")
             mirror.focus()
             await pilot.press("enter")  # Enter on a mirrored wait interrupts it
             r = data(await bg.result("planner", 20))
     assert r["status"] == "interrupted"
-    assert [(x["name"], x["status"]) for x in r["results"]] == [("file-reader", "received"),
-                                                              ("test-runner", "running")]
+    assert [(x["name"], x["status"]) for x in r["results"]] == [("file-reader", "received"), ("test-runner", "running")]
     assert r["results"][0]["message"] == "found 3 issues"
 
 
@@ -477,16 +499,23 @@ async def test_demo_spawns_a_real_wave_and_fans_in_on_it(bus):
     """A short demo wave: reports, a death, and a slow flight whose own wait the person interrupts."""
     from wavewait.tui.demo import DemoFlight, DemoPlan
 
-    demo = DemoPlan(seed=1, timeout=60, flights=(
-        DemoFlight("file-reader", "report", 0.2, "found 3 issues"),
-        DemoFlight("test-runner", "report-cli", 0.3, "120 tests pass"),
-        DemoFlight("linter", "die", 0.2, "ruff crashed"),
-        DemoFlight("migrator", "slow", 0.1, "waiting for a go-ahead"),
-    ))
+    demo = DemoPlan(
+        seed=1,
+        timeout=60,
+        flights=(
+            DemoFlight("file-reader", "report", 0.2, "found 3 issues"),
+            DemoFlight("test-runner", "report-cli", 0.3, "120 tests pass"),
+            DemoFlight("linter", "die", 0.2, "ruff crashed"),
+            DemoFlight("migrator", "slow", 0.1, "waiting for a go-ahead"),
+        ),
+    )
     async with running(bus, demo=demo) as (app, pilot):
         await until(lambda: app.waiting and len(app.wait_targets) == 4, timeout=30, what="the demo's fan-in")
-        await until(lambda: any(w.waiter not in ("orchestrator",) for w in app.waits), timeout=30,
-                    what="migrator's own wait in the mirror")
+        await until(
+            lambda: any(w.waiter not in ("orchestrator",) for w in app.waits),
+            timeout=30,
+            what="migrator's own wait in the mirror",
+        )
         other = next(w for w in app.waits if w.id not in app._own_waits)
         await type_command(pilot, f"/interrupt {other.id[:8]}")
         await until(lambda: not app.waiting, timeout=30, what="the fan-in to finish")

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import until
-from tuitools import deterministic_textual, running, screen_text, scrollback, type_command  # noqa: F401
 from wavewait.tui.widgets.command import CommandLine
 from wavewait.tui.widgets.hints import CommandHints
+
+from conftest import until
+from tuitools import deterministic_textual, running, screen_text, scrollback, type_command  # noqa: F401
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("deterministic_textual")]
 
@@ -25,7 +26,7 @@ def shown(app) -> str:
     region = hints(app).region
     if not hints(app).display or not region.height:
         return ""
-    return "\n".join(screen_text(app).splitlines()[region.y:region.bottom])
+    return "\n".join(screen_text(app).splitlines()[region.y : region.bottom])
 
 
 def rows(app) -> list[str]:
@@ -81,8 +82,9 @@ async def test_tab_completes_the_best_fuzzy_match_and_prefixes_still_suggest_inl
 async def test_after_a_space_the_hint_shows_the_usage_then_the_flights_for_an_id(file_bus):
     async with running(file_bus, "file-reader", "test-runner") as (app, pilot):
         await pilot.press(*"/wait ")
-        await until(lambda: "/wait TIMEOUT [ID ...] — wait for the next message" in shown(app),
-                    what="the usage of /wait")
+        await until(
+            lambda: "/wait TIMEOUT [ID ...] — wait for the next message" in shown(app), what="the usage of /wait"
+        )
         assert "flights:" not in shown(app)  # a TIMEOUT comes first
         await pilot.press(*"5 ")
         await until(lambda: "flights:" in shown(app), what="the flights for an ID")

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from conftest import until
 from textual.app import App, ComposeResult
-from tuitools import deterministic_textual  # noqa: F401
 
 from wavewait.tui.widgets.followlog import FollowLog
+
+from conftest import until
+from tuitools import deterministic_textual  # noqa: F401
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("deterministic_textual")]
 

@@ -10,11 +10,12 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import clean_env, until, wavewait_cmd
 
 from wavewait.core import agents
 from wavewait.core.bus.file import FileBus
 from wavewait.core.proc import alive
+
+from conftest import clean_env, until, wavewait_cmd
 
 pytestmark = pytest.mark.anyio
 
@@ -33,11 +34,18 @@ async def test_the_demo_ends_its_flights_when_its_terminal_goes(tmp_path: Path, 
     bus = FileBus(tmp_path / "bus")
     env = clean_env(TERM="xterm-256color")
     leader, follower = pty.openpty()
-    proc = subprocess.Popen(wavewait_cmd("--bus", str(tmp_path / "bus"), "demo", "--seed", "1"),
-                            stdin=follower, stdout=follower, stderr=follower, env=env, start_new_session=True)
+    proc = subprocess.Popen(
+        wavewait_cmd("--bus", str(tmp_path / "bus"), "demo", "--seed", "1"),
+        stdin=follower,
+        stdout=follower,
+        stderr=follower,
+        env=env,
+        start_new_session=True,
+    )
     os.close(follower)
     threading.Thread(target=drain, args=(leader,), daemon=True).start()
     try:
+
         async def flights():
             return [a for a in await bus.list_agents() if a.wave == "wave-1"]
 

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from tuitools import SIZE, deterministic_textual  # noqa: F401
 from wavewait.core.bus.file import FileBus
 from wavewait.tui import scenes
+
+from tuitools import SIZE, deterministic_textual  # noqa: F401
 
 pytestmark = pytest.mark.usefixtures("deterministic_textual")
 

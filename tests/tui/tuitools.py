@@ -10,10 +10,11 @@ from textual import constants
 from textual.pilot import Pilot
 from textual.widgets import Input
 
-from conftest import until
 from wavewait.core.bus import Bus
 from wavewait.tui.app import WaveApp
 from wavewait.tui.scenes import IDS, NOW, put_flight  # noqa: F401  (the fixed records tests share)
+
+from conftest import until
 
 SIZE = (100, 30)
 
@@ -41,8 +42,9 @@ async def started(app: WaveApp) -> None:
 
 
 @asynccontextmanager
-async def running(bus: Bus, *flights: str, size: tuple[int, int] = SIZE,
-                  **options) -> AsyncIterator[tuple[WaveApp, Pilot]]:
+async def running(
+    bus: Bus, *flights: str, size: tuple[int, int] = SIZE, **options
+) -> AsyncIterator[tuple[WaveApp, Pilot]]:
     """Put these flights (the fixed records, in this order), make the app, run it until its first read."""
     for i, name in enumerate(flights, 1):
         await put_flight(bus, name, i)
@@ -66,4 +68,3 @@ def screen_text(app: WaveApp) -> str:
 def scrollback(app: WaveApp) -> str:
     log = app._main.query_one("#scrollback")
     return "\n".join(strip.text for strip in log.lines)
-

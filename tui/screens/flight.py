@@ -83,8 +83,11 @@ class FlightScreen(ModalScreen[None]):
         if agent.command:
             head.append("\n$ " + " ".join(agent.command), style="dim")
         info.update(head)
-        mine = [i for i in await self.bus.history(self.me, 1000) + await self.bus.peek(self.me)
-                if i.sender == self.agent_id or i.data.get("agent_id") == self.agent_id]
+        mine = [
+            i
+            for i in await self.bus.history(self.me, 1000) + await self.bus.peek(self.me)
+            if i.sender == self.agent_id or i.data.get("agent_id") == self.agent_id
+        ]
         theirs = await self.bus.history(self.agent_id, 1000) + await self.bus.peek(self.agent_id)
         items = sorted(mine + theirs, key=lambda i: i.sent_at)
         log = self.query_one("#flight-items", RichLog)
@@ -99,7 +102,9 @@ class FlightScreen(ModalScreen[None]):
         arrow = "→ you" if item.to == self.me else f"→ {item.to[:8]}"
         kind = item.type if item.type in AGENT_ITEM_TYPES else f"event {item.type}"
         line = Text(f"+{ago(item.sent_at - t0):>6} ", style="dim")
-        line.append(f"{kind} {arrow} ({where}): ", style="bold" if item.type in AGENT_ITEM_TYPES else self.app.roles["bad"])
+        line.append(
+            f"{kind} {arrow} ({where}): ", style="bold" if item.type in AGENT_ITEM_TYPES else self.app.roles["bad"]
+        )
         line.append(item.body)
         return line
 

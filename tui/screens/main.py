@@ -10,8 +10,8 @@ from textual.widgets import DataTable, Footer, Input, Static
 
 from ..widgets.command import CommandLine
 from ..widgets.eventlog import EventLog
-from ..widgets.followlog import FollowLog
 from ..widgets.flights import FlightsTable
+from ..widgets.followlog import FollowLog
 from ..widgets.hints import CommandHints
 from ..widgets.mirror import MirrorTable
 from ..widgets.status import WaitStatus
@@ -27,7 +27,9 @@ received. **F1** shows the help of the focused part.
 """
     BINDINGS = [
         # not a priority binding: the command palette keeps its own Escape
-        Binding("escape", "interrupt", "Interrupt wait", tooltip="Interrupt the running wait; partial results are kept"),
+        Binding(
+            "escape", "interrupt", "Interrupt wait", tooltip="Interrupt the running wait; partial results are kept"
+        ),
         Binding("slash", "focus_command", "Command", show=False),  # from a panel: start a command
     ]
 

@@ -47,8 +47,12 @@ suggestion); a flight's name followed by Tab becomes its short id. **↑/↓** w
     ]
 
     def __init__(self, ids: IdsFn, **kwargs) -> None:
-        super().__init__(placeholder="/wait 60 ID …   /send ID MESSAGE   /help", suggester=SlashSuggester(ids),
-                         select_on_focus=False, **kwargs)
+        super().__init__(
+            placeholder="/wait 60 ID …   /send ID MESSAGE   /help",
+            suggester=SlashSuggester(ids),
+            select_on_focus=False,
+            **kwargs,
+        )
         self._ids = ids
         self.history: list[str] = []
         self._pos = 0

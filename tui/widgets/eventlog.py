@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import deque
 
 from rich.text import Text
+
 from .followlog import FollowLog
 
 KEPT = 2000

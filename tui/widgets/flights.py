@@ -14,8 +14,15 @@ from textual.widgets import DataTable
 
 from ..state import FlightView
 
-COLUMNS = (("state", 10), ("name", 16), ("id", 8), ("wave", 7), ("elapsed", 7),
-           ("quiet", 6), ("last message / reason", 30))
+COLUMNS = (
+    ("state", 10),
+    ("name", 16),
+    ("id", 8),
+    ("wave", 7),
+    ("elapsed", 7),
+    ("quiet", 6),
+    ("last message / reason", 30),
+)
 DETAIL = len(COLUMNS) - 1  # the last message / reason: the one column whose width follows the screen
 NARROW_BELOW = 100  # terminal columns under which the detail column is left out
 DETAIL_MIN = 20
@@ -95,7 +102,7 @@ time since its last message, and its last message (or why it died).
             self._shown[v.id] = v
             if old is None:
                 cells = self._cells(v, t)
-                self.add_row(*cells[:len(self.columns)], key=v.id)
+                self.add_row(*cells[: len(self.columns)], key=v.id)
                 self._painted[v.id] = [_look(c) for c in cells]
             else:
                 self._paint(v, t)
@@ -112,14 +119,21 @@ time since its last message, and its last message (or why it died).
         """Update the cells of `v`'s row that differ from what they hold (each costs a refresh)."""
         painted = self._painted[v.id]
         cells = self._cells(v, t)
-        for i, ((label, _), cell) in enumerate(zip(COLUMNS, cells[:len(self.columns)])):
+        for i, ((label, _), cell) in enumerate(zip(COLUMNS, cells[: len(self.columns)], strict=False)):
             look = _look(cell)
             if painted[i] != look:
                 self.update_cell(v.id, _key(label), cell)
                 painted[i] = look
 
-    def _render_cell(self, row_index: int, column_index: int, base_style: Style, width: int,
-                     cursor: bool = False, hover: bool = False) -> list[list[Segment]]:
+    def _render_cell(
+        self,
+        row_index: int,
+        column_index: int,
+        base_style: Style,
+        width: int,
+        cursor: bool = False,
+        hover: bool = False,
+    ) -> list[list[Segment]]:
         """DataTable's cell render, cached by the cell's content instead of the table's update count.
 
         DataTable keys its caches on a counter that every `update_cell` bumps, so one changed
@@ -132,9 +146,22 @@ time since its last message, and its last message (or why it died).
         cell = self.get_cell_at(Coordinate(row_index, column_index))
         if not isinstance(cell, Text):
             return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
-        key = (row_index, column_index, cell.plain, cell.style, cell.justify, cell.overflow,
-               cell.no_wrap, tuple(cell.spans), base_style, width, cursor, hover,
-               self._show_hover_cursor, self._pseudo_class_state)
+        key = (
+            row_index,
+            column_index,
+            cell.plain,
+            cell.style,
+            cell.justify,
+            cell.overflow,
+            cell.no_wrap,
+            tuple(cell.spans),
+            base_style,
+            width,
+            cursor,
+            hover,
+            self._show_hover_cursor,
+            self._pseudo_class_state,
+        )
         lines = self._cells_rendered.get(key)
         if lines is None:
             lines = super()._render_cell(row_index, column_index, base_style, width, cursor, hover)

@@ -28,8 +28,15 @@ class FollowLog(RichLog):
         self.following = True
         self.unread = 0
 
-    def write(self, content: RenderableType | object, width: int | None = None, expand: bool = False,
-              shrink: bool = True, scroll_end: bool | None = None, animate: bool = False) -> FollowLog:
+    def write(
+        self,
+        content: RenderableType | object,
+        width: int | None = None,
+        expand: bool = False,
+        shrink: bool = True,
+        scroll_end: bool | None = None,
+        animate: bool = False,
+    ) -> FollowLog:
         follow = self.following if scroll_end is None else scroll_end
         super().write(content, width, expand, shrink, scroll_end=False, animate=animate)
         if follow:

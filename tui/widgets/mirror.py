@@ -54,7 +54,7 @@ its caller, tool, targets, time left and progress.
             if old is None:
                 self.add_row(*cells, key=v.id)
             else:
-                for (label, _), cell, a, b in zip(COLUMNS, cells, old.cells(), v.cells()):
+                for (label, _), cell, a, b in zip(COLUMNS, cells, old.cells(), v.cells(), strict=False):
                     if a != b:
                         self.update_cell(v.id, label, cell)
             self._shown[v.id] = v

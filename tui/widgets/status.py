@@ -15,8 +15,14 @@ class WaitStatus(Static):
     """Shown only while the person's own wait runs; fed by the wait's progress and the panel."""
 
     def render_wait(
-        self, *, targets: Sequence[tuple[str, str]], received: set[str],
-        states: Mapping[str, tuple[str, str]], t: float, left: float | None, progress: str,
+        self,
+        *,
+        targets: Sequence[tuple[str, str]],
+        received: set[str],
+        states: Mapping[str, tuple[str, str]],
+        t: float,
+        left: float | None,
+        progress: str,
     ) -> None:
         """`states` maps agent id to (lifecycle status, reason) as the panel knows it."""
         roles = self.app.roles

@@ -23,8 +23,19 @@ from ..core.bus import Bus
 from ..core.errors import WavewaitError
 from .outputs import OUTPUT_SCHEMAS
 from .tools import (
-    CLOSE_DOC, EVENT_DOC, KILL_DOC, LIST_DOC, NOTIFY_DOC, SEND_DOC, SIGNAL_DOC, SPAWN_DOC, WAIT_AGENT_DOC,
-    WAIT_DOC, Settings, Tools, error,
+    CLOSE_DOC,
+    EVENT_DOC,
+    KILL_DOC,
+    LIST_DOC,
+    NOTIFY_DOC,
+    SEND_DOC,
+    SIGNAL_DOC,
+    SPAWN_DOC,
+    WAIT_AGENT_DOC,
+    WAIT_DOC,
+    Settings,
+    Tools,
+    error,
 )
 
 log = logging.getLogger(__name__)
@@ -38,10 +49,16 @@ INSTRUCTIONS = (
 )
 
 
-def _ann(title: str, *, read_only: bool, destructive: bool = False, idempotent: bool = False,
-         open_world: bool = False) -> ToolAnnotations:
-    return ToolAnnotations(title=title, read_only_hint=read_only, destructive_hint=destructive,
-                           idempotent_hint=idempotent, open_world_hint=open_world)
+def _ann(
+    title: str, *, read_only: bool, destructive: bool = False, idempotent: bool = False, open_world: bool = False
+) -> ToolAnnotations:
+    return ToolAnnotations(
+        title=title,
+        read_only_hint=read_only,
+        destructive_hint=destructive,
+        idempotent_hint=idempotent,
+        open_world_hint=open_world,
+    )
 
 
 # name → (description, annotations). Waits that consume inbox items are not read-only.
@@ -108,8 +125,10 @@ class WaveServer(MCPServer):
             known = set(tool.parameters.get("properties", {}))
             unknown = sorted(set(arguments) - known)
             if unknown:
-                return error(f"{name}: unknown argument(s) {', '.join(unknown)}; nothing was done. "
-                             f"Allowed: {', '.join(sorted(known))}")
+                return error(
+                    f"{name}: unknown argument(s) {', '.join(unknown)}; nothing was done. "
+                    f"Allowed: {', '.join(sorted(known))}"
+                )
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as e:
@@ -157,16 +176,28 @@ class Guard:
         auth = headers.get("authorization", "")
         scheme, _, given = auth.partition(" ")
         if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), self.token):
-            return await _plain(send, 401, "a bearer token is required (Authorization: Bearer TOKEN)",
-                                [(b"www-authenticate", b'Bearer realm="wavewait"')])
+            return await _plain(
+                send,
+                401,
+                "a bearer token is required (Authorization: Bearer TOKEN)",
+                [(b"www-authenticate", b'Bearer realm="wavewait"')],
+            )
         await self.app(scope, receive, send)
 
 
 async def _plain(send: Any, status: int, text: str, extra: list[tuple[bytes, bytes]] | None = None) -> None:
     body = (text + "\n").encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"text/plain; charset=utf-8"),
-                            (b"content-length", str(len(body)).encode()), *(extra or [])]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"text/plain; charset=utf-8"),
+                (b"content-length", str(len(body)).encode()),
+                *(extra or []),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
@@ -185,12 +216,11 @@ async def serve_http(server: WaveServer, host: str, port: int, token: str) -> No
     app = server.streamable_http_app(
         host=host,
         transport_security=TransportSecuritySettings(
-            enable_dns_rebinding_protection=True, allowed_hosts=sorted(hosts),
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=sorted(hosts),
             allowed_origins=sorted(f"http://{h}" for h in hosts) + sorted(f"https://{h}" for h in hosts),
         ),
     )
     print(f"wavewait mcp: streamable HTTP on http://{shown}:{port}/mcp", file=sys.stderr, flush=True)
     config = uvicorn.Config(Guard(app, token, hosts), log_level="warning", lifespan="on")
     await uvicorn.Server(config).serve(sockets=[sock])
-
-

@@ -86,8 +86,7 @@ TIMEOUT_NORMAL = (
 )
 
 WAIT_DOC = (
-    SIT_STILL
-    + "Two modes. Without from_agents: returns the oldest message (or completion report, or "
+    SIT_STILL + "Two modes. Without from_agents: returns the oldest message (or completion report, or "
     "question) in your inbox as {from, name, message, sent_at}, or {status: 'timeout'}. With "
     "from_agents (ids or unique prefixes of at least 4 characters): waits until each listed agent "
     "has sent one message, or is idle, closed or dead, and returns {status: complete|timeout|"
@@ -101,34 +100,32 @@ WAIT_DOC = (
     "report the failure) instead of waiting for it. timeout 0 is an instant check."
 )
 SIGNAL_DOC = (
-    SIT_STILL
-    + "Waits until at least min_count files match signal_path (a path or glob such as "
+    SIT_STILL + "Waits until at least min_count files match signal_path (a path or glob such as "
     "wavebus/wave-7/flights/*.done; relative paths are taken from the project directory). "
     "Returns {matched: [absolute paths, sorted], elapsed_sec}, or on timeout {timed_out: true, "
     "elapsed_sec, partial_matches: [...]}. This is the sanctioned alternative to Bash(sleep) or a "
-    "while-loop over ls. " + TIMEOUT_NORMAL
+    "while-loop over ls. "
+    + TIMEOUT_NORMAL
     + "Files already matched count again on the next call, so call again with the same arguments."
 )
 WAIT_AGENT_DOC = (
-    SIT_STILL
-    + "Waits until agents are idle (finished their job; kind 'agent-idle') or closed (kind "
+    SIT_STILL + "Waits until agents are idle (finished their job; kind 'agent-idle') or closed (kind "
     "'agent-closed'). Targets are agentId plus agentIds; match 'all' (default) or 'any'. "
     "Returns {waitId, agentId, status: 'resolved', kind, match, resolution: {status: "
     "agent_idle|agent_closed|agent_dead|timed_out|interrupted, resolvedAgentIds, "
     "pendingAgentIds, deadAgentIds}}; 'agent_dead' means a target died, so the condition can no "
     "longer hold. id names the wait: calling again with the same id returns the stored "
     "resolution once it resolved. timeoutAt is an ISO-8601 time; without it the call waits as "
-    "long as needed. " + TIMEOUT_NORMAL
-    + "To wait only on what is pending, pass a new id and the pendingAgentIds."
+    "long as needed. " + TIMEOUT_NORMAL + "To wait only on what is pending, pass a new id and the pendingAgentIds."
 )
 EVENT_DOC = (
-    SIT_STILL
-    + "Takes one event from your inbox, oldest first, and returns it: {event_id, type: "
+    SIT_STILL + "Takes one event from your inbox, oldest first, and returns it: {event_id, type: "
     "'worker_complete', worker_id, status, changes, message} | {event_id, type: 'message', from, "
     "body} | {event_id, type: 'question', from, question_id, body} | {event_id, type: "
     "'agent_dead', from, body, ...}, or {type: 'timeout'}. types filters (default: all types); "
     "events of other types stay queued for later. The event is consumed. "
-    + TIMEOUT_NORMAL + "Call it once per expected event; timeout_secs 0 is an instant check."
+    + TIMEOUT_NORMAL
+    + "Call it once per expected event; timeout_secs 0 is an instant check."
 )
 NOTIFY_DOC = (
     "Report that you (a worker) finished your job: sends a worker_complete event to the agent "
@@ -186,8 +183,10 @@ class Tools:
 
     def _cut_hint(self, asked: float | None) -> str:
         asked_s = "no limit" if asked is None else f"{asked:g} s"
-        return (f"Returned after this server's max-block of {self.s.max_block:g} s (you asked for "
-                f"{asked_s}); this is a normal timeout, nothing is lost and the flights keep running. ")
+        return (
+            f"Returned after this server's max-block of {self.s.max_block:g} s (you asked for "
+            f"{asked_s}); this is a normal timeout, nothing is lost and the flights keep running. "
+        )
 
     @staticmethod
     def _reply(result: Result | BaseModel, hint: str | None = None) -> CallToolResult:
@@ -225,18 +224,25 @@ class Tools:
         if r.status == "interrupted":
             parts.append("A person interrupted this wait (TUI or `wavewait interrupt`).")
         elif r.status == "timeout":
-            parts.append(self._cut_hint(asked).strip() if cut else
-                         "Timed out; this is a normal result and the flights keep running.")
+            parts.append(
+                self._cut_hint(asked).strip()
+                if cut
+                else "Timed out; this is a normal result and the flights keep running."
+            )
         if got:
-            parts.append(f"Received from {', '.join(t.name for t in got)}: those messages are consumed "
-                         "now, keep them.")
+            parts.append(f"Received from {', '.join(t.name for t in got)}: those messages are consumed now, keep them.")
         if dead:
-            parts.append("Dead, will not report: " + ", ".join(
-                f"{t.name} ({t.reason or 'no reason recorded'})" for t in dead) + "; handle them.")
+            parts.append(
+                "Dead, will not report: "
+                + ", ".join(f"{t.name} ({t.reason or 'no reason recorded'})" for t in dead)
+                + "; handle them."
+            )
         if running:
             ids = json.dumps([t.agent_id for t in running])
-            parts.append(f"Still running: {', '.join(t.name for t in running)}. To wait only on "
-                         f"them, call wait with from_agents={ids}.")
+            parts.append(
+                f"Still running: {', '.join(t.name for t in running)}. To wait only on "
+                f"them, call wait with from_agents={ids}."
+            )
         return " ".join(parts)
 
     # ----------------------------------------------------------------- signals
@@ -272,35 +278,59 @@ class Tools:
         return roots
 
     async def wave_wait_for_signal(
-        self, ctx: Context,
-        signal_path: Annotated[str, Field(description="Path or glob to watch, e.g. wavebus/wave-7/flights/*.done (relative to the project directory).")],
+        self,
+        ctx: Context,
+        signal_path: Annotated[
+            str,
+            Field(
+                description="Path or glob to watch, e.g. wavebus/wave-7/flights/*.done (relative to the project directory)."
+            ),
+        ],
         timeout_sec: Annotated[int, Field(gt=0, description="Seconds to wait at most (whole number > 0).")] = 1800,
         min_count: Annotated[int, Field(gt=0, description="How many matching files satisfy the signal.")] = 1,
     ) -> CallToolResult:
         pattern = self.resolve_signal_path(signal_path)
         eff, cut = self._clamp(float(timeout_sec))
-        r = await wait.wait_signal(self.bus, self.s.caller, pattern, timeout=eff, min_count=min_count,
-                                   on_progress=Reporter(ctx, eff))
+        r = await wait.wait_signal(
+            self.bus, self.s.caller, pattern, timeout=eff, min_count=min_count, on_progress=Reporter(ctx, eff)
+        )
         hint = None
         if r.interrupted:
             hint = "A person interrupted this wait. Call again with the same arguments to keep waiting."
         elif r.timed_out:
             n = len(r.partial_matches or [])
-            hint = ((self._cut_hint(timeout_sec) if cut else "Timed out; the flights keep running. ")
-                    + f"{n}/{min_count} files so far. Call again with the same arguments to keep "
-                    "waiting; files already there count again.")
+            hint = (
+                (self._cut_hint(timeout_sec) if cut else "Timed out; the flights keep running. ")
+                + f"{n}/{min_count} files so far. Call again with the same arguments to keep "
+                "waiting; files already there count again."
+            )
         return self._reply(r, hint)
 
     # ----------------------------------------------------------------- agents idle/closed
     async def wait_agent(
-        self, ctx: Context,
-        id: Annotated[str, Field(description="A name you choose for this wait (e.g. 'wait-1'); the same id returns the stored resolution.")],
+        self,
+        ctx: Context,
+        id: Annotated[
+            str,
+            Field(
+                description="A name you choose for this wait (e.g. 'wait-1'); the same id returns the stored resolution."
+            ),
+        ],
         agentId: Annotated[str, Field(description="Primary agent id (or unique prefix) to wait on.")],
-        kind: Annotated[Literal["agent-closed", "agent-idle"], Field(description="agent-idle: finished its job (idle or closed); agent-closed: closed for good.")],
+        kind: Annotated[
+            Literal["agent-closed", "agent-idle"],
+            Field(description="agent-idle: finished its job (idle or closed); agent-closed: closed for good."),
+        ],
         description: Annotated[str, Field(description="In a few words, what is being waited for.")],
-        agentIds: Annotated[list[str] | None, Field(description="More agents to include (deduplicated with agentId).")] = None,
-        match: Annotated[Literal["any", "all"], Field(description="all (default): every target; any: the first one.")] = "all",
-        timeoutAt: Annotated[str | None, Field(description="ISO-8601 time at which the wait times out, e.g. 2026-01-31T12:00:00Z.")] = None,
+        agentIds: Annotated[
+            list[str] | None, Field(description="More agents to include (deduplicated with agentId).")
+        ] = None,
+        match: Annotated[
+            Literal["any", "all"], Field(description="all (default): every target; any: the first one.")
+        ] = "all",
+        timeoutAt: Annotated[
+            str | None, Field(description="ISO-8601 time at which the wait times out, e.g. 2026-01-31T12:00:00Z.")
+        ] = None,
     ) -> CallToolResult:
         asked = wait._parse_deadline(timeoutAt)
         eff_at, eff, cut = timeoutAt, asked, False
@@ -310,18 +340,30 @@ class Tools:
             eff_at, cut = iso(eff), True
         rep = Reporter(ctx, None if eff is None else max(0.0, eff - now()))
         r: AgentWait = await wait.wait_agents(
-            self.bus, self.s.caller, id=id, agent_id=agentId, agent_ids=agentIds or [], kind=kind,
-            description=description, match=match, timeout_at=eff_at, on_progress=rep,
+            self.bus,
+            self.s.caller,
+            id=id,
+            agent_id=agentId,
+            agent_ids=agentIds or [],
+            kind=kind,
+            description=description,
+            match=match,
+            timeout_at=eff_at,
+            on_progress=rep,
         )
         hint = None
         res = r.resolution
         if cut and res.status == "timed_out":
             res.timeout_at = iso(asked)
-            hint = self._cut_hint(None if asked is None else asked - now()) + \
-                "Call wait_agent again with the same arguments to keep waiting."
+            hint = (
+                self._cut_hint(None if asked is None else asked - now())
+                + "Call wait_agent again with the same arguments to keep waiting."
+            )
         elif res.status == "timed_out":
-            hint = (f"Timed out; the agents keep running. Pending: {', '.join(res.pending)}. To keep "
-                    "waiting, call again with a new id, a later timeoutAt and the pending agents.")
+            hint = (
+                f"Timed out; the agents keep running. Pending: {', '.join(res.pending)}. To keep "
+                "waiting, call again with a new id, a later timeoutAt and the pending agents."
+            )
         elif res.status == "interrupted":
             hint = "A person interrupted this wait. Call again with the same arguments to keep waiting."
         elif res.status == "agent_dead":
@@ -330,8 +372,11 @@ class Tools:
 
     # ----------------------------------------------------------------- events
     async def wait_for_event(
-        self, ctx: Context,
-        types: Annotated[list[str] | None, Field(description="Event types to take, e.g. ['worker_complete']; default: all.")] = None,
+        self,
+        ctx: Context,
+        types: Annotated[
+            list[str] | None, Field(description="Event types to take, e.g. ['worker_complete']; default: all.")
+        ] = None,
         timeout_secs: Annotated[float, Field(ge=0, description="Seconds to wait at most (0 = instant check).")] = 300,
     ) -> CallToolResult:
         timeout = wait.check_timeout(timeout_secs, "timeout_secs")
@@ -339,8 +384,9 @@ class Tools:
         r = await wait.wait_event(self.bus, self.s.caller, eff, types, on_progress=Reporter(ctx, eff))
         hint = None
         if r.type == "timeout":
-            hint = (self._cut_hint(timeout) if cut else "No event yet; the workers keep running. ") + \
-                "Call wait_for_event again to keep waiting."
+            hint = (
+                self._cut_hint(timeout) if cut else "No event yet; the workers keep running. "
+            ) + "Call wait_for_event again to keep waiting."
         elif r.type == "interrupted":
             hint = "A person interrupted this wait. Call again to keep waiting."
         return self._reply(r, hint)
@@ -355,8 +401,13 @@ class Tools:
         changes: Annotated[list[str] | None, Field(description="Files you changed.")] = None,
     ) -> CallToolResult:
         item = await messages.notify_completion(
-            self.bus, self.s.caller, status=status, message=message, changes=changes,
-            worker_id=worker_id, session_id=session_id,
+            self.bus,
+            self.s.caller,
+            status=status,
+            message=message,
+            changes=changes,
+            worker_id=worker_id,
+            session_id=session_id,
         )
         return self._reply(NotifyResult(success=True, event_id=item.id))
 
@@ -372,14 +423,17 @@ class Tools:
     async def spawn_agent(
         self,
         name: Annotated[str, Field(description="A label for people, e.g. 'file-reader'.")],
-        command: Annotated[list[str] | None, Field(description="Program and arguments, e.g. ['python', 'job.py'].")] = None,
-        prompt: Annotated[str | None, Field(description="A task for an agent, run through the server's agent command.")] = None,
+        command: Annotated[
+            list[str] | None, Field(description="Program and arguments, e.g. ['python', 'job.py'].")
+        ] = None,
+        prompt: Annotated[
+            str | None, Field(description="A task for an agent, run through the server's agent command.")
+        ] = None,
         wave: Annotated[str | None, Field(description="A wave name to group flights, e.g. 'wave-7'.")] = None,
     ) -> CallToolResult:
         argv = self._argv(command, prompt)
         await agents.ensure_agent(self.bus, self.s.caller)
-        a = await agents.spawn(self.bus, name, argv, wave=wave, parent_id=self.s.caller,
-                               cwd=self.s.project_dir)
+        a = await agents.spawn(self.bus, name, argv, wave=wave, parent_id=self.s.caller, cwd=self.s.project_dir)
         return self._reply(SpawnResult(agent_id=a.id, name=a.name, pid=a.pid))
 
     def _argv(self, command: Sequence[str] | None, prompt: str | None) -> list[str]:
@@ -399,22 +453,23 @@ class Tools:
         return [*shlex.split(self.s.agent_command), prompt]
 
     async def list_agents(
-        self, wave: Annotated[str | None, Field(description="Only agents of this wave.")] = None,
+        self,
+        wave: Annotated[str | None, Field(description="Only agents of this wave.")] = None,
     ) -> CallToolResult:
         found = await agents.list_swept(self.bus, wave)
         return self._reply(AgentList(agents=[AgentInfo(**agents.agent_view(a)) for a in found]))
 
     async def close_agent(
-        self, agentId: Annotated[str, Field(description="Agent id or unique prefix.")],
+        self,
+        agentId: Annotated[str, Field(description="Agent id or unique prefix.")],
     ) -> CallToolResult:
         a = await agents.close(self.bus, await agents.resolve_agent(self.bus, agentId, "agentId"))
         return self._reply(CloseResult(agentId=a.id, status=a.status))
 
     async def kill_agent(
-        self, agent: Annotated[str, Field(description="Agent id or unique prefix.")],
+        self,
+        agent: Annotated[str, Field(description="Agent id or unique prefix.")],
     ) -> CallToolResult:
         target = await agents.resolve_agent(self.bus, agent, "agent")
         a = await agents.kill(self.bus, target, by=self.s.caller)
         return self._reply(KillResult(agent_id=a.id, status=a.status))
-
-
