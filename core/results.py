@@ -1,19 +1,21 @@
-"""Results of the waits, shaped as the seed designs give them (DESIGN: MCP tools).
+"""What a wait or a tool returned: the one vocabulary every face renders (DESIGN: MCP tools).
 
-The CLI prints these as JSON and the MCP server returns them as structured content, so
-both faces give the same answer. `outcome` maps to the CLI's exit codes.
+The MCP server returns these as structured content, the CLI prints them as JSON and exits
+with `exit_code`, the TUI shows `summary()`; so every face gives the same answer. Wait
+results drop empty fields (the seed shapes); plain tool results keep them.
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, RootModel
 
-from .model import TargetStatus
+from .model import TargetStatus, WaitRecord
 
 Outcome = Literal["satisfied", "timeout", "interrupted"]
+EXIT_CODES: dict[Outcome, int] = {"satisfied": 0, "timeout": 3, "interrupted": 4}
 
 
 def iso(ts: float | None) -> str | None:
@@ -21,20 +23,38 @@ def iso(ts: float | None) -> str | None:
 
 
 class Result(BaseModel):
+    """A result: its outcome (and so the CLI's exit code), a one-line summary, and a hint."""
+
     model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
+    drop_none: ClassVar[bool] = True
+
+    hint: str | None = Field(
+        default=None,
+        description="What to do next (for example: call again with only the pending agents).",
+    )
 
     def outcome(self) -> Outcome:
-        raise NotImplementedError
+        return "satisfied"
+
+    @property
+    def exit_code(self) -> int:
+        """The CLI's exit code: 0 satisfied, 3 timed out, 4 interrupted."""
+        return EXIT_CODES[self.outcome()]
+
+    def summary(self) -> str:
+        """One line for people, e.g. `fan-in timed out: 4/6 received`."""
+        return self.outcome()
 
     def to_json(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", exclude_none=True, by_alias=True)
+        exclude = {"hint"} if self.hint is None else None
+        return self.model_dump(mode="json", exclude_none=self.drop_none, exclude=exclude, by_alias=True)
 
 
 class NextMessage(Result):
     """`wait` without `from_agents`: the oldest message, or why none came."""
 
     status: Literal["received", "timeout", "interrupted"]
-    sender: str | None = Field(default=None, alias="from")
+    sender: str | None = Field(default=None, validation_alias="from", serialization_alias="from")
     name: str | None = None
     message: str | None = None
     sent_at: str | None = None
@@ -43,6 +63,11 @@ class NextMessage(Result):
 
     def outcome(self) -> Outcome:
         return "satisfied" if self.status == "received" else self.status
+
+    def summary(self) -> str:
+        if self.status == "received":
+            return f"message from {self.name}"
+        return "timed out: no message" if self.status == "timeout" else "interrupted: no message"
 
 
 class TargetResult(BaseModel):
@@ -63,6 +88,17 @@ class FanIn(Result):
     def outcome(self) -> Outcome:
         return "satisfied" if self.status == "complete" else self.status
 
+    def summary(self) -> str:
+        got = sum(r.status == "received" for r in self.results)
+        word = {"complete": "fan-in complete", "timeout": "fan-in timed out", "interrupted": "interrupted"}
+        return f"{word[self.status]}: {got}/{len(self.results)} received"
+
+
+class WaitResult(RootModel[NextMessage | FanIn]):
+    """What the `wait` tool returns: one of its two modes."""
+
+    model_config = ConfigDict(json_schema_extra={"type": "object"})
+
 
 class Event(Result):
     """`wait_for_event`: one event, or `{type: "timeout"}` / `{type: "interrupted"}`."""
@@ -73,6 +109,11 @@ class Event(Result):
 
     def outcome(self) -> Outcome:
         return self.type if self.type in ("timeout", "interrupted") else "satisfied"  # type: ignore[return-value]
+
+    def summary(self) -> str:
+        return {"timeout": "timed out: no event", "interrupted": "interrupted: no event"}.get(
+            self.type, f"event: {self.type}"
+        )
 
 
 class Signal(Result):
@@ -89,21 +130,27 @@ class Signal(Result):
             return "interrupted"
         return "timeout" if self.timed_out else "satisfied"
 
+    def summary(self) -> str:
+        if self.matched is not None:
+            return f"signal: {len(self.matched)} file(s) matched"
+        word = "interrupted" if self.interrupted else "signal timed out"
+        return f"{word}: {len(self.partial_matches or [])} file(s) so far"
+
 
 class Resolution(BaseModel):
     model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
     status: Literal["agent_closed", "agent_idle", "agent_dead", "timed_out", "interrupted"]
-    resolved: list[str] = Field(alias="resolvedAgentIds")
-    pending: list[str] = Field(alias="pendingAgentIds")
-    dead: list[str] = Field(default_factory=list, alias="deadAgentIds")
-    timeout_at: str | None = Field(default=None, alias="timeoutAt")
+    resolved: list[str] = Field(validation_alias="resolvedAgentIds", serialization_alias="resolvedAgentIds")
+    pending: list[str] = Field(validation_alias="pendingAgentIds", serialization_alias="pendingAgentIds")
+    dead: list[str] = Field(default_factory=list, validation_alias="deadAgentIds", serialization_alias="deadAgentIds")
+    timeout_at: str | None = Field(default=None, validation_alias="timeoutAt", serialization_alias="timeoutAt")
 
 
 class AgentWait(Result):
     """`wait_agent`: the seed 001 shape; `resolution.status` says how it ended."""
 
-    wait_id: str = Field(alias="waitId")
-    agent_id: str = Field(alias="agentId")
+    wait_id: str = Field(validation_alias="waitId", serialization_alias="waitId")
+    agent_id: str = Field(validation_alias="agentId", serialization_alias="agentId")
     status: Literal["resolved"] = "resolved"
     kind: Literal["agent-closed", "agent-idle"]
     match: Literal["any", "all"]
@@ -112,3 +159,93 @@ class AgentWait(Result):
     def outcome(self) -> Outcome:
         s = self.resolution.status
         return "timeout" if s == "timed_out" else "interrupted" if s == "interrupted" else "satisfied"
+
+    def summary(self) -> str:
+        r = self.resolution
+        done = len(r.resolved)
+        return f"{r.status.replace('_', ' ')}: {done}/{done + len(r.pending) + len(r.dead)} resolved"
+
+
+# --------------------------------------------------------------------------- plain tool results
+class ToolResult(Result):
+    """A tool that does not wait: always satisfied, and it keeps its empty fields."""
+
+    drop_none: ClassVar[bool] = False
+
+
+class SendResult(ToolResult):
+    message_id: str
+
+    def summary(self) -> str:
+        return f"sent {self.message_id}"
+
+
+class NotifyResult(ToolResult):
+    success: bool
+    event_id: str
+
+    def summary(self) -> str:
+        return f"completion reported ({self.event_id})"
+
+
+class SpawnResult(ToolResult):
+    agent_id: str
+    name: str
+    pid: int | None = None
+
+    def summary(self) -> str:
+        return f"spawned {self.name} ({self.agent_id}, pid {self.pid})"
+
+
+class AgentInfo(BaseModel):
+    """One agent as `list_agents` and `wavewait agents` show it."""
+
+    id: str
+    name: str
+    wave: str | None = None
+    status: str = Field(description="running | idle | closed | dead")
+    age_sec: float
+    last_message: str | None = None
+    last_message_at: str | None = None
+    pid: int | None = None
+    exit_code: int | None = None
+    reason: str | None = Field(default=None, description="why it is dead or closed")
+    parent_id: str | None = None
+
+
+class AgentList(ToolResult):
+    agents: list[AgentInfo]
+
+    def summary(self) -> str:
+        return f"{len(self.agents)} agent(s)"
+
+
+class CloseResult(ToolResult):
+    agentId: str  # the seed's spelling
+    status: str
+
+    def summary(self) -> str:
+        return f"{self.agentId} {self.status}"
+
+
+class KillResult(ToolResult):
+    agent_id: str
+    status: str
+
+    def summary(self) -> str:
+        return f"{self.agent_id} {self.status}"
+
+
+class InterruptResult(ToolResult):
+    wait_id: str
+    interrupted: bool
+
+    def summary(self) -> str:
+        return f"interrupted wait {self.wait_id}"
+
+
+class WaitList(ToolResult):
+    waits: list[WaitRecord]
+
+    def summary(self) -> str:
+        return f"{len(self.waits)} wait(s) in progress"

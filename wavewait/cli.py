@@ -10,19 +10,33 @@ import argparse
 import asyncio
 import json
 import os
+import secrets
 import signal
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Any, NoReturn
+from typing import NoReturn
+
+import anyio
 
 from .core import agents as agents_mod
 from .core import messages, wait
 from .core.agents import agent_view
-from .core.bus import Bus, open_bus
-from .core.errors import WavewaitError
-from .core.results import Result
+from .core.bus import Bus, bus_url, open_bus
+from .core.errors import BadInput, WavewaitError
+from .core.results import (
+    AgentInfo,
+    AgentList,
+    CloseResult,
+    InterruptResult,
+    KillResult,
+    NotifyResult,
+    Result,
+    SendResult,
+    SpawnResult,
+    WaitList,
+)
+from .mcp.hosts import HOSTS
 
-EXIT = {"satisfied": 0, "timeout": 3, "interrupted": 4}
 BAD_INPUT = 2
 
 
@@ -35,8 +49,10 @@ class Parser(argparse.ArgumentParser):
         self.exit(BAD_INPUT, f"wavewait{' ' + command if command else ''}: error: {message}\n")
 
 
-def _print(data: Any) -> None:
-    print(json.dumps(data, ensure_ascii=False))
+def _print(result: Result) -> int:
+    """Every command's answer: the result's JSON on stdout; its exit code returned."""
+    print(json.dumps(result.to_json(), ensure_ascii=False))
+    return result.exit_code
 
 
 async def _interruptible(run: Callable[[wait.Control], Awaitable[Result]]) -> int:
@@ -48,8 +64,7 @@ async def _interruptible(run: Callable[[wait.Control], Awaitable[Result]]) -> in
         result = await run(control)
     finally:
         loop.remove_signal_handler(signal.SIGINT)
-    _print(result.to_json())
-    return EXIT[result.outcome()]
+    return _print(result)
 
 
 async def _run(args: argparse.Namespace) -> int:
@@ -62,8 +77,7 @@ async def _run(args: argparse.Namespace) -> int:
 
 async def cmd_send(bus: Bus, args: argparse.Namespace) -> int:
     item = await messages.send(bus, agents_mod.caller_id(args.agent), args.to, args.message)
-    _print({"message_id": item.id})
-    return 0
+    return _print(SendResult(message_id=item.id))
 
 
 async def cmd_wait(bus: Bus, args: argparse.Namespace) -> int:
@@ -109,36 +123,31 @@ async def cmd_notify(bus: Bus, args: argparse.Namespace) -> int:
         changes=args.change,
         session_id=args.session,
     )
-    _print({"success": True, "event_id": item.id})
-    return 0
+    return _print(NotifyResult(success=True, event_id=item.id))
 
 
 async def cmd_spawn(bus: Bus, args: argparse.Namespace) -> int:
     parent = agents_mod.caller_id(args.agent)
     await agents_mod.ensure_agent(bus, parent)
     agent = await agents_mod.spawn(bus, args.name, args.cmd, wave=args.wave, parent_id=parent)
-    _print({"agent_id": agent.id, "name": agent.name, "pid": agent.pid})
-    return 0
+    return _print(SpawnResult(agent_id=agent.id, name=agent.name, pid=agent.pid))
 
 
 async def cmd_agents(bus: Bus, args: argparse.Namespace) -> int:
     found = await agents_mod.list_swept(bus, args.wave)
-    _print({"agents": [agent_view(a) for a in found]})
-    return 0
+    return _print(AgentList(agents=[AgentInfo(**agent_view(a)) for a in found]))
 
 
 async def cmd_kill(bus: Bus, args: argparse.Namespace) -> int:
     agent = await agents_mod.resolve_agent(bus, args.id, "agent")
     agent = await agents_mod.kill(bus, agent, by=agents_mod.caller_id(args.agent))
-    _print({"agent_id": agent.id, "status": agent.status})
-    return 0
+    return _print(KillResult(agent_id=agent.id, status=agent.status))
 
 
 async def cmd_close(bus: Bus, args: argparse.Namespace) -> int:
     agent = await agents_mod.resolve_agent(bus, args.id, "agentId")
     agent = await agents_mod.close(bus, agent)
-    _print({"agentId": agent.id, "status": agent.status})
-    return 0
+    return _print(CloseResult(agentId=agent.id, status=agent.status))
 
 
 async def cmd_interrupt(bus: Bus, args: argparse.Namespace) -> int:
@@ -147,13 +156,11 @@ async def cmd_interrupt(bus: Bus, args: argparse.Namespace) -> int:
     waits = {w.id: w for w in await bus.list_waits()}
     wait_id = resolve(args.wait, waits, "wait", what="wait")
     await bus.interrupt(wait_id)
-    _print({"wait_id": wait_id, "interrupted": True})
-    return 0
+    return _print(InterruptResult(wait_id=wait_id, interrupted=True))
 
 
 async def cmd_waits(bus: Bus, args: argparse.Namespace) -> int:
-    _print({"waits": [w.model_dump(mode="json") for w in await bus.list_waits()]})
-    return 0
+    return _print(WaitList(waits=await bus.list_waits()))
 
 
 COMMANDS: dict[str, Callable[[Bus, argparse.Namespace], Awaitable[int]]] = {
@@ -172,8 +179,8 @@ COMMANDS: dict[str, Callable[[Bus, argparse.Namespace], Awaitable[int]]] = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    def globals_(default: object) -> argparse.ArgumentParser:
-        g = argparse.ArgumentParser(add_help=False)
+    def globals_(default: object) -> Parser:
+        g = Parser(add_help=False)
         g.add_argument(
             "--bus", default=default, help="bus directory or postgresql:// URL (default: $WAVEWAIT_BUS or ./.wavebus)"
         )
@@ -191,15 +198,50 @@ def build_parser() -> argparse.ArgumentParser:
     # given after the command too; SUPPRESS keeps a value given before it (`--bus X agents`)
     common = globals_(argparse.SUPPRESS)
 
-    def cmd(name: str, help: str, **kw: object) -> argparse.ArgumentParser:
-        return sub.add_parser(name, help=help, parents=[common], description=help, **kw)
+    def cmd(name: str, help: str, description: str | None = None) -> Parser:
+        return sub.add_parser(name, help=help, parents=[common], description=description or help)
 
     s = cmd("demo", "TUI with a simulated wave (fan-out, messages, a death, a wait)")
     s.add_argument("--seed", type=int, default=None, help="make the simulated wave repeatable")
     s = cmd(
-        "mcp", "MCP server (stdio by default; `wavewait mcp --help` for its options)", add_help=False
-    )  # --help goes on to the server's own parser
-    s.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+        "mcp",
+        "MCP server (stdio by default; `wavewait mcp --help` for its options)",
+        "MCP server: the wait tools an orchestrating agent calls.",
+    )
+    s.add_argument("--transport", choices=("stdio", "http"), default="stdio")
+    s.add_argument("--host", default="127.0.0.1", help="HTTP: address to bind (default 127.0.0.1)")
+    s.add_argument("--port", type=int, default=8765, help="HTTP: port (0 picks a free one; default 8765)")
+    s.add_argument("--token", help="HTTP: bearer token (default: $WAVEWAIT_MCP_TOKEN, else a new one on stderr)")
+    s.add_argument(
+        "--max-block",
+        type=_seconds,
+        metavar="SECONDS",
+        help="return longer waits at this point as a normal timeout (hosts that cut long calls)",
+    )
+    s.add_argument(
+        "--allow-path",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="let wave_wait_for_signal watch under DIR too (repeatable)",
+    )
+    s.add_argument(
+        "--agent-command",
+        metavar="CMD",
+        help="how spawn_agent runs a prompt, e.g. 'claude -p' (default: $WAVEWAIT_AGENT_COMMAND)",
+    )
+    s.add_argument(
+        "--progress-every",
+        type=_seconds,
+        metavar="SECONDS",
+        help="progress beat while nothing changes (default 10; $WAVEWAIT_PROGRESS_EVERY)",
+    )
+    s.add_argument(
+        "--print-config",
+        choices=HOSTS,
+        metavar="HOST",
+        help=f"print set-up for an agent host and exit ({', '.join(HOSTS)})",
+    )
     s = cmd(
         "serve",
         "serve the TUI in a browser: `wavewait demo` by default, the TUI on a bus with "
@@ -267,6 +309,16 @@ def _positive_int(value: str) -> int:
     return n
 
 
+def _seconds(value: str) -> float:
+    try:
+        s = wait.check_timeout(value, "seconds")
+    except BadInput as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    if s <= 0:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, got {value!r}")
+    return s
+
+
 def _port(value: str) -> int:
     try:
         n = int(value)
@@ -311,19 +363,77 @@ def _split_spawn(argv: list[str]) -> list[str] | None:
     return cmd
 
 
+def run_mcp(args: argparse.Namespace) -> int:
+    """`wavewait mcp`: one `Settings` from flags and environment, then the server (or its set-up text)."""
+    url = bus_url(args.bus)
+    if args.print_config:
+        from .mcp.hosts import render
+
+        shown = url if "://" in url else os.path.abspath(os.path.expanduser(url))
+        sys.stdout.write(render(args.print_config, shown, args.max_block))
+        return 0
+    from .mcp.server import serve
+    from .mcp.settings import Settings
+
+    try:
+        settings = Settings(
+            bus=url,
+            caller=agents_mod.caller_id(args.agent),
+            project_dir=_project_dir(),
+            max_block=args.max_block,
+            allow_paths=tuple(args.allow_path),
+            agent_command=args.agent_command or os.environ.get("WAVEWAIT_AGENT_COMMAND") or None,
+            progress_every=args.progress_every or _env_seconds("WAVEWAIT_PROGRESS_EVERY"),
+            transport=args.transport,
+            host=args.host,
+            port=args.port,
+            token=_token(args.token) if args.transport == "http" else "",
+        )
+        anyio.run(serve, settings)
+    except WavewaitError as e:
+        print(f"wavewait mcp: error: {e}", file=sys.stderr)
+        return BAD_INPUT
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def _project_dir() -> str:
+    """Where relative signal paths start: WAVEWAIT_PROJECT_DIR, else CLAUDE_PROJECT_DIR, else cwd."""
+    d = os.environ.get("WAVEWAIT_PROJECT_DIR") or os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
+    return os.path.realpath(os.path.expanduser(d))
+
+
+def _env_seconds(name: str) -> float | None:
+    value = os.environ.get(name)
+    try:
+        return _seconds(value) if value else None
+    except argparse.ArgumentTypeError as e:
+        raise BadInput(f"{name}: {e}") from None
+
+
+def _token(given: str | None) -> str:
+    """The HTTP bearer token: --token, else $WAVEWAIT_MCP_TOKEN, else a new one shown on stderr."""
+    token = given or os.environ.get("WAVEWAIT_MCP_TOKEN")
+    if not token:
+        token = secrets.token_urlsafe(32)
+        print(
+            f"wavewait mcp: bearer token (set WAVEWAIT_MCP_TOKEN to choose one): {token}", file=sys.stderr, flush=True
+        )
+    return token
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     whole = list(argv)
     spawn_cmd = _split_spawn(argv)
-    args, extra = parser.parse_known_args(argv)  # `mcp` takes its own options (see mcp_server)
+    args = parser.parse_args(argv)
     if spawn_cmd is not None:
         if args.command == "spawn":
             args.cmd = [*args.cmd, *spawn_cmd]
         else:  # "spawn" was a word of another command (a message, say): nothing to cut
-            args, extra = parser.parse_known_args(whole)
-    if extra and args.command != "mcp":
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+            args = parser.parse_args(whole)
     if args.command in (None, "demo"):
         from .tui_main import run_tui
 
@@ -333,9 +443,7 @@ def main(argv: list[str] | None = None) -> None:
 
         sys.exit(run_serve(args))
     if args.command == "mcp":
-        from .mcp_server import main as mcp_main
-
-        sys.exit(mcp_main([*extra, *args.rest], bus=args.bus, agent=args.agent))
+        sys.exit(run_mcp(args))
     if args.command == "spawn" and not args.cmd:
         print("wavewait spawn: error: give the command after --: spawn NAME -- CMD ...", file=sys.stderr)
         sys.exit(BAD_INPUT)

@@ -16,27 +16,15 @@ from typing import Any
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp.types import ToolAnnotations
+from mcp.types import CallToolResult, InputRequiredResult, TextContent
+from mcp.types import Tool as MCPTool
 from pydantic import ValidationError
 
-from ..core.bus import Bus
+from ..core import wait
+from ..core.bus import Bus, open_bus
 from ..core.errors import WavewaitError
-from .outputs import OUTPUT_SCHEMAS
-from .tools import (
-    CLOSE_DOC,
-    EVENT_DOC,
-    KILL_DOC,
-    LIST_DOC,
-    NOTIFY_DOC,
-    SEND_DOC,
-    SIGNAL_DOC,
-    SPAWN_DOC,
-    WAIT_AGENT_DOC,
-    WAIT_DOC,
-    Settings,
-    Tools,
-    error,
-)
+from .settings import Settings
+from .tools import register
 
 log = logging.getLogger(__name__)
 
@@ -49,31 +37,8 @@ INSTRUCTIONS = (
 )
 
 
-def _ann(
-    title: str, *, read_only: bool, destructive: bool = False, idempotent: bool = False, open_world: bool = False
-) -> ToolAnnotations:
-    return ToolAnnotations(
-        title=title,
-        read_only_hint=read_only,
-        destructive_hint=destructive,
-        idempotent_hint=idempotent,
-        open_world_hint=open_world,
-    )
-
-
-# name → (description, annotations). Waits that consume inbox items are not read-only.
-TOOLS: dict[str, tuple[str, ToolAnnotations]] = {
-    "wait": (WAIT_DOC, _ann("Wait for messages from agents", read_only=False)),
-    "wave_wait_for_signal": (SIGNAL_DOC, _ann("Wait for signal files", read_only=True, idempotent=True)),
-    "wait_agent": (WAIT_AGENT_DOC, _ann("Wait until agents are idle or closed", read_only=True, idempotent=True)),
-    "wait_for_event": (EVENT_DOC, _ann("Wait for the next event", read_only=False)),
-    "notify_completion": (NOTIFY_DOC, _ann("Report that a worker finished", read_only=False)),
-    "send": (SEND_DOC, _ann("Send a message to an agent", read_only=False)),
-    "spawn_agent": (SPAWN_DOC, _ann("Start a flight (an agent process)", read_only=False, open_world=True)),
-    "list_agents": (LIST_DOC, _ann("List agents", read_only=True, idempotent=True)),
-    "close_agent": (CLOSE_DOC, _ann("Close an agent for good", read_only=False, destructive=True, idempotent=True)),
-    "kill_agent": (KILL_DOC, _ann("Kill an agent", read_only=False, destructive=True, idempotent=True)),
-}
+def error(message: str) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
 
 
 def _allowed(prop: dict[str, Any]) -> str:
@@ -117,12 +82,20 @@ def explain(tool: str, exc: ValidationError, schema: dict[str, Any]) -> str:
 
 
 class WaveServer(MCPServer):
-    """`MCPServer` with strict arguments and the core's errors as `isError` results."""
+    """`MCPServer` with strict arguments (no unknown fields) and the core's errors as `isError` results."""
 
-    async def call_tool(self, name: str, arguments: dict[str, Any], context: Context | None = None) -> Any:
-        tool = self._tool_manager.get_tool(name)
-        if tool is not None:
-            known = set(tool.parameters.get("properties", {}))
+    async def list_tools(self) -> list[MCPTool]:
+        return [
+            t.model_copy(update={"input_schema": {**t.input_schema, "additionalProperties": False}})
+            for t in await super().list_tools()
+        ]
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        schema = next((t.input_schema for t in await self.list_tools() if t.name == name), None)
+        if schema is not None:
+            known = set(schema.get("properties", {}))
             unknown = sorted(set(arguments) - known)
             if unknown:
                 return error(
@@ -135,22 +108,31 @@ class WaveServer(MCPServer):
             cause = e.__cause__
             if isinstance(cause, WavewaitError):
                 return error(f"{name}: {cause}")
-            if isinstance(cause, ValidationError) and tool is not None:
-                return error(explain(name, cause, tool.parameters))
+            if isinstance(cause, ValidationError) and schema is not None:
+                return error(explain(name, cause, schema))
             raise
 
 
 def build(bus: Bus, settings: Settings) -> WaveServer:
     """A server whose tools all act on `bus` as `settings.caller`."""
     server = WaveServer("wavewait", instructions=INSTRUCTIONS, log_level="WARNING")
-    tools = Tools(bus, settings)
-    for name, (doc, ann) in TOOLS.items():
-        server.add_tool(getattr(tools, name), name=name, title=ann.title, description=doc, annotations=ann)
-        t = server._tool_manager.get_tool(name)
-        assert t is not None
-        t.parameters["additionalProperties"] = False
-        t.fn_metadata.output_schema = OUTPUT_SCHEMAS[name]
+    register(server, bus, settings)
     return server
+
+
+async def serve(settings: Settings) -> None:
+    """Open the bus and serve on the chosen transport until the client or a signal ends it."""
+    if settings.progress_every is not None:  # the engine's tunables come from Settings here only
+        wait.PROGRESS_EVERY = settings.progress_every
+    bus = await open_bus(settings.bus)
+    try:
+        server = build(bus, settings)
+        if settings.transport == "http":
+            await serve_http(server, settings.host, settings.port, settings.token)
+        else:
+            await server.run_stdio_async()
+    finally:
+        await bus.close()
 
 
 # --------------------------------------------------------------------------- HTTP

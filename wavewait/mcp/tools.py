@@ -1,8 +1,10 @@
-"""The tools: each one validates its input, calls the core, and shapes the answer.
+"""The tools: each one a typed function that checks its input, calls the core and returns a core result.
 
 Nothing here waits, claims or decides by itself; the core does (DESIGN: one path for every
 face). What this layer adds is what only an MCP caller needs: progress notifications,
 `--max-block`, path policy for signals, and a `hint` that tells a model what to do next.
+The SDK derives each tool's input schema from its signature and its output schema from the
+result model in its return annotation, and checks every answer against it.
 """
 
 from __future__ import annotations
@@ -11,45 +13,48 @@ import json
 import logging
 import os
 import shlex
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any, Literal, TypeVar
 
-from mcp.server.mcpserver import Context
-from mcp.types import CallToolResult, TextContent
-from pydantic import BaseModel, Field
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import Field
 
 from ..core import agents, messages, wait
 from ..core.bus import Bus
 from ..core.errors import BadInput
 from ..core.model import now
-from ..core.results import AgentWait, FanIn, NextMessage, Result, iso
-from .outputs import AgentInfo, AgentList, CloseResult, KillResult, NotifyResult, SendResult, SpawnResult
+from ..core.results import (
+    AgentInfo,
+    AgentList,
+    AgentWait,
+    CloseResult,
+    Event,
+    FanIn,
+    KillResult,
+    NextMessage,
+    NotifyResult,
+    Result,
+    SendResult,
+    Signal,
+    SpawnResult,
+    WaitResult,
+    iso,
+)
+from .settings import Settings
 
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class Settings:
-    """How this server was started (flags and environment), fixed for its lifetime."""
-
-    caller: str
-    project_dir: str
-    max_block: float | None = None
-    allow_paths: list[str] = field(default_factory=list)
-    agent_command: str | None = None
-
-
-def ok(data: dict[str, Any]) -> CallToolResult:
-    """A result with `structuredContent` and the same JSON as text (for hosts that read text)."""
+def reply(result: Result, hint: str | None = None) -> CallToolResult:
+    """`structuredContent` and the same JSON as text (for hosts that read text)."""
+    if hint:
+        result.hint = hint.strip()
+    data = result.to_json()
     return CallToolResult(
         content=[TextContent(type="text", text=json.dumps(data, ensure_ascii=False))],
         structured_content=data,
     )
-
-
-def error(message: str) -> CallToolResult:
-    return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
 
 
 class Reporter:
@@ -165,162 +170,180 @@ AgentIds = Annotated[
     list[str] | None,
     Field(description="Agent ids or unique prefixes (≥ 4 characters) to fan in on; omit for the next message."),
 ]
+SignalPath = Annotated[
+    str,
+    Field(description="Path or glob to watch, e.g. wavebus/wave-7/flights/*.done (relative to the project directory)."),
+]
+WaitId = Annotated[
+    str,
+    Field(description="A name you choose for this wait (e.g. 'wait-1'); the same id returns the stored resolution."),
+]
+AgentKind = Annotated[
+    Literal["agent-closed", "agent-idle"],
+    Field(description="agent-idle: finished its job (idle or closed); agent-closed: closed for good."),
+]
+AgentRef = Annotated[str, Field(description="Agent id or unique prefix.")]
+ToolFn = TypeVar("ToolFn", bound=Callable[..., Any])
+INTERRUPTED = "A person interrupted this wait. Call again with the same arguments to keep waiting."
 
 
-class Tools:
-    """The tool functions, bound to one bus and the server's settings."""
+def _ann(
+    title: str, *, read_only: bool, destructive: bool = False, idempotent: bool = False, open_world: bool = False
+) -> ToolAnnotations:
+    return ToolAnnotations(
+        title=title,
+        read_only_hint=read_only,
+        destructive_hint=destructive,
+        idempotent_hint=idempotent,
+        open_world_hint=open_world,
+    )
 
-    def __init__(self, bus: Bus, settings: Settings) -> None:
-        self.bus, self.s = bus, settings
 
-    # ----------------------------------------------------------------- helpers
-    def _clamp(self, timeout: float | None) -> tuple[float | None, bool]:
-        """Apply `--max-block`: return the timeout to use and whether it was cut."""
-        mb = self.s.max_block
-        if mb is None or (timeout is not None and timeout <= mb):
-            return timeout, False
-        return mb, True
+# --------------------------------------------------------------------------- helpers
+def clamp(s: Settings, timeout: float) -> tuple[float, bool]:
+    """Apply `--max-block`: the timeout to use, and whether it was cut."""
+    if s.max_block is None or timeout <= s.max_block:
+        return timeout, False
+    return s.max_block, True
 
-    def _cut_hint(self, asked: float | None) -> str:
-        asked_s = "no limit" if asked is None else f"{asked:g} s"
-        return (
-            f"Returned after this server's max-block of {self.s.max_block:g} s (you asked for "
-            f"{asked_s}); this is a normal timeout, nothing is lost and the flights keep running. "
+
+def cut_hint(s: Settings, asked: float | None) -> str:
+    asked_s = "no limit" if asked is None else f"{asked:g} s"
+    return (
+        f"Returned after this server's max-block of {s.max_block:g} s (you asked for "
+        f"{asked_s}); this is a normal timeout, nothing is lost and the flights keep running. "
+    )
+
+
+def next_hint(s: Settings, r: NextMessage, asked: float, cut: bool) -> str | None:
+    if r.status == "received":
+        return None
+    head = cut_hint(s, asked) if cut and r.status == "timeout" else ""
+    if r.status == "interrupted":
+        head = "A person interrupted this wait (TUI or `wavewait interrupt`). "
+    return head + "No message was taken. Call wait again to keep waiting."
+
+
+def fan_hint(s: Settings, r: FanIn, asked: float, cut: bool) -> str | None:
+    running = [t for t in r.results if t.status == "running"]
+    dead = [t for t in r.results if t.status == "dead"]
+    got = [t for t in r.results if t.status == "received"]
+    if r.status == "complete" and not dead and len(got) == len(r.results):
+        return None
+    parts = []
+    if r.status == "interrupted":
+        parts.append("A person interrupted this wait (TUI or `wavewait interrupt`).")
+    elif r.status == "timeout":
+        parts.append(
+            cut_hint(s, asked).strip() if cut else "Timed out; this is a normal result and the flights keep running."
         )
+    if got:
+        parts.append(f"Received from {', '.join(t.name for t in got)}: those messages are consumed now, keep them.")
+    if dead:
+        parts.append(
+            "Dead, will not report: "
+            + ", ".join(f"{t.name} ({t.reason or 'no reason recorded'})" for t in dead)
+            + "; handle them."
+        )
+    if running:
+        ids = json.dumps([t.agent_id for t in running])
+        parts.append(
+            f"Still running: {', '.join(t.name for t in running)}. To wait only on "
+            f"them, call wait with from_agents={ids}."
+        )
+    return " ".join(parts)
 
-    @staticmethod
-    def _reply(result: Result | BaseModel, hint: str | None = None) -> CallToolResult:
-        data = result.to_json() if isinstance(result, Result) else result.model_dump(mode="json")
-        if hint:
-            data["hint"] = hint.strip()
-        return ok(data)
 
-    # ----------------------------------------------------------------- wait
-    async def wait(self, ctx: Context, timeout: Timeout, from_agents: AgentIds = None) -> CallToolResult:
+def allowed_roots(s: Settings) -> list[str]:
+    """Where signals may be watched: the project, the bus directory (if any), and --allow-path."""
+    roots = [os.path.realpath(s.project_dir)]
+    if "://" not in s.bus:
+        roots.append(os.path.realpath(s.bus))
+    return roots + [os.path.realpath(os.path.expanduser(p)) for p in s.allow_paths]
+
+
+def resolve_signal_path(s: Settings, raw: str) -> str:
+    """Absolute, normalised pattern; refused outside the project dir, the bus and --allow-path."""
+    if not raw.strip():
+        raise BadInput("signal_path: give a path or glob, e.g. wavebus/wave-7/flights/*.done")
+    if "\x00" in raw:
+        raise BadInput("signal_path: may not contain a NUL character")
+    path = os.path.normpath(os.path.join(s.project_dir, os.path.expanduser(raw)))
+    base = os.path.realpath(wait.glob_base(path))
+    if not any(base == r or base.startswith(r.rstrip(os.sep) + os.sep) for r in allowed_roots(s)):
+        raise BadInput(
+            f"signal_path: {path} is outside the project directory ({s.project_dir})"
+            f"{' and the bus' if '://' not in s.bus else ''}; watch files under the project, or "
+            "start the server with --allow-path DIR to allow another folder"
+        )
+    return path
+
+
+def spawn_argv(s: Settings, command: Sequence[str] | None, prompt: str | None) -> list[str]:
+    if (command is None) == (prompt is None):
+        raise BadInput("command, prompt: give exactly one: command (an argv list) or prompt (a task text)")
+    if command is not None:
+        if not command or not all(command):
+            raise BadInput("command: give the program and its arguments as a non-empty list of non-empty strings")
+        return list(command)
+    if not prompt or not prompt.strip():
+        raise BadInput("prompt: must be a non-empty string")
+    if not s.agent_command:
+        raise BadInput(
+            "prompt: this server has no agent command to run a prompt with; start it with "
+            "--agent-command 'claude -p' (or set WAVEWAIT_AGENT_COMMAND), or pass command as an argv list"
+        )
+    return [*shlex.split(s.agent_command), prompt]
+
+
+# --------------------------------------------------------------------------- the tools
+def register(server: MCPServer, bus: Bus, s: Settings) -> None:
+    """Every tool, acting on `bus` as `s.caller`. Waits that consume inbox items are not read-only."""
+
+    def tool(name: str, doc: str, title: str, **hints: bool) -> Callable[[ToolFn], ToolFn]:
+        return server.tool(name=name, title=title, description=doc, annotations=_ann(title, **hints))
+
+    @tool("wait", WAIT_DOC, "Wait for messages from agents", read_only=False)
+    async def wait_(
+        ctx: Context, timeout: Timeout, from_agents: AgentIds = None
+    ) -> Annotated[CallToolResult, WaitResult]:
         timeout = wait.check_timeout(timeout)
-        eff, cut = self._clamp(timeout)
-        rep = Reporter(ctx, eff)
+        eff, cut = clamp(s, timeout)
         if from_agents is None:
-            nxt = await wait.wait_next(self.bus, self.s.caller, eff, on_progress=rep)
-            return self._reply(nxt, self._next_hint(nxt, timeout, cut))
-        fan = await wait.wait_fan_in(self.bus, self.s.caller, eff, from_agents, on_progress=rep)
-        return self._reply(fan, self._fan_hint(fan, timeout, cut))
+            nxt = await wait.wait_next(bus, s.caller, eff, on_progress=Reporter(ctx, eff))
+            return reply(nxt, next_hint(s, nxt, timeout, cut))
+        fan = await wait.wait_fan_in(bus, s.caller, eff, from_agents, on_progress=Reporter(ctx, eff))
+        return reply(fan, fan_hint(s, fan, timeout, cut))
 
-    def _next_hint(self, r: NextMessage, asked: float, cut: bool) -> str | None:
-        if r.status == "received":
-            return None
-        head = self._cut_hint(asked) if cut and r.status == "timeout" else ""
-        if r.status == "interrupted":
-            head = "A person interrupted this wait (TUI or `wavewait interrupt`). "
-        return head + "No message was taken. Call wait again to keep waiting."
-
-    def _fan_hint(self, r: FanIn, asked: float, cut: bool) -> str | None:
-        running = [t for t in r.results if t.status == "running"]
-        dead = [t for t in r.results if t.status == "dead"]
-        got = [t for t in r.results if t.status == "received"]
-        if r.status == "complete" and not dead and len(got) == len(r.results):
-            return None
-        parts = []
-        if r.status == "interrupted":
-            parts.append("A person interrupted this wait (TUI or `wavewait interrupt`).")
-        elif r.status == "timeout":
-            parts.append(
-                self._cut_hint(asked).strip()
-                if cut
-                else "Timed out; this is a normal result and the flights keep running."
-            )
-        if got:
-            parts.append(f"Received from {', '.join(t.name for t in got)}: those messages are consumed now, keep them.")
-        if dead:
-            parts.append(
-                "Dead, will not report: "
-                + ", ".join(f"{t.name} ({t.reason or 'no reason recorded'})" for t in dead)
-                + "; handle them."
-            )
-        if running:
-            ids = json.dumps([t.agent_id for t in running])
-            parts.append(
-                f"Still running: {', '.join(t.name for t in running)}. To wait only on "
-                f"them, call wait with from_agents={ids}."
-            )
-        return " ".join(parts)
-
-    # ----------------------------------------------------------------- signals
-    def resolve_signal_path(self, raw: str) -> str:
-        """Absolute, normalised pattern; refused outside the project dir, the bus and --allow-path."""
-        if not isinstance(raw, str) or not raw.strip():
-            raise BadInput("signal_path: give a path or glob, e.g. wavebus/wave-7/flights/*.done")
-        if "\x00" in raw:
-            raise BadInput("signal_path: may not contain a NUL character")
-        path = os.path.expanduser(raw)
-        if not os.path.isabs(path):
-            path = os.path.join(self.s.project_dir, path)
-        path = os.path.normpath(path)
-        base = os.path.realpath(wait.glob_base(path))
-        roots = self.allowed_roots()
-        if not any(base == r or base.startswith(r.rstrip(os.sep) + os.sep) for r in roots):
-            raise BadInput(
-                f"signal_path: {path} is outside the project directory ({self.s.project_dir})"
-                f"{' and the bus' if self._bus_dir() else ''}; watch files under the project, or "
-                "start the server with --allow-path DIR to allow another folder"
-            )
-        return path
-
-    def _bus_dir(self) -> str | None:
-        url = self.bus.url
-        return None if "://" in url else os.path.realpath(url)
-
-    def allowed_roots(self) -> list[str]:
-        roots = [os.path.realpath(self.s.project_dir)]
-        if (b := self._bus_dir()) is not None:
-            roots.append(b)
-        roots += [os.path.realpath(os.path.expanduser(p)) for p in self.s.allow_paths]
-        return roots
-
+    @tool("wave_wait_for_signal", SIGNAL_DOC, "Wait for signal files", read_only=True, idempotent=True)
     async def wave_wait_for_signal(
-        self,
         ctx: Context,
-        signal_path: Annotated[
-            str,
-            Field(
-                description="Path or glob to watch, e.g. wavebus/wave-7/flights/*.done (relative to the project directory)."
-            ),
-        ],
+        signal_path: SignalPath,
         timeout_sec: Annotated[int, Field(gt=0, description="Seconds to wait at most (whole number > 0).")] = 1800,
         min_count: Annotated[int, Field(gt=0, description="How many matching files satisfy the signal.")] = 1,
-    ) -> CallToolResult:
-        pattern = self.resolve_signal_path(signal_path)
-        eff, cut = self._clamp(float(timeout_sec))
+    ) -> Annotated[CallToolResult, Signal]:
+        pattern = resolve_signal_path(s, signal_path)
+        eff, cut = clamp(s, float(timeout_sec))
         r = await wait.wait_signal(
-            self.bus, self.s.caller, pattern, timeout=eff, min_count=min_count, on_progress=Reporter(ctx, eff)
+            bus, s.caller, pattern, timeout=eff, min_count=min_count, on_progress=Reporter(ctx, eff)
         )
         hint = None
         if r.interrupted:
-            hint = "A person interrupted this wait. Call again with the same arguments to keep waiting."
+            hint = INTERRUPTED
         elif r.timed_out:
-            n = len(r.partial_matches or [])
             hint = (
-                (self._cut_hint(timeout_sec) if cut else "Timed out; the flights keep running. ")
-                + f"{n}/{min_count} files so far. Call again with the same arguments to keep "
-                "waiting; files already there count again."
+                (cut_hint(s, timeout_sec) if cut else "Timed out; the flights keep running. ")
+                + f"{len(r.partial_matches or [])}/{min_count} files so far. Call again with the same arguments "
+                "to keep waiting; files already there count again."
             )
-        return self._reply(r, hint)
+        return reply(r, hint)
 
-    # ----------------------------------------------------------------- agents idle/closed
+    @tool("wait_agent", WAIT_AGENT_DOC, "Wait until agents are idle or closed", read_only=True, idempotent=True)
     async def wait_agent(
-        self,
         ctx: Context,
-        id: Annotated[
-            str,
-            Field(
-                description="A name you choose for this wait (e.g. 'wait-1'); the same id returns the stored resolution."
-            ),
-        ],
+        id: WaitId,
         agentId: Annotated[str, Field(description="Primary agent id (or unique prefix) to wait on.")],
-        kind: Annotated[
-            Literal["agent-closed", "agent-idle"],
-            Field(description="agent-idle: finished its job (idle or closed); agent-closed: closed for good."),
-        ],
+        kind: AgentKind,
         description: Annotated[str, Field(description="In a few words, what is being waited for.")],
         agentIds: Annotated[
             list[str] | None, Field(description="More agents to include (deduplicated with agentId).")
@@ -331,17 +354,15 @@ class Tools:
         timeoutAt: Annotated[
             str | None, Field(description="ISO-8601 time at which the wait times out, e.g. 2026-01-31T12:00:00Z.")
         ] = None,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, AgentWait]:
         asked = wait._parse_deadline(timeoutAt)
         eff_at, eff, cut = timeoutAt, asked, False
-        mb = self.s.max_block
-        if mb is not None and (asked is None or asked - now() > mb):
-            eff = now() + mb
+        if s.max_block is not None and (asked is None or asked - now() > s.max_block):
+            eff = now() + s.max_block
             eff_at, cut = iso(eff), True
-        rep = Reporter(ctx, None if eff is None else max(0.0, eff - now()))
-        r: AgentWait = await wait.wait_agents(
-            self.bus,
-            self.s.caller,
+        r = await wait.wait_agents(
+            bus,
+            s.caller,
             id=id,
             agent_id=agentId,
             agent_ids=agentIds or [],
@@ -349,14 +370,14 @@ class Tools:
             description=description,
             match=match,
             timeout_at=eff_at,
-            on_progress=rep,
+            on_progress=Reporter(ctx, None if eff is None else max(0.0, eff - now())),
         )
         hint = None
         res = r.resolution
         if cut and res.status == "timed_out":
             res.timeout_at = iso(asked)
             hint = (
-                self._cut_hint(None if asked is None else asked - now())
+                cut_hint(s, None if asked is None else asked - now())
                 + "Call wait_agent again with the same arguments to keep waiting."
             )
         elif res.status == "timed_out":
@@ -365,63 +386,54 @@ class Tools:
                 "waiting, call again with a new id, a later timeoutAt and the pending agents."
             )
         elif res.status == "interrupted":
-            hint = "A person interrupted this wait. Call again with the same arguments to keep waiting."
+            hint = INTERRUPTED
         elif res.status == "agent_dead":
             hint = f"Dead, will not finish: {', '.join(res.dead)}; handle them instead of waiting."
-        return self._reply(r, hint)
+        return reply(r, hint)
 
-    # ----------------------------------------------------------------- events
+    @tool("wait_for_event", EVENT_DOC, "Wait for the next event", read_only=False)
     async def wait_for_event(
-        self,
         ctx: Context,
         types: Annotated[
             list[str] | None, Field(description="Event types to take, e.g. ['worker_complete']; default: all.")
         ] = None,
         timeout_secs: Annotated[float, Field(ge=0, description="Seconds to wait at most (0 = instant check).")] = 300,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, Event]:
         timeout = wait.check_timeout(timeout_secs, "timeout_secs")
-        eff, cut = self._clamp(timeout)
-        r = await wait.wait_event(self.bus, self.s.caller, eff, types, on_progress=Reporter(ctx, eff))
+        eff, cut = clamp(s, timeout)
+        r = await wait.wait_event(bus, s.caller, eff, types, on_progress=Reporter(ctx, eff))
         hint = None
         if r.type == "timeout":
             hint = (
-                self._cut_hint(timeout) if cut else "No event yet; the workers keep running. "
+                cut_hint(s, timeout) if cut else "No event yet; the workers keep running. "
             ) + "Call wait_for_event again to keep waiting."
         elif r.type == "interrupted":
             hint = "A person interrupted this wait. Call again to keep waiting."
-        return self._reply(r, hint)
+        return reply(r, hint)
 
-    # ----------------------------------------------------------------- messages
+    @tool("notify_completion", NOTIFY_DOC, "Report that a worker finished", read_only=False)
     async def notify_completion(
-        self,
         status: Annotated[Literal["success", "error"], Field(description="How the job ended.")],
         message: Annotated[str, Field(description="A short summary of what was done (or what failed).")],
         worker_id: Annotated[str | None, Field(description="Who finished (default: you).")] = None,
         session_id: Annotated[str | None, Field(description="Who to tell (default: your parent).")] = None,
         changes: Annotated[list[str] | None, Field(description="Files you changed.")] = None,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, NotifyResult]:
         item = await messages.notify_completion(
-            self.bus,
-            self.s.caller,
-            status=status,
-            message=message,
-            changes=changes,
-            worker_id=worker_id,
-            session_id=session_id,
+            bus, s.caller, status=status, message=message, changes=changes, worker_id=worker_id, session_id=session_id
         )
-        return self._reply(NotifyResult(success=True, event_id=item.id))
+        return reply(NotifyResult(success=True, event_id=item.id))
 
+    @tool("send", SEND_DOC, "Send a message to an agent", read_only=False)
     async def send(
-        self,
         to: Annotated[str, Field(description="Recipient id or unique prefix (≥ 4 characters).")],
         message: Annotated[str, Field(description="The message (non-empty).")],
-    ) -> CallToolResult:
-        item = await messages.send(self.bus, self.s.caller, to, message)
-        return self._reply(SendResult(message_id=item.id))
+    ) -> Annotated[CallToolResult, SendResult]:
+        item = await messages.send(bus, s.caller, to, message)
+        return reply(SendResult(message_id=item.id))
 
-    # ----------------------------------------------------------------- agents
+    @tool("spawn_agent", SPAWN_DOC, "Start a flight (an agent process)", read_only=False, open_world=True)
     async def spawn_agent(
-        self,
         name: Annotated[str, Field(description="A label for people, e.g. 'file-reader'.")],
         command: Annotated[
             list[str] | None, Field(description="Program and arguments, e.g. ['python', 'job.py'].")
@@ -430,46 +442,25 @@ class Tools:
             str | None, Field(description="A task for an agent, run through the server's agent command.")
         ] = None,
         wave: Annotated[str | None, Field(description="A wave name to group flights, e.g. 'wave-7'.")] = None,
-    ) -> CallToolResult:
-        argv = self._argv(command, prompt)
-        await agents.ensure_agent(self.bus, self.s.caller)
-        a = await agents.spawn(self.bus, name, argv, wave=wave, parent_id=self.s.caller, cwd=self.s.project_dir)
-        return self._reply(SpawnResult(agent_id=a.id, name=a.name, pid=a.pid))
+    ) -> Annotated[CallToolResult, SpawnResult]:
+        argv = spawn_argv(s, command, prompt)
+        await agents.ensure_agent(bus, s.caller)
+        a = await agents.spawn(bus, name, argv, wave=wave, parent_id=s.caller, cwd=s.project_dir)
+        return reply(SpawnResult(agent_id=a.id, name=a.name, pid=a.pid))
 
-    def _argv(self, command: Sequence[str] | None, prompt: str | None) -> list[str]:
-        if (command is None) == (prompt is None):
-            raise BadInput("command, prompt: give exactly one: command (an argv list) or prompt (a task text)")
-        if command is not None:
-            if not command or not all(isinstance(c, str) and c for c in command):
-                raise BadInput("command: give the program and its arguments as a non-empty list of non-empty strings")
-            return list(command)
-        if not prompt or not prompt.strip():
-            raise BadInput("prompt: must be a non-empty string")
-        if not self.s.agent_command:
-            raise BadInput(
-                "prompt: this server has no agent command to run a prompt with; start it with "
-                "--agent-command 'claude -p' (or set WAVEWAIT_AGENT_COMMAND), or pass command as an argv list"
-            )
-        return [*shlex.split(self.s.agent_command), prompt]
-
+    @tool("list_agents", LIST_DOC, "List agents", read_only=True, idempotent=True)
     async def list_agents(
-        self,
         wave: Annotated[str | None, Field(description="Only agents of this wave.")] = None,
-    ) -> CallToolResult:
-        found = await agents.list_swept(self.bus, wave)
-        return self._reply(AgentList(agents=[AgentInfo(**agents.agent_view(a)) for a in found]))
+    ) -> Annotated[CallToolResult, AgentList]:
+        found = await agents.list_swept(bus, wave)
+        return reply(AgentList(agents=[AgentInfo(**agents.agent_view(a)) for a in found]))
 
-    async def close_agent(
-        self,
-        agentId: Annotated[str, Field(description="Agent id or unique prefix.")],
-    ) -> CallToolResult:
-        a = await agents.close(self.bus, await agents.resolve_agent(self.bus, agentId, "agentId"))
-        return self._reply(CloseResult(agentId=a.id, status=a.status))
+    @tool("close_agent", CLOSE_DOC, "Close an agent for good", read_only=False, destructive=True, idempotent=True)
+    async def close_agent(agentId: AgentRef) -> Annotated[CallToolResult, CloseResult]:
+        a = await agents.close(bus, await agents.resolve_agent(bus, agentId, "agentId"))
+        return reply(CloseResult(agentId=a.id, status=a.status))
 
-    async def kill_agent(
-        self,
-        agent: Annotated[str, Field(description="Agent id or unique prefix.")],
-    ) -> CallToolResult:
-        target = await agents.resolve_agent(self.bus, agent, "agent")
-        a = await agents.kill(self.bus, target, by=self.s.caller)
-        return self._reply(KillResult(agent_id=a.id, status=a.status))
+    @tool("kill_agent", KILL_DOC, "Kill an agent", read_only=False, destructive=True, idempotent=True)
+    async def kill_agent(agent: AgentRef) -> Annotated[CallToolResult, KillResult]:
+        a = await agents.kill(bus, await agents.resolve_agent(bus, agent, "agent"), by=s.caller)
+        return reply(KillResult(agent_id=a.id, status=a.status))

@@ -1,0 +1,23 @@
+"""How `wavewait mcp` was started: built once from flags and environment (by the CLI), then passed down."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Fixed for the server's lifetime; nothing reads flags or the environment after this."""
+
+    bus: str  # directory or postgresql:// URL
+    caller: str  # who calls the tools
+    project_dir: str  # where relative signal paths start
+    max_block: float | None = None  # longer waits return at this point as a normal timeout
+    allow_paths: tuple[str, ...] = ()  # more folders wave_wait_for_signal may watch
+    agent_command: str | None = None  # how spawn_agent runs a prompt
+    progress_every: float | None = None  # the engine's progress beat; None keeps the core's default
+    transport: Literal["stdio", "http"] = "stdio"
+    host: str = "127.0.0.1"
+    port: int = 8765
+    token: str = ""  # HTTP bearer token
