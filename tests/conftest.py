@@ -11,10 +11,18 @@ from pathlib import Path
 import anyio
 import pytest
 
-from wavewait.core import wait
-from wavewait.core.agents import register
-from wavewait.core.bus import Bus
-from wavewait.core.bus.file import FileBus
+# The tests run against the installed wavewait, editable or not. The checkout's ./wavewait holds
+# only the faces (core/ and tui/ join it when installed), so it must never be imported in its
+# place: not here under `python -m pytest` (which puts the repo root first on sys.path), and not
+# in the `python -m wavewait ...` children started from the repo root (`PYTHONSAFEPATH`, which
+# they inherit, is `python -P`).
+os.environ["PYTHONSAFEPATH"] = "1"
+sys.path[:] = [p for p in sys.path if Path(p or os.curdir).resolve() != Path(__file__).resolve().parents[1]]
+
+from wavewait.core import wait  # noqa: E402
+from wavewait.core.agents import register  # noqa: E402
+from wavewait.core.bus import Bus  # noqa: E402
+from wavewait.core.bus.file import FileBus  # noqa: E402
 
 PYTHON = sys.executable
 

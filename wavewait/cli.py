@@ -1,7 +1,7 @@
 """The `wavewait` command: the same core as the MCP tools, for people and shell-only agents.
 
-Every command prints the JSON its tool returns. Exit codes: 0 satisfied, 2 bad input,
-3 timed out, 4 interrupted.
+Every command prints the JSON of the core result its tool returns and exits with that
+result's `exit_code`: 0 satisfied, 3 timed out, 4 interrupted; 2 is bad input.
 """
 
 from __future__ import annotations
@@ -254,7 +254,9 @@ def build_parser() -> argparse.ArgumentParser:
         "address exposes the TUI, and with it the bus, to the network with no "
         "authentication",
     )
-    s.add_argument("--port", type=_port, default=8000, help="port to listen on (default 8000)")
+    s.add_argument(
+        "--port", type=_whole(1, 65535, "a port number 1-65535"), default=8000, help="port to listen on (default 8000)"
+    )
     s.add_argument(
         "--public-url",
         help="URL browsers reach the server at, if not http://HOST:PORT (behind a proxy, or with --host 0.0.0.0)",
@@ -273,7 +275,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("ids", nargs="*", help="agents to fan in on (ids or prefixes)")
     s = cmd("wait-signal", "wait until files matching a glob appear")
     s.add_argument("glob")
-    s.add_argument("--min-count", type=_positive_int, default=1)
+    s.add_argument("--min-count", type=_whole(1, sys.maxsize, "a whole number ≥ 1"), default=1)
     s.add_argument("--timeout", default="1800", help="seconds (default 1800)")
     s = cmd("wait-event", "take one event of the given types from your inbox")
     s.add_argument("--type", action="append", help="event type (repeatable; default: all)")
@@ -299,14 +301,19 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _positive_int(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number ≥ 1, got {value!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number ≥ 1, got {value!r}")
-    return n
+def _whole(lo: int, hi: int, words: str) -> Callable[[str], int]:
+    """An argparse type: a whole number from `lo` to `hi`; anything else is refused in `words`."""
+
+    def parse(value: str) -> int:
+        try:
+            n = int(value)
+        except ValueError:
+            n = lo - 1
+        if not lo <= n <= hi:
+            raise argparse.ArgumentTypeError(f"must be {words}, got {value!r}")
+        return n
+
+    return parse
 
 
 def _seconds(value: str) -> float:
@@ -317,16 +324,6 @@ def _seconds(value: str) -> float:
     if s <= 0:
         raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, got {value!r}")
     return s
-
-
-def _port(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a port number 1-65535, got {value!r}") from None
-    if not 1 <= n <= 65535:
-        raise argparse.ArgumentTypeError(f"must be a port number 1-65535, got {value!r}")
-    return n
 
 
 def _notify_hook_guard(args: argparse.Namespace) -> int | None:
