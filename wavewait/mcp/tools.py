@@ -258,7 +258,7 @@ def allowed_roots(s: Settings) -> list[str]:
     """Where signals may be watched: the project, the bus directory (if any), and --allow-path."""
     roots = [os.path.realpath(s.project_dir)]
     if "://" not in s.bus:
-        roots.append(os.path.realpath(s.bus))
+        roots.append(os.path.realpath(os.path.expanduser(s.bus)))
     return roots + [os.path.realpath(os.path.expanduser(p)) for p in s.allow_paths]
 
 
