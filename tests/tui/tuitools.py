@@ -38,7 +38,7 @@ def make_app(bus: Bus, *, frozen: bool = False, **kwargs) -> WaveApp:
 
 
 async def started(app: WaveApp) -> None:
-    await until(lambda: app.read_count > 0, what="the first read of the bus")
+    await until(lambda: app.main.read_count > 0, what="the first read of the bus")
 
 
 @asynccontextmanager
@@ -66,5 +66,5 @@ def screen_text(app: WaveApp) -> str:
 
 
 def scrollback(app: WaveApp) -> str:
-    log = app._main.query_one("#scrollback")
+    log = app.main.query_one("#scrollback")
     return "\n".join(strip.text for strip in log.lines)
