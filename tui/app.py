@@ -80,9 +80,9 @@ class WaveApp(App[dict[str, Any] | None]):
     ) -> None:
         super().__init__()
         self.settings = Settings(me=me, clock=clock, timed_repaint=animate, sweep_every=sweep_every, demo=demo)
-        self._bus_arg = bus
+        self._bus_url: str | None = bus if isinstance(bus, str) else None
         self._bus: Bus | None = None if bus is None or isinstance(bus, str) else bus
-        self._owns_bus = self._bus is None
+        self._owns_bus = self._bus is None  # a bus the app opens, it closes
         self.bus_ready = asyncio.Event()
         self.bus_label = bus_label
         self.roles = role_styles({})  # Rich styles of the current theme, by role (state.ROLES)
@@ -117,8 +117,7 @@ class WaveApp(App[dict[str, Any] | None]):
         self.roles = role_styles(self.theme_variables)
         self.theme_changed_signal.subscribe(self, lambda _theme: self._theme_changed())
         if self._bus is None:
-            assert self._bus_arg is None or isinstance(self._bus_arg, str)
-            self._bus = await open_bus(self._bus_arg)
+            self._bus = await open_bus(self._bus_url)
         if self.bus_label is None:
             self.bus_label = self._bus.url
         await agents_mod.ensure_agent(self._bus, self.settings.me)
@@ -206,9 +205,14 @@ class WaveApp(App[dict[str, Any] | None]):
 
     async def action_quit(self) -> None:
         """Quit; a running wait is interrupted first so its partial result is printed."""
-        if self.main.waiting:
+        try:
+            main = self.main
+        except LookupError:  # quit (a signal) before the main screen was composed
+            self.exit()
+            return
+        if main.waiting:
             self._quit_after_wait = True
-            self.main.interrupt_wait()
+            main.interrupt_wait()
             return
         self.exit(*self.exit_value())
 

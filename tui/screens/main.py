@@ -363,7 +363,7 @@ received. **F1** shows the help of the focused part.
 
     def say(self, line: Text | str) -> None:
         """Write a line to the scrollback (agent text is always a Text, never markup)."""
-        self.query_one(FollowLog).write(line if isinstance(line, Text) else Text(line))
+        self.query_one("#scrollback", FollowLog).write(line if isinstance(line, Text) else Text(line))
 
     def prefill(self, text: str) -> None:
         cmd = self.query_one(CommandLine)

@@ -8,6 +8,7 @@ from typing import Any
 from rich.text import Text
 from textual.binding import Binding
 from textual.coordinate import Coordinate
+from textual.widgets.data_table import CellDoesNotExist
 
 from ..messages import Toast
 from ..state import FlightView, role_styles
@@ -152,7 +153,7 @@ time since its last message, and its last message (or why it died).
             return None
         try:
             return self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
-        except Exception:
+        except CellDoesNotExist:  # the cursor is past the rows (they were just removed)
             return None
 
     def action_copy_last(self) -> None:
