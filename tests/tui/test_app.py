@@ -24,6 +24,7 @@ from wavewait.tui.terminal import POP_TITLE, PUSH_TITLE, window_title
 from wavewait.tui.widgets.command import CommandLine
 from wavewait.tui.widgets.eventlog import EventLog
 from wavewait.tui.widgets.flights import FlightsTable
+from wavewait.tui.widgets.mirror import MirrorTable
 
 from conftest import Background, env_for, until, wavewait_cmd
 from mcptools import data, mcp_client
@@ -457,7 +458,7 @@ async def test_mirror_shows_a_cli_wait_and_interrupting_it_returns_interrupted(b
             )
             text = screen_text(app)
             assert "Waits by other processes" in text and "file-reader" in text
-            mirror = app.main.query_one("#mirror")
+            mirror = app.main.query_one(MirrorTable)
             mirror.focus()
             await pilot.press("i")
             await until(lambda: "interrupted wait" in scrollback(app), what="the interrupt")
@@ -488,7 +489,7 @@ async def test_interrupting_a_mirrored_mcp_wait_makes_the_agents_call_return_int
                 what="the agent's wait in the mirror",
             )
             await until(lambda: "planner" in screen_text(app) and "file-reader, test-runner" in screen_text(app))
-            mirror = app.main.query_one("#mirror")
+            mirror = app.main.query_one(MirrorTable)
             mirror.focus()
             await pilot.press("enter")  # Enter on a mirrored wait interrupts it
             r = data(await bg.result("planner", 20))

@@ -332,7 +332,7 @@ received. **F1** shows the help of the focused part.
         others_recs = [w for w in self.waits if w.id not in self.own_waits]
         names = {a.id: a.name for a in self.agents} if others_recs else {}
         others = [mirror_view(w, t, names) for w in others_recs]
-        self.query_one("#mirror-box").set_class(bool(others), "-active")
+        self.query_one("#mirror-box", Vertical).set_class(bool(others), "-active")
         self.query_one(MirrorTable).show(others)
         if self.control is not None:
             self._paint_status(t)
@@ -383,7 +383,7 @@ received. **F1** shows the help of the focused part.
         self.interrupt_wait()
 
     def action_toggle_log(self) -> None:
-        self.query_one("#lower").toggle_class("-show-log")
+        self.query_one("#lower", Horizontal).toggle_class("-show-log")
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if isinstance(event.input, CommandLine):
@@ -496,7 +496,7 @@ received. **F1** shows the help of the focused part.
         agent_id = None
         if p.args:
             agent_id = (await agents_mod.resolve_agent(self.bus, p.args[0], "ID")).id
-        self.query_one("#lower").set_class(True, "-show-log")
+        self.query_one("#lower", Horizontal).set_class(True, "-show-log")
         self.query_one(EventLog).filter(agent_id)
         self.say("event log: " + (f"only {short(agent_id)}" if agent_id else "all flights"))
 
