@@ -122,8 +122,9 @@ async def bench(n: int, rate: float, seconds: float, keys: int, size: tuple[int,
     latencies: list[float] = []
     try:
         async with app.run_test(size=size) as pilot:
+            main = app.main
             deadline = time.monotonic() + 30
-            while len(app.flights()) < n and time.monotonic() < deadline:
+            while len(main.flights()) < n and time.monotonic() < deadline:
                 await pilot.pause(0.05)
             await pilot.pause(0.5)
             ticks.clear()
@@ -169,7 +170,7 @@ async def bench(n: int, rate: float, seconds: float, keys: int, size: tuple[int,
         "renders": renders,
         "keys": latencies,
         "changes_per_s": [measured_rate],
-        "reads": [app.read_count],
+        "reads": [main.read_count],
     }
 
 

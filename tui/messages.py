@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from textual.message import Message
+from textual.notifications import SeverityLevel
 
 from ..core.results import Result
 
@@ -23,3 +24,11 @@ class WaitEnded(Message):
 
     line: str
     result: Result | None
+
+
+@dataclass
+class Toast(Message):
+    """A widget has something to tell the person; the app shows it (and keeps it) as a notice."""
+
+    message: str
+    severity: SeverityLevel = "information"

@@ -7,15 +7,16 @@ from functools import partial
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from .commands import COMMANDS, SlashCommand
+from .typed_app import wave_app
 
 
 class SlashProvider(Provider):
     def _run(self, cmd: SlashCommand) -> None:
-        app = self.app
+        main = wave_app(self.app).main
         if cmd.runs_bare:
-            app.run_command(cmd.name)
+            main.run_command(cmd.name)
         else:
-            app.prefill(cmd.name + " ")
+            main.prefill(cmd.name + " ")
 
     async def discover(self) -> Hits:
         for cmd in COMMANDS:

@@ -8,12 +8,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
+
+from textual.pilot import Pilot
+from textual.widgets import RichLog
 
 from ..core.agents import register
 from ..core.bus import Bus
 from ..core.model import Agent, Item, WaitRecord
 from ..core.proc import hostname, me
 from .app import WaveApp
+from .screens.main import MainScreen
+from .typed_app import wave_app
 
 T0 = 1000.0  # records are dated from here
 NOW = 1042.0  # the frozen clock
@@ -28,7 +34,7 @@ IDS = {
 MIRROR_WAIT = "9f8e7d6c000000000000000000000009"
 
 
-def frozen_app(bus: Bus, **kwargs) -> WaveApp:
+def frozen_app(bus: Bus, **kwargs: Any) -> WaveApp:
     app = WaveApp(
         bus, me="orchestrator", clock=lambda: NOW, animate=False, bus_label="demo-bus", sweep_every=0, **kwargs
     )
@@ -36,7 +42,7 @@ def frozen_app(bus: Bus, **kwargs) -> WaveApp:
     return app
 
 
-async def put_flight(bus: Bus, name: str, i: int, **fields) -> Agent:
+async def put_flight(bus: Bus, name: str, i: int, **fields: Any) -> Agent:
     """A flight record with a fixed id and start time (no process: the sweep leaves it be)."""
     agent = Agent(id=IDS[name], name=name, wave="wave-1", parent_id="orchestrator", created_at=T0 + i, **fields)
     await bus.put_agent(agent)
@@ -111,68 +117,77 @@ async def until(cond: Callable[[], bool], what: str, timeout: float = 10.0) -> N
             await anyio.Event().wait()
 
 
-async def ready(pilot, rows: int) -> None:
-    app = pilot.app
-    await until(lambda: app.read_count > 0 and len(app.flights()) == rows, "the first read")
+AppPilot = Pilot[dict[str, Any] | None]
+
+
+def main_of(pilot: AppPilot) -> MainScreen:
+    return wave_app(pilot.app).main
+
+
+async def ready(pilot: AppPilot, rows: int) -> None:
+    await until(lambda: main_of(pilot).read_count > 0 and len(main_of(pilot).flights()) == rows, "the first read")
     await pilot.pause()
 
 
-async def start_fan_in(pilot) -> None:
+async def start_fan_in(pilot: AppPilot) -> None:
     await ready(pilot, 5)
     await pilot.press(*"/wait 60 a1b2 e5f6 c3d4", "enter")
-    await until(lambda: IDS["file-reader"] in pilot.app.wait_received, "the first message claimed")
+    await until(lambda: IDS["file-reader"] in main_of(pilot).wait_received, "the first message claimed")
     await pilot.pause()
 
 
-async def after_escape(pilot) -> None:
+async def after_escape(pilot: AppPilot) -> None:
     await start_fan_in(pilot)
     await pilot.press("escape")
-    await until(lambda: not pilot.app.waiting and pilot.app.last_result is not None, "the result")
+    main = main_of(pilot)
+    await until(lambda: not main.waiting and main.last_result is not None, "the result")
     await pilot.pause()
 
 
-async def a_death(pilot) -> None:
+async def a_death(pilot: AppPilot) -> None:
     await ready(pilot, 2)
-    await pilot.app.bus.transition(
+    app = wave_app(pilot.app)
+    await app.bus.transition(
         IDS["linter"], "dead", ("running",), reason="exited with code 1", ended_at=T0 + 9, exit_code=1
     )
-    await until(lambda: any(a.status == "dead" for a in pilot.app.agents), "the death")
-    await until(lambda: bool(pilot.app.notices), "the toast")
+    await until(lambda: any(a.status == "dead" for a in app.main.agents), "the death")
+    await until(lambda: bool(app.notices), "the toast")
     await pilot.pause()
 
 
-async def mirror(pilot) -> None:
+async def mirror(pilot: AppPilot) -> None:
     await ready(pilot, 6)
-    await until(lambda: bool(pilot.app.waits), "the mirrored wait")
+    await until(lambda: bool(main_of(pilot).waits), "the mirrored wait")
     await pilot.pause()
 
 
-async def help_screen(pilot) -> None:
+async def help_screen(pilot: AppPilot) -> None:
     await ready(pilot, 0)
     await pilot.press("f1")
     await pilot.pause()
 
 
-async def flight_detail(pilot) -> None:
+async def flight_detail(pilot: AppPilot) -> None:
     await ready(pilot, 5)
-    pilot.app.open_flight(IDS["file-reader"])
+    main_of(pilot).open_flight(IDS["file-reader"])
     await pilot.pause()
     await until(
-        lambda: "read 42 files" in str(pilot.app.screen.query_one("#flight-items").lines[:1]), "the flight's messages"
+        lambda: "read 42 files" in str(pilot.app.screen.query_one("#flight-items", RichLog).lines[:1]),
+        "the flight's messages",
     )
-    await until(lambda: len(pilot.app.screen.query_one("#flight-output").lines) > 0, "the output pane")
+    await until(lambda: len(pilot.app.screen.query_one("#flight-output", RichLog).lines) > 0, "the output pane")
     await pilot.pause()
 
 
-async def empty(pilot) -> None:
+async def empty(pilot: AppPilot) -> None:
     await ready(pilot, 0)
 
 
-async def wave(pilot) -> None:
+async def wave(pilot: AppPilot) -> None:
     await ready(pilot, 5)
 
 
-Scene = tuple[Callable[[Bus], Awaitable[None]] | None, Callable[..., Awaitable[None]]]
+Scene = tuple[Callable[[Bus], Awaitable[None]] | None, Callable[[AppPilot], Awaitable[None]]]
 SCENES: dict[str, Scene] = {
     "empty-bus": (None, empty),
     "running-wave": (seed_wave, wave),

@@ -37,8 +37,9 @@ def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     out = Path(args[0] if args else "screenshots").absolute()
     out.mkdir(parents=True, exist_ok=True)
-    constants.TEXTUAL_ANIMATIONS = "none"
-    Input._toggle_cursor = lambda self: None  # a steady cursor: no blink in the picture
+    # Textual offers no public switch for either; both must hold before any app starts
+    constants.TEXTUAL_ANIMATIONS = "none"  # type: ignore[misc]  # Final in Textual, read when an app runs
+    Input._toggle_cursor = lambda self: None  # type: ignore[method-assign]  # a steady cursor: no blink
     for name in scenes.SCENES:
         print(asyncio.run(render(name, out)))
 

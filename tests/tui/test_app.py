@@ -24,6 +24,7 @@ from wavewait.tui.terminal import POP_TITLE, PUSH_TITLE, window_title
 from wavewait.tui.widgets.command import CommandLine
 from wavewait.tui.widgets.eventlog import EventLog
 from wavewait.tui.widgets.flights import FlightsTable
+from wavewait.tui.widgets.mirror import MirrorTable
 
 from conftest import Background, env_for, until, wavewait_cmd
 from mcptools import data, mcp_client
@@ -69,7 +70,7 @@ async def test_panel_shows_state_as_glyph_and_word_and_a_summary(bus):
         assert "✔ received" in rows["file-reader"] and "found 3 issues" in rows["file-reader"]
         assert "running" in rows["test-runner"]
         assert "✖ dead" in rows["linter"] and "exited with code 1" in rows["linter"]
-        table = app._main.query_one(FlightsTable)
+        table = app.main.query_one(FlightsTable)
         assert set(table.rows) >= {IDS["file-reader"], IDS["test-runner"], IDS["linter"]}
         assert "orchestrator" not in {k.value for k in table.rows}  # the person is not a flight
 
@@ -88,10 +89,10 @@ async def test_panel_follows_every_change_and_the_clock(bus):
             await until(lambda text=text: row("test-runner").rstrip().endswith(text), what=f"{text!r} in the row")
         assert "second step" not in screen_text(app)
         assert row("test-runner").split()[5] == "40s" and row("file-reader").split()[5] == "41s"
-        table = app._main.query_one(FlightsTable)
+        table = app.main.query_one(FlightsTable)
         assert "dim" not in str(table.get_cell(IDS["test-runner"], "name").style)  # spoke just now
         now[0] += 65
-        app.repaint()
+        app.main.repaint()
         await until(lambda: row("test-runner").split()[5:7] == ["1m45s", "1m05s"], what="elapsed and quiet moved on")
         assert row("file-reader").split()[5:7] == ["1m46s", "—"]
         assert "dim" in str(table.get_cell(IDS["test-runner"], "name").style)  # silent 65 s: stalled
@@ -120,7 +121,7 @@ async def test_the_detail_column_fills_the_width_and_goes_on_a_narrow_terminal(f
 async def test_states_take_the_themes_colours(file_bus):
     await put_flight(file_bus, "linter", 1, status="dead", reason="exited with code 1")
     async with running(file_bus) as (app, pilot):
-        table = app._main.query_one(FlightsTable)
+        table = app.main.query_one(FlightsTable)
 
         def state_style() -> str:
             return str(table.get_cell(IDS["linter"], "state").style).lower() if table.row_count else ""
@@ -137,15 +138,15 @@ async def test_states_take_the_themes_colours(file_bus):
 async def test_wait_fan_in_completes_when_every_listed_flight_reports(bus):
     async with running(bus, "file-reader", "test-runner") as (app, pilot):
         await type_command(pilot, "/wait 30 a1b2 e5f6")
-        await until(lambda: app.waiting, what="the wait to start")
+        await until(lambda: app.main.waiting, what="the wait to start")
         assert "Waiting for sub-agents:" in screen_text(app)
         await messages.send(bus, IDS["file-reader"], "orchestrator", "found 3 issues")
-        await until(lambda: IDS["file-reader"] in app.wait_received, what="progress of the first")
+        await until(lambda: IDS["file-reader"] in app.main.wait_received, what="progress of the first")
         await until(lambda: "[✓] received" in screen_text(app), what="the status line")
         await messages.send(bus, IDS["test-runner"], "orchestrator", "green")
-        await until(lambda: not app.waiting, what="the wait to end")
-        assert app.last_result.status == "complete"
-        assert [r.message for r in app.last_result.results] == ["found 3 issues", "green"]
+        await until(lambda: not app.main.waiting, what="the wait to end")
+        assert app.main.last_result.status == "complete"
+        assert [r.message for r in app.main.last_result.results] == ["found 3 issues", "green"]
         assert "fan-in complete: 2/2 received" in scrollback(app)
         await pilot.press("ctrl+q")
     assert app.return_code == 0
@@ -157,11 +158,11 @@ async def test_wait_without_ids_takes_the_next_message(bus):
         await type_command(pilot, "/wait 0")
         await until(lambda: "No messages." in scrollback(app), what="the instant check")
         await type_command(pilot, "/wait 30")
-        await until(lambda: app.waiting)
+        await until(lambda: app.main.waiting)
         await messages.send(bus, IDS["file-reader"], "orchestrator", "hello there")
         await until(lambda: "hello there" in scrollback(app), what="the message")
         assert "From: file-reader (a1b2c3d4)" in scrollback(app)
-        assert app.last_result.message == "hello there"
+        assert app.main.last_result.message == "hello there"
 
 
 async def test_escape_interrupts_the_wait_and_keeps_what_was_received(bus):
@@ -171,11 +172,11 @@ async def test_escape_interrupts_the_wait_and_keeps_what_was_received(bus):
     await messages.send(bus, IDS["file-reader"], "orchestrator", "found 3 issues")
     async with running(bus) as (app, pilot):
         await type_command(pilot, "/wait 600 a1b2 e5f6")
-        await until(lambda: IDS["file-reader"] in app.wait_received, what="the claim")
+        await until(lambda: IDS["file-reader"] in app.main.wait_received, what="the claim")
         assert app.screen.check_action("interrupt", ()) is True
         await pilot.press("escape")
-        await until(lambda: not app.waiting, timeout=5, what="Escape to end the wait")
-        result = app.last_result
+        await until(lambda: not app.main.waiting, timeout=5, what="Escape to end the wait")
+        result = app.main.last_result
         assert result.status == "interrupted"
         assert [(r.status, r.message) for r in result.results] == [("received", "found 3 issues"), ("running", None)]
         assert "interrupted: 1/2 received" in scrollback(app)
@@ -195,7 +196,7 @@ async def test_escape_without_a_wait_does_nothing(file_bus):
         await pilot.press(*"/age")
         await pilot.press("escape")
         await pilot.pause()
-        assert app.is_running and app.last_result is None
+        assert app.is_running and app.main.last_result is None
         assert app.focused.value == "/age"  # nothing cleared, nothing started
         await pilot.press("ctrl+q")
     assert app.return_code == 0 and app.return_value is None
@@ -204,21 +205,21 @@ async def test_escape_without_a_wait_does_nothing(file_bus):
 async def test_ctrl_c_never_ends_a_wait_by_surprise(file_bus):
     async with running(file_bus, "file-reader") as (app, pilot):
         await type_command(pilot, "/wait 600 a1b2")
-        await until(lambda: app.waiting, what="the wait")
+        await until(lambda: app.main.waiting, what="the wait")
         await pilot.press("ctrl+c")  # on the command line: copy
-        app._main.query_one(FlightsTable).focus()
+        app.main.query_one(FlightsTable).focus()
         await pilot.press("ctrl+c")  # elsewhere: Textual's "press ctrl+q to quit"
         await pilot.pause()
-        assert app.is_running and app.waiting and app.return_code is None
+        assert app.is_running and app.main.waiting and app.return_code is None
         await pilot.press("escape")
-        await until(lambda: app.last_result is not None, what="the interrupt")
-        assert app.last_result.status == "interrupted"
+        await until(lambda: app.main.last_result is not None, what="the interrupt")
+        assert app.main.last_result.status == "interrupted"
 
 
 async def test_quit_during_a_wait_interrupts_it_and_exits_4(bus):
     async with running(bus, "file-reader") as (app, pilot):
         await type_command(pilot, "/wait 600 a1b2")
-        await until(lambda: app.waiting)
+        await until(lambda: app.main.waiting)
         await pilot.press("ctrl+q")
         await until(lambda: app.return_code is not None, what="the exit")
     assert app.return_code == 4
@@ -255,7 +256,7 @@ async def test_away_from_the_terminal_a_death_also_notifies_the_desktop_and_flag
 async def test_c_copies_the_selected_flights_last_message(file_bus):
     await put_flight(file_bus, "file-reader", 1, last_message="found 3 issues in src/", last_message_at=NOW)
     async with running(file_bus) as (app, pilot):
-        table = app._main.query_one(FlightsTable)
+        table = app.main.query_one(FlightsTable)
         await until(lambda: table.row_count == 1, what="the row")
         table.focus()
         await pilot.press("c")
@@ -345,7 +346,7 @@ async def test_bad_input_prints_the_usage_and_starts_nothing(file_bus, line, why
         await until(lambda: why in scrollback(app), what=f"the error for {line!r}")
         if not line.startswith("/bogus"):
             assert "usage: /" in scrollback(app)
-        assert not app.waiting
+        assert not app.main.waiting
         assert await file_bus.list_waits() == []
         assert sorted(a.name for a in await file_bus.list_agents()) == ["file-reader", "orchestrator"]
 
@@ -374,9 +375,9 @@ async def test_completion_and_history(file_bus):
         await pilot.press(*" test", "tab")
         assert cmd.value == "/wait 5 a1b2c3d4 e5f6a7b8"  # a name becomes its short id
         await pilot.press("enter")
-        await until(lambda: app.waiting)
+        await until(lambda: app.main.waiting)
         await pilot.press("escape")
-        await until(lambda: not app.waiting)
+        await until(lambda: not app.main.waiting)
         await type_command(pilot, "/agents")
         await pilot.press("up")
         assert cmd.value == "/agents"
@@ -393,7 +394,7 @@ async def test_enter_on_a_flight_shows_its_messages_and_output_log(bus):
         talker = next(a for a in await bus.list_agents() if a.name == "talker")
         await messages.send(bus, talker.id, "orchestrator", "all done")
         await until(lambda: "1/1 received" in screen_text(app), what="the flight's message")
-        table = app._main.query_one(FlightsTable)
+        table = app.main.query_one(FlightsTable)
         table.focus()
         await pilot.press("enter")
         await until(lambda: isinstance(app.screen, FlightScreen), what="the flight screen")
@@ -409,7 +410,7 @@ async def test_enter_on_a_flight_shows_its_messages_and_output_log(bus):
 
 async def test_a_click_highlights_a_flight_and_a_second_click_opens_it(file_bus):
     async with running(file_bus, "file-reader", "test-runner", frozen=True) as (app, pilot):
-        table = app._main.query_one(FlightsTable)
+        table = app.main.query_one(FlightsTable)
         await until(lambda: table.row_count == 2, what="the rows")
         await pilot.click(FlightsTable, offset=(20, 2))  # the second row (the header is line 0)
         await until(lambda: table.selected_id() == IDS["test-runner"], what="the row highlighted")
@@ -421,7 +422,7 @@ async def test_a_click_highlights_a_flight_and_a_second_click_opens_it(file_bus)
 
 async def test_event_log_streams_bus_events_with_a_per_flight_filter(file_bus):
     async with running(file_bus, "file-reader", "test-runner") as (app, pilot):
-        event_log = app._main.query_one(EventLog)
+        event_log = app.main.query_one(EventLog)
         await messages.send(file_bus, IDS["file-reader"], "orchestrator", "first finding")
         await messages.send(file_bus, IDS["test-runner"], "orchestrator", "tests green")
         await until(lambda: len(event_log.shown()) >= 2, what="two events")
@@ -457,7 +458,7 @@ async def test_mirror_shows_a_cli_wait_and_interrupting_it_returns_interrupted(b
             )
             text = screen_text(app)
             assert "Waits by other processes" in text and "file-reader" in text
-            mirror = app._main.query_one("#mirror")
+            mirror = app.main.query_one(MirrorTable)
             mirror.focus()
             await pilot.press("i")
             await until(lambda: "interrupted wait" in scrollback(app), what="the interrupt")
@@ -483,10 +484,12 @@ async def test_interrupting_a_mirrored_mcp_wait_makes_the_agents_call_return_int
             bg = Background(tg)
             bg.start("planner", client.call_tool, "wait", {"timeout": 60, "from_agents": ["a1b2", "e5f6"]})
             await until(
-                lambda: any(w.waiter == "planner" for w in app.waits), timeout=20, what="the agent's wait in the mirror"
+                lambda: any(w.waiter == "planner" for w in app.main.waits),
+                timeout=20,
+                what="the agent's wait in the mirror",
             )
             await until(lambda: "planner" in screen_text(app) and "file-reader, test-runner" in screen_text(app))
-            mirror = app._main.query_one("#mirror")
+            mirror = app.main.query_one(MirrorTable)
             mirror.focus()
             await pilot.press("enter")  # Enter on a mirrored wait interrupts it
             r = data(await bg.result("planner", 20))
@@ -510,16 +513,16 @@ async def test_demo_spawns_a_real_wave_and_fans_in_on_it(bus):
         ),
     )
     async with running(bus, demo=demo) as (app, pilot):
-        await until(lambda: app.waiting and len(app.wait_targets) == 4, timeout=30, what="the demo's fan-in")
+        await until(lambda: app.main.waiting and len(app.main.wait_targets) == 4, timeout=30, what="the demo's fan-in")
         await until(
-            lambda: any(w.waiter not in ("orchestrator",) for w in app.waits),
+            lambda: any(w.waiter not in ("orchestrator",) for w in app.main.waits),
             timeout=30,
             what="migrator's own wait in the mirror",
         )
-        other = next(w for w in app.waits if w.id not in app._own_waits)
+        other = next(w for w in app.main.waits if w.id not in app.main.own_waits)
         await type_command(pilot, f"/interrupt {other.id[:8]}")
-        await until(lambda: not app.waiting, timeout=30, what="the fan-in to finish")
-        result = app.last_result
+        await until(lambda: not app.main.waiting, timeout=30, what="the fan-in to finish")
+        result = app.main.last_result
         assert result.status == "complete"
         by_name = {r.name: r for r in result.results}
         assert by_name["file-reader"].message == "found 3 issues"

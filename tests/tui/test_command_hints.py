@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("deterministic_textual"
 
 
 def hints(app) -> CommandHints:
-    return app._main.query_one(CommandHints)
+    return app.main.query_one(CommandHints)
 
 
 def shown(app) -> str:
@@ -122,12 +122,12 @@ async def test_the_hint_is_gone_after_enter_and_on_an_empty_line(file_bus):
 async def test_escape_still_interrupts_the_running_wait_while_the_hint_shows(bus):
     async with running(bus, "file-reader", "test-runner") as (app, pilot):
         await type_command(pilot, "/wait 600 a1b2 e5f6")
-        await until(lambda: app.waiting, what="the wait to start")
+        await until(lambda: app.main.waiting, what="the wait to start")
         await pilot.press(*"/wt")
         await until(lambda: "/wait TIMEOUT" in shown(app), what="the hint")
         await pilot.press("escape")
-        await until(lambda: not app.waiting, timeout=5, what="Escape to end the wait")
-        assert app.last_result.status == "interrupted"
+        await until(lambda: not app.main.waiting, timeout=5, what="Escape to end the wait")
+        assert app.main.last_result.status == "interrupted"
         assert "interrupted: 0/2 received" in scrollback(app)
         assert isinstance(app.focused, CommandLine) and app.focused.value == "/wt"  # the line is kept
         assert "/wait TIMEOUT" in shown(app)

@@ -13,6 +13,7 @@ from textual.widgets import Input
 from wavewait.core.bus import Bus
 from wavewait.tui.app import WaveApp
 from wavewait.tui.scenes import IDS, NOW, put_flight  # noqa: F401  (the fixed records tests share)
+from wavewait.tui.widgets.followlog import FollowLog
 
 from conftest import until
 
@@ -38,7 +39,7 @@ def make_app(bus: Bus, *, frozen: bool = False, **kwargs) -> WaveApp:
 
 
 async def started(app: WaveApp) -> None:
-    await until(lambda: app.read_count > 0, what="the first read of the bus")
+    await until(lambda: app.main.read_count > 0, what="the first read of the bus")
 
 
 @asynccontextmanager
@@ -66,5 +67,5 @@ def screen_text(app: WaveApp) -> str:
 
 
 def scrollback(app: WaveApp) -> str:
-    log = app._main.query_one("#scrollback")
+    log = app.main.query_one("#scrollback", FollowLog)
     return "\n".join(strip.text for strip in log.lines)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections.abc import Callable
 
 from rich.text import Text
 from textual import work
@@ -17,6 +18,7 @@ from textual.widgets import RichLog, Static
 from ...core.bus import Bus
 from ...core.model import AGENT_ITEM_TYPES, Item
 from ..state import ago, flight_state
+from ..typed_app import wave_app
 
 LOG_TAIL = 64 * 1024
 RELOAD_EVERY = 0.1  # every agent's change wakes the screen: at most ten reloads a second
@@ -26,7 +28,7 @@ class FlightScreen(ModalScreen[None]):
     CSS_PATH = "flight.tcss"
     BINDINGS = [Binding("escape,q", "dismiss", "Close")]
 
-    def __init__(self, bus: Bus, me: str, agent_id: str, clock, received: bool) -> None:
+    def __init__(self, bus: Bus, me: str, agent_id: str, clock: Callable[[], float], received: bool) -> None:
         super().__init__()
         self.bus, self.me, self.agent_id, self.clock, self.received = bus, me, agent_id, clock, received
         self._log_size = -1
@@ -64,8 +66,9 @@ class FlightScreen(ModalScreen[None]):
     async def reload(self) -> None:
         agent = await self.bus.get_agent(self.agent_id)
         info = self.query_one("#flight-info", Static)
+        bad = wave_app(self.app).roles["bad"]
         if agent is None:
-            info.update(Text(f"no agent {self.agent_id} on the bus", style=self.app.roles["bad"]))
+            info.update(Text(f"no agent {self.agent_id} on the bus", style=bad))
             return
         t = self.clock()
         state = flight_state(agent, self.received)
@@ -76,7 +79,7 @@ class FlightScreen(ModalScreen[None]):
         if agent.status != state:
             head.append(f" (lifecycle: {agent.status})")
         if agent.reason:
-            head.append(f" · {agent.reason}", style=self.app.roles["bad"] if agent.status == "dead" else "")
+            head.append(f" · {agent.reason}", style=bad if agent.status == "dead" else "")
         head.append(f"\nwave {agent.wave or '—'} · started {ago(t - agent.created_at)} ago · pid {agent.pid or '—'}")
         if agent.exit_code is not None:
             head.append(f" · exit code {agent.exit_code}")
@@ -103,7 +106,8 @@ class FlightScreen(ModalScreen[None]):
         kind = item.type if item.type in AGENT_ITEM_TYPES else f"event {item.type}"
         line = Text(f"+{ago(item.sent_at - t0):>6} ", style="dim")
         line.append(
-            f"{kind} {arrow} ({where}): ", style="bold" if item.type in AGENT_ITEM_TYPES else self.app.roles["bad"]
+            f"{kind} {arrow} ({where}): ",
+            style="bold" if item.type in AGENT_ITEM_TYPES else wave_app(self.app).roles["bad"],
         )
         line.append(item.body)
         return line

@@ -1,13 +1,43 @@
-"""The main screen: flights panel, mirror of other processes' waits, scrollback, command line."""
+"""The main screen: flights panel, mirror of other processes' waits, scrollback, command line.
+
+The screen owns the work of the view: it reads the bus when the bus's change stream says
+something changed (wakes are hints, so it re-reads), repaints from one timer at most ten
+times a second, and runs the person's wait and every command in a worker so the screen
+never blocks. Its widgets are given their data (attributes down) and post messages up.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import gc
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from rich.text import Text
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
+from ...core import agents as agents_mod
+from ...core import messages
+from ...core.bus import Bus
+from ...core.errors import WavewaitError
+from ...core.ids import resolve, short
+from ...core.model import AGENT_ITEM_TYPES, Agent, WaitRecord, now
+from ...core.results import Result
+from ...core.wait import Control, Progress, check_timeout, wait_fan_in, wait_next
+from ..commands import Parsed, Usage, parse
+from ..demo import launch
+from ..messages import WaitEnded, WaitProgressed
+from ..result_view import headline, received_from, render_result
+from ..state import GLYPH, FlightView, flight_view, mirror_view, received_ids, summary
+from ..typed_app import wave_app
 from ..widgets.command import CommandLine
 from ..widgets.eventlog import EventLog
 from ..widgets.flights import FlightsTable
@@ -15,6 +45,19 @@ from ..widgets.followlog import FollowLog
 from ..widgets.hints import CommandHints
 from ..widgets.mirror import MirrorTable
 from ..widgets.status import WaitStatus
+from .flight import FlightScreen
+
+if TYPE_CHECKING:
+    from ..app import WaveApp
+
+log = logging.getLogger(__name__)
+
+REPAINT_EVERY = 0.1  # ≤ 10 Hz, one timer
+READ_EVERY = 0.1  # coalesce bursts of bus changes into at most ten reads a second
+#: a full collection of a big heap stalls a frame for 50-140 ms; the heap is frozen on every
+#: tick instead (constant time) and fully collected at most this often
+FULL_GC_EVERY = 30.0
+DEATH_TOASTS = 3  # more deaths than this in one read make one toast, not a burst
 
 
 class MainScreen(Screen[None]):
@@ -33,6 +76,43 @@ received. **F1** shows the help of the focused part.
         Binding("slash", "focus_command", "Command", show=False),  # from a panel: start a command
     ]
 
+    def __init__(self) -> None:
+        super().__init__()
+        # the latest read of the bus
+        self.agents: list[Agent] = []
+        self.waits: list[WaitRecord] = []
+        self.heard_from: set[str] = set()
+        self.rounds: dict[str, float] = {}  # flight id -> when the person last sent it work
+        self.read_count = 0
+        self._dirty = True
+        self._first_read = True
+        self._last_repaint_second = -1
+        self._view_cache: dict[str, tuple[Agent, bool, FlightView]] = {}
+        self._full_gc_at = time.monotonic()
+        # the person's own wait
+        self.control: Control | None = None
+        self.wait_targets: list[tuple[str, str]] = []
+        self.wait_received: set[str] = set()
+        self.wait_progress = ""
+        self.wait_started = 0.0
+        self.wait_timeout: float | None = None
+        self.last_wait_received: set[str] = set()
+        self.last_result: Result | None = None  # the app's exit value
+        self.own_waits: set[str] = set()  # ids of the person's waits: not mirrored
+
+    @property
+    def wave_app(self) -> WaveApp:
+        """The app this screen runs in, typed (the screen uses its bus, settings and roles)."""
+        return wave_app(self.app)
+
+    @property
+    def bus(self) -> Bus:
+        return self.wave_app.bus
+
+    @property
+    def me(self) -> str:
+        return self.wave_app.settings.me
+
     def compose(self) -> ComposeResult:
         yield Static(id="summary")
         yield FlightsTable(id="flights")
@@ -43,23 +123,267 @@ received. **F1** shows the help of the focused part.
             yield FollowLog(id="scrollback", wrap=True, markup=False, highlight=False)
             yield EventLog(id="events")
         yield WaitStatus(id="status")
-        yield CommandHints(self.app.flight_ids, id="hints")
-        yield CommandLine(self.app.flight_ids, id="command")
+        yield CommandHints(self.flight_ids, id="hints")
+        yield CommandLine(self.flight_ids, id="command")
         yield Footer()
 
-    async def on_mount(self) -> None:
-        self.run_worker(self.app.main_screen_ready(), exit_on_error=False, group="start")
+    def on_mount(self) -> None:
+        self.run_worker(self.start(), exit_on_error=False, group="start")
+
+    async def start(self) -> None:
+        """Once the app's bus is open: greet, follow the bus, start the timers (and the demo)."""
+        await self.wave_app.bus_ready.wait()
+        settings = self.wave_app.settings
+        self.say(
+            Text(f"wavewait · you are {self.me} · bus {self.wave_app.bus_label} · /help for commands", style="dim")
+        )
+        self.follow_bus()
+        if settings.timed_repaint:
+            self.set_interval(REPAINT_EVERY, self.tick)
+        if settings.sweep_every:
+            self.set_interval(settings.sweep_every, self.sweep_liveness)
+        if settings.demo is not None:
+            self.run_demo()
+
+    def on_unmount(self) -> None:
+        if self.control is not None:
+            self.control.interrupt()
+
+    def theme_changed(self) -> None:
+        """The panel and the status repaint with the theme's colours."""
+        self._dirty = True
+        self._repaint_unless_timed()
+
+    def _repaint_unless_timed(self) -> None:
+        if not self.wave_app.settings.timed_repaint and self.read_count:
+            self.repaint()
+
+    # ------------------------------------------------------------------ reading the bus
+    @work(exclusive=True, group="bus", exit_on_error=False, description="following the bus")
+    async def follow_bus(self) -> None:
+        """Subscribe first, then read; after each wake, read again (at most ten times a second)."""
+        changes = await self.bus.subscribe(agents=True, waits=True, inboxes=[self.me])
+        failing = False
+        try:
+            while True:
+                started = time.monotonic()
+                try:
+                    await self.read_bus()
+                except WavewaitError as e:  # say so, keep the last picture, try again shortly
+                    if not failing:
+                        log.exception("reading the bus failed")
+                        self.say_bad(f"cannot read the bus: {e}; retrying every second")
+                    failing = True
+                    await asyncio.sleep(1.0)
+                    continue
+                if failing:
+                    self.say(Text("reading the bus again", style=self.wave_app.roles["good"]))
+                    failing = False
+                await changes.wait()
+                rest = READ_EVERY - (time.monotonic() - started)
+                if rest > 0:
+                    await asyncio.sleep(rest)
+        finally:
+            changes.close()
+
+    async def read_bus(self) -> None:
+        bus = self.bus
+        agents = await bus.list_agents()
+        waits = await bus.list_waits()
+        heard = {r.sender for r in await bus.pending(self.me) if r.type in AGENT_ITEM_TYPES}
+        heard |= {i.sender for i in await bus.history(self.me, 1000) if i.type in AGENT_ITEM_TYPES}
+        self._note_changes(agents, waits)
+        self.agents, self.waits, self.heard_from = agents, waits, heard
+        self.read_count += 1
+        self._dirty = True
+        self._repaint_unless_timed()
+
+    def _note_changes(self, agents: list[Agent], waits: list[WaitRecord]) -> None:
+        """Turn the difference between two reads into event-log lines and death toasts."""
+        roles = self.wave_app.roles
+        before = {a.id: a for a in self.agents}
+        events = self.query_one(EventLog)
+        deaths = []
+        for a in agents:
+            if a.id == self.me:
+                continue
+            old = before.get(a.id)
+            tag = f"{a.name} ({short(a.id)})"
+            if old is None:
+                if not self._first_read:
+                    events.add(a.id, Text(f"+ {tag} started{' in ' + a.wave if a.wave else ''}"))
+                    if a.status == "dead":  # started and died between two reads
+                        events.add(a.id, Text(f"✖ {tag}: dead ({a.reason or 'dead'})", style=roles["dead"]))
+                        deaths.append(a)
+                continue
+            if old.status != a.status:
+                line = Text(
+                    f"{GLYPH.get(a.status, '·')} {tag}: {old.status} → {a.status}", style=roles.get(a.status, "")
+                )
+                if a.reason and a.status in ("dead", "closed"):
+                    line.append(f" ({a.reason})")
+                events.add(a.id, line)
+                if a.status == "dead":
+                    deaths.append(a)
+            if a.last_message_at != old.last_message_at and a.last_message:
+                events.add(a.id, Text(f"✉ {tag}: {a.last_message}"))
+        old_waits = {w.id for w in self.waits}
+        new_waits = {w.id for w in waits}
+        names = {a.id: a.name for a in agents}
+        for w in waits:
+            if w.id not in old_waits and not self._first_read and w.id not in self.own_waits:
+                who = names.get(w.waiter, w.waiter)
+                events.add(w.waiter, Text(f"⧗ {who} waits ({w.tool}): {w.description}", style=roles["warn"]))
+        for w in self.waits:
+            if w.id not in new_waits and w.id not in self.own_waits:
+                who = names.get(w.waiter, w.waiter)
+                events.add(w.waiter, Text(f"⧗ wait {short(w.id)} of {who} ended", style="dim"))
+        self._first_read = False
+        if len(deaths) > DEATH_TOASTS:
+            self.wave_app.notice(f"{len(deaths)} flights died", severity="error")
+        else:
+            for a in deaths:
+                self.wave_app.notice(f"{a.name} ({short(a.id)}) died: {a.reason or 'dead'}", severity="error")
+
+    def sweep_liveness(self) -> None:
+        live = [a for a in self.agents if not a.finished and (a.pid or a.lease_expires_at)]
+        if live:
+            self.run_worker(
+                agents_mod.sweep(self.bus, live),
+                group="sweep",
+                exclusive=True,
+                exit_on_error=False,
+                description="liveness sweep",
+            )
+
+    # ------------------------------------------------------------------ painting
+    def flights(self) -> list[Agent]:
+        return [a for a in self.agents if a.id != self.me]
+
+    def flight_views(self) -> list[FlightView]:
+        """One view per flight; a view is rebuilt only when its record or its word changed."""
+        flights = self.flights()
+        heard = self.heard_from | self.wait_received | self.last_wait_received
+        got = received_ids(flights, heard, self.rounds)
+        cache, views = self._view_cache, []
+        for a in flights:
+            received = a.id in got
+            hit = cache.get(a.id)
+            if hit is None or hit[0] is not a or hit[1] != received:
+                hit = cache[a.id] = (a, received, flight_view(a, received))
+            views.append(hit[2])
+        if len(cache) > 2 * len(flights) + 100:
+            live = {a.id for a in flights}
+            for k in [k for k in cache if k not in live]:
+                del cache[k]
+        return views
+
+    def flight_ids(self) -> list[tuple[str, str]]:
+        return [(a.id, a.name) for a in self.flights()]
+
+    def tick(self) -> None:
+        """The one timer: repaint what changed, or just advance spinners and countdowns."""
+        self._manage_gc()
+        try:
+            table = self.query_one(FlightsTable)
+        except NoMatches:  # the screen is going away (quitting)
+            return
+        t = self.wave_app.settings.clock()
+        if self._dirty or int(t) != self._last_repaint_second:
+            self.repaint()
+        elif self.app.animation_level != "none":  # TEXTUAL_ANIMATIONS=none: spinners stand still
+            started = time.perf_counter()
+            table.spin(t)
+            if self.control is not None:
+                self._paint_status(t)
+            self._probe(started)
+
+    def _manage_gc(self) -> None:
+        """Keep the collector's pauses out of frames.
+
+        A big bus makes a big heap (records, rows, render caches) and the collector's older
+        generations stall a frame for up to 140 ms. Freezing moves what exists out of its
+        sight in constant time, so each automatic collection sees only the last tick's
+        objects (acyclic ones are still freed by reference counting); cycles that were
+        frozen are collected by one full pass every FULL_GC_EVERY seconds.
+        """
+        if time.monotonic() - self._full_gc_at >= FULL_GC_EVERY:
+            gc.unfreeze()
+            gc.collect()
+            self._full_gc_at = time.monotonic()
+        gc.freeze()
+
+    def repaint(self) -> None:
+        started = time.perf_counter()
+        t = self.wave_app.settings.clock()
+        self._dirty = False
+        self._last_repaint_second = int(t)
+        views = self.flight_views()
+        table = self.query_one(FlightsTable)
+        table.roles = self.wave_app.roles
+        table.show(views, t)
+        head = Text()
+        head.append(summary(views), style="bold")
+        waves = sorted({v.wave for v in views if v.wave})
+        if waves:
+            head.append(f"  ·  {', '.join(waves)}", style="dim")
+        head.append(f"  ·  you: {self.me}", style="dim")
+        self.query_one("#summary", Static).update(head)
+        others_recs = [w for w in self.waits if w.id not in self.own_waits]
+        names = {a.id: a.name for a in self.agents} if others_recs else {}
+        others = [mirror_view(w, t, names) for w in others_recs]
+        self.query_one("#mirror-box", Vertical).set_class(bool(others), "-active")
+        self.query_one(MirrorTable).show(others)
+        if self.control is not None:
+            self._paint_status(t)
+        self._probe(started)
+
+    def _probe(self, started: float) -> None:
+        if self.wave_app.frame_hook is not None:
+            self.wave_app.frame_hook(time.perf_counter() - started)
+
+    def _paint_status(self, t: float) -> None:
+        targets = {agent_id for agent_id, _ in self.wait_targets}
+        states = {a.id: (a.status, a.reason or "") for a in self.agents if a.id in targets}
+        left = None if self.wait_timeout is None else self.wait_timeout - (t - self.wait_started)
+        self.query_one(WaitStatus).render_wait(
+            targets=self.wait_targets,
+            received=self.wait_received,
+            states=states,
+            t=t,
+            left=left,
+            progress=self.wait_progress,
+            roles=self.wave_app.roles,
+        )
+
+    # ------------------------------------------------------------------ scrollback, command line
+    def say_bad(self, message: str) -> None:
+        """A line about something that went wrong, in the theme's error colour."""
+        self.say(Text(message, style=self.wave_app.roles["bad"]))
+
+    def say(self, line: Text | str) -> None:
+        """Write a line to the scrollback (agent text is always a Text, never markup)."""
+        self.query_one("#scrollback", FollowLog).write(line if isinstance(line, Text) else Text(line))
+
+    def prefill(self, text: str) -> None:
+        cmd = self.query_one(CommandLine)
+        cmd.value = text
+        cmd.cursor_position = len(text)
+        cmd.focus()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "interrupt":
-            return True if self.app.waiting else None
+            return True if self.waiting else None
         return True
 
     def action_focus_command(self) -> None:
-        self.app.prefill("/")
+        self.prefill("/")
 
     def action_interrupt(self) -> None:
-        self.app.interrupt_own_wait()
+        self.interrupt_wait()
+
+    def action_toggle_log(self) -> None:
+        self.query_one("#lower", Horizontal).toggle_class("-show-log")
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if isinstance(event.input, CommandLine):
@@ -71,11 +395,215 @@ received. **F1** shows the help of the focused part.
         cmd.value = ""
         if line:
             cmd.remember(line)
-            self.app.run_command(line)
+            self.run_command(line)
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        if isinstance(event.data_table, FlightsTable):
-            self.app.open_flight(event.row_key.value)
+        if isinstance(event.data_table, FlightsTable) and event.row_key.value is not None:
+            self.open_flight(event.row_key.value)
 
     def on_mirror_table_interrupt_requested(self, event: MirrorTable.InterruptRequested) -> None:
-        self.app.interrupt_other_wait(event.wait_id)
+        self.interrupt_other_wait(event.wait_id)
+
+    def open_flight(self, agent_id: str) -> None:
+        received = any(v.id == agent_id and v.state == "received" for v in self.flight_views())
+        self.app.push_screen(FlightScreen(self.bus, self.me, agent_id, self.wave_app.settings.clock, received))
+
+    # ------------------------------------------------------------------ commands
+    def run_command(self, line: str) -> None:
+        """Run one slash command; bad input prints the usage and starts nothing."""
+        self.say(Text(f"> {line}", style="bold"))
+        try:
+            parsed = parse(line)
+        except Usage as e:
+            self.say_bad(str(e))
+            return
+        handler: Callable[[Parsed], Awaitable[None] | None] = getattr(self, "cmd_" + parsed.command.name[1:])
+        result = handler(parsed)
+        if result is not None:
+            self._guarded(parsed, result)
+
+    @work(group="commands", exit_on_error=False, description="running a command")
+    async def _guarded(self, parsed: Parsed, job: Awaitable[None]) -> None:
+        try:
+            await job
+        except WavewaitError as e:
+            self.say_bad(f"{e}\nusage: {parsed.command.usage}")
+        except Exception as e:  # shown, never swallowed; the app keeps running
+            log.exception("command %s failed", parsed.command.name)
+            self.say_bad(f"{parsed.command.name} failed: {e.__class__.__name__}: {e}")
+
+    async def cmd_wait(self, p: Parsed) -> None:
+        if self._refuse_second_wait():
+            return
+        timeout = check_timeout(p.args[0], "TIMEOUT")
+        targets = await agents_mod.resolve_agents(self.bus, p.args[1:], "ID") if p.args[1:] else []
+        if self._refuse_second_wait():  # one may have started while the ids resolved
+            return
+        self.start_wait(timeout, targets)
+
+    def _refuse_second_wait(self) -> bool:
+        if self.control is not None:
+            self.say_bad("a wait is already running; Escape interrupts it")
+        return self.control is not None
+
+    async def cmd_send(self, p: Parsed) -> None:
+        to, body = p.args
+        recipient = await agents_mod.resolve_agent(self.bus, to, "ID")
+        item = await messages.send(self.bus, self.me, recipient.id, body)
+        self.rounds[recipient.id] = now()
+        self._dirty = True
+        self.say(f"sent to {recipient.name} ({short(recipient.id)}): message {short(item.id)}")
+
+    async def cmd_spawn(self, p: Parsed) -> None:
+        agent = await agents_mod.spawn(self.bus, p.args[0], p.rest, wave=p.wave, parent_id=self.me)
+        self.say(
+            f"spawned {agent.name} ({short(agent.id)}), pid {agent.pid}{', wave ' + agent.wave if agent.wave else ''}"
+        )
+
+    async def cmd_kill(self, p: Parsed) -> None:
+        agent = await agents_mod.resolve_agent(self.bus, p.args[0], "ID")
+        agent = await agents_mod.kill(self.bus, agent, by=self.me)
+        self.say(
+            f"{agent.name} ({short(agent.id)}) is {agent.status}{' (' + agent.reason + ')' if agent.reason else ''}"
+        )
+
+    async def cmd_close(self, p: Parsed) -> None:
+        agent = await agents_mod.resolve_agent(self.bus, p.args[0], "ID")
+        agent = await agents_mod.close(self.bus, agent)
+        self.say(f"{agent.name} ({short(agent.id)}) is {agent.status}")
+
+    async def cmd_interrupt(self, p: Parsed) -> None:
+        waits = {w.id: w for w in await self.bus.list_waits() if w.id not in self.own_waits}
+        wait_id = resolve(p.args[0], waits, "WAIT")
+        await self._interrupt_other(waits[wait_id])
+
+    async def cmd_agents(self, p: Parsed) -> None:
+        agents = await self.bus.list_agents()
+        if not agents:
+            self.say("no agents on the bus")
+        roles = self.wave_app.roles
+        for a in agents:
+            line = Text(f"  {a.name:<16} {short(a.id)}  ")
+            line.append(f"{a.status:<7}", style=roles.get(a.status, ""))
+            line.append(f" {a.wave or '—':<8} ")
+            line.append(a.reason if a.status == "dead" and a.reason else (a.last_message or ""), style="dim")
+            self.say(line)
+
+    def cmd_help(self, p: Parsed) -> None:
+        self.wave_app.action_help()
+
+    async def cmd_log(self, p: Parsed) -> None:
+        agent_id = None
+        if p.args:
+            agent_id = (await agents_mod.resolve_agent(self.bus, p.args[0], "ID")).id
+        self.query_one("#lower", Horizontal).set_class(True, "-show-log")
+        self.query_one(EventLog).filter(agent_id)
+        self.say("event log: " + (f"only {short(agent_id)}" if agent_id else "all flights"))
+
+    # ------------------------------------------------------------------ the person's wait
+    @property
+    def waiting(self) -> bool:
+        return self.control is not None
+
+    def start_wait(self, timeout: float, targets: list[Agent]) -> Control:
+        control = Control()
+        self.control = control
+        self.own_waits.add(control.wait_id)
+        self.wait_targets = [(a.id, a.name) for a in targets]
+        self.wait_received = set()
+        self.wait_progress = ""
+        self.wait_started = self.wave_app.settings.clock()
+        self.wait_timeout = timeout
+        self.query_one(WaitStatus).set_class(True, "-active")
+        self._paint_status(self.wait_started)
+        self.refresh_bindings()
+        self._run_wait(timeout, [a.id for a in targets], control)
+        return control
+
+    @work(exclusive=True, group="wait", exit_on_error=False, description="waiting")
+    async def _run_wait(self, timeout: float, ids: list[str], control: Control) -> None:
+        def on_progress(p: Progress) -> None:
+            self.post_message(WaitProgressed(p.message, list(p.received)))
+
+        try:
+            if ids:
+                result: Result = await wait_fan_in(
+                    self.bus, self.me, timeout, ids, on_progress=on_progress, control=control
+                )
+            else:
+                result = await wait_next(self.bus, self.me, timeout, on_progress=on_progress, control=control)
+        except WavewaitError as e:
+            self.post_message(WaitEnded(f"wait failed: {e}", None))
+            return
+        except Exception as e:
+            log.exception("wait failed")
+            self.post_message(WaitEnded(f"wait failed: {e.__class__.__name__}: {e}", None))
+            return
+        self.post_message(WaitEnded(headline(result), result))
+
+    def on_wait_progressed(self, event: WaitProgressed) -> None:
+        if self.control is None:
+            return
+        self.wait_progress = event.message
+        self.wait_received = set(event.received)
+        self._dirty = True
+        self._repaint_unless_timed()
+
+    def on_wait_ended(self, event: WaitEnded) -> None:
+        """Show the result; the message goes on up to the app, whose exit value it is."""
+        self.control = None
+        self.query_one(WaitStatus).set_class(False, "-active")
+        self.refresh_bindings()
+        if event.result is None:
+            self.say_bad(event.line)
+            self.wave_app.notice(event.line, severity="error")
+        else:
+            self.last_result = event.result
+            heard = received_from(event.result)
+            if heard is not None:
+                self.last_wait_received = heard
+            for line in render_result(event.result, self.wave_app.roles):
+                self.say(line)
+            outcome = event.result.outcome()
+            self.wave_app.notice(event.line, severity="information" if outcome == "satisfied" else "warning")
+        self.wait_received = set()
+        self._dirty = True
+        self._repaint_unless_timed()
+
+    def interrupt_wait(self) -> None:
+        """Escape: the core returns `interrupted` with the partial state at once."""
+        if self.control is not None:
+            self.control.interrupt()
+
+    # ------------------------------------------------------------------ other processes' waits
+    def interrupt_other_wait(self, wait_id: str) -> None:
+        rec = next((w for w in self.waits if w.id == wait_id), None)
+        if rec is None:
+            self.say(Text("that wait has already ended", style="dim"))
+            return
+        self.run_worker(self._interrupt_other(rec), group="commands", exit_on_error=False)
+
+    async def _interrupt_other(self, rec: WaitRecord) -> None:
+        names = {a.id: a.name for a in self.agents}
+        who = names.get(rec.waiter, rec.waiter)
+        if await self.bus.interrupt(rec.id):
+            self.say(
+                f"interrupted wait {short(rec.id)} of {who} ({rec.tool}); "
+                "its call returns `interrupted` with partial results"
+            )
+            self.wave_app.notice(f"interrupted the wait of {who}")
+        else:
+            self.say(Text(f"wait {short(rec.id)} of {who} has already ended", style="dim"))
+
+    # ------------------------------------------------------------------ the demo
+    @work(group="demo", exit_on_error=False, description="launching the demo wave")
+    async def run_demo(self) -> None:
+        demo = self.wave_app.settings.demo
+        assert demo is not None
+        try:
+            flights = await launch(self.bus, self.me, demo, self.say)
+        except Exception as e:
+            log.exception("demo failed")
+            self.say_bad(f"the demo could not start: {e.__class__.__name__}: {e}")
+            return
+        self.run_command(f"/wait {demo.timeout:g} " + " ".join(short(a.id) for a in flights))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from textual.binding import Binding
 from textual.suggester import Suggester
@@ -46,7 +47,7 @@ suggestion); a flight's name followed by Tab becomes its short id. **↑/↓** w
         Binding("tab", "complete", "Complete", show=False),
     ]
 
-    def __init__(self, ids: IdsFn, **kwargs) -> None:
+    def __init__(self, ids: IdsFn, **kwargs: Any) -> None:
         super().__init__(
             placeholder="/wait 60 ID …   /send ID MESSAGE   /help",
             suggester=SlashSuggester(ids),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
+from typing import Any
 
 from rich.text import Text
 
@@ -18,7 +19,7 @@ Bus events as the TUI sees them: flights spawned, messages, state changes, death
 `/log ID` shows one flight only; `/log` shows all again. **ctrl+l** hides or shows it.
 """
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(wrap=False, markup=False, highlight=False, max_lines=KEPT, **kwargs)
         self._lines: deque[tuple[str | None, Text]] = deque(maxlen=KEPT)
         self.only: str | None = None

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from rich.segment import Segment
-from rich.style import Style
 from rich.text import Text
 from textual.binding import Binding
-from textual.cache import LRUCache
 from textual.coordinate import Coordinate
-from textual.widgets import DataTable
+from textual.widgets.data_table import CellDoesNotExist
 
-from ..state import FlightView
+from ..messages import Toast
+from ..state import FlightView, role_styles
+from .cell_cache import ContentCachedTable
 
 COLUMNS = (
     ("state", 10),
@@ -28,7 +28,7 @@ NARROW_BELOW = 100  # terminal columns under which the detail column is left out
 DETAIL_MIN = 20
 
 
-class FlightsTable(DataTable):
+class FlightsTable(ContentCachedTable):
     """Flights with fixed column widths; only changed cells are updated, never widths.
 
     The detail column takes the width the others leave (a wide terminal shows more of each
@@ -46,11 +46,11 @@ time since its last message, and its last message (or why it died).
 """
     BINDINGS = [Binding("c", "copy_last", "Copy message", show=False)]
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(cursor_type="row", zebra_stripes=False, **kwargs)
+        self.roles: Mapping[str, str] = role_styles({})  # the theme's styles by role, set by the screen
         self._shown: dict[str, FlightView] = {}
         self._painted: dict[str, list[tuple[str, str]]] = {}  # what each row's cells hold
-        self._cells_rendered: LRUCache[tuple, list[list[Segment]]] = LRUCache(4000)
         self._detail_width: int | None = COLUMNS[DETAIL][1]  # None: the column is left out
         self._t = 0.0  # the time the rows were last painted for
 
@@ -125,68 +125,18 @@ time since its last message, and its last message (or why it died).
                 self.update_cell(v.id, _key(label), cell)
                 painted[i] = look
 
-    def _render_cell(
-        self,
-        row_index: int,
-        column_index: int,
-        base_style: Style,
-        width: int,
-        cursor: bool = False,
-        hover: bool = False,
-    ) -> list[list[Segment]]:
-        """DataTable's cell render, cached by the cell's content instead of the table's update count.
-
-        DataTable keys its caches on a counter that every `update_cell` bumps, so one changed
-        cell re-renders every visible cell through Rich (~0.2 ms each, 25-65 ms a frame with a
-        full panel). Keyed by content, position and look, a frame re-renders only the cells
-        that changed. The key holds everything DataTable's own key holds but the counter.
-        """
-        if row_index < 0 or column_index < 0:
-            return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
-        cell = self.get_cell_at(Coordinate(row_index, column_index))
-        if not isinstance(cell, Text):
-            return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
-        key = (
-            row_index,
-            column_index,
-            cell.plain,
-            cell.style,
-            cell.justify,
-            cell.overflow,
-            cell.no_wrap,
-            tuple(cell.spans),
-            base_style,
-            width,
-            cursor,
-            hover,
-            self._show_hover_cursor,
-            self._pseudo_class_state,
-        )
-        lines = self._cells_rendered.get(key)
-        if lines is None:
-            lines = super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
-            self._cells_rendered[key] = lines
-        return lines
-
-    def _clear_caches(self) -> None:
-        super()._clear_caches()
-        self._cells_rendered.clear()
-
-    def notify_style_update(self) -> None:
-        super().notify_style_update()
-        self._cells_rendered.clear()
-
     def _visible_keys(self) -> set[str]:
         """Keys of the rows on screen (cheap: `ordered_rows` would build all 1,000)."""
         first = int(self.scroll_y)
         last = min(self.row_count, first + max(1, self.size.height))
-        return {self.coordinate_to_cell_key(Coordinate(i, 0)).row_key.value for i in range(first, last)}
+        keys = (self.coordinate_to_cell_key(Coordinate(i, 0)).row_key.value for i in range(first, last))
+        return {k for k in keys if k is not None}
 
     def _cells(self, v: FlightView, t: float) -> list[Text]:
         stalled = v.stalled(t)
         dim = " dim" if stalled else ""
         state, name, sid, wave, elapsed, quiet, detail = v.cells(t)
-        roles = self.app.roles
+        roles = self.roles
         detail_style = roles["bad"] if v.state == "dead" else ("dim" if stalled else "")
         return [
             Text(state, style=roles.get(v.state, "")),
@@ -203,17 +153,17 @@ time since its last message, and its last message (or why it died).
             return None
         try:
             return self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
-        except Exception:
+        except CellDoesNotExist:  # the cursor is past the rows (they were just removed)
             return None
 
     def action_copy_last(self) -> None:
         agent_id = self.selected_id()
         v = self._shown.get(agent_id) if agent_id else None
         if v is None or not v.detail:
-            self.app.notice("nothing to copy", severity="warning")
+            self.post_message(Toast("nothing to copy", severity="warning"))
             return
         self.app.copy_to_clipboard(v.detail)
-        self.app.notice(f"copied the last message of {v.name}")
+        self.post_message(Toast(f"copied the last message of {v.name}"))
 
 
 def _look(cell: Text) -> tuple[str, str]:

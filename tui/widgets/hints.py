@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.style import Style
 from rich.text import Text
 from textual.reactive import reactive
@@ -65,7 +67,7 @@ class CommandHints(Widget):
 
     line: reactive[str] = reactive("", layout=True)
 
-    def __init__(self, ids: IdsFn, **kwargs) -> None:
+    def __init__(self, ids: IdsFn, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._ids = ids
 

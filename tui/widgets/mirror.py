@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from rich.text import Text
 from textual.binding import Binding
@@ -14,7 +15,7 @@ from ..state import MirrorView
 COLUMNS = (("wait", 8), ("caller", 12), ("tool", 10), ("targets", 24), ("left", 9), ("progress", 24))
 
 
-class MirrorTable(DataTable):
+class MirrorTable(DataTable[Text]):
     """One row per wait in progress elsewhere; `i` (or Enter) interrupts the selected one."""
 
     HELP = """
@@ -32,7 +33,7 @@ its caller, tool, targets, time left and progress.
             super().__init__()
             self.wait_id = wait_id
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(cursor_type="row", **kwargs)
         self._shown: dict[str, MirrorView] = {}
 
@@ -71,4 +72,5 @@ its caller, tool, targets, time left and progress.
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
-        self.post_message(self.InterruptRequested(event.row_key.value))
+        if event.row_key.value is not None:
+            self.post_message(self.InterruptRequested(event.row_key.value))

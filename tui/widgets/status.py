@@ -23,9 +23,10 @@ class WaitStatus(Static):
         t: float,
         left: float | None,
         progress: str,
+        roles: Mapping[str, str],
     ) -> None:
-        """`states` maps agent id to (lifecycle status, reason) as the panel knows it."""
-        roles = self.app.roles
+        """`states` maps agent id to (lifecycle status, reason) as the panel knows it;
+        `roles` are the theme's styles by role."""
         out = Text()
         if not targets:
             out.append(f"{spinner(t)} Waiting for the next message", style="bold")

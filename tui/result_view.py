@@ -1,0 +1,64 @@
+"""How the TUI shows a wait's result: one summary line, and the block in the scrollback.
+
+`headline` is the TUI's only human summary of a result (toasts, the block's head); when
+the core's results carry their own `summary()`, it is the one line to switch over.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from rich.text import Text
+
+from ..core.ids import short
+from ..core.results import FanIn, NextMessage, Result
+from .state import GLYPH
+
+
+def headline(result: Result) -> str:
+    """One line for the toast and the result block's head."""
+    if isinstance(result, FanIn):
+        got = sum(r.status == "received" for r in result.results)
+        word = {"complete": "fan-in complete", "timeout": "fan-in timed out", "interrupted": "interrupted"}[
+            result.status
+        ]
+        return f"{word}: {got}/{len(result.results)} received"
+    if isinstance(result, NextMessage):
+        if result.status == "received":
+            return f"message from {result.name}"
+        return "timed out: no message" if result.status == "timeout" else "interrupted: no message"
+    return result.outcome()
+
+
+def render_result(result: Result, roles: Mapping[str, str]) -> list[Text]:
+    """The result block in the scrollback: every requested flight with its status."""
+    lines = [Text(headline(result), style="bold")]
+    if isinstance(result, FanIn):
+        width = max((len(r.name) for r in result.results), default=0)
+        for r in result.results:
+            glyph = "✓" if r.status == "received" else GLYPH.get(r.status, "…")
+            line = Text(f"  {glyph} {r.name:<{width}}  {short(r.agent_id)}  ")
+            line.append(f"{r.status:<8}", style=roles.get(r.status, ""))
+            if r.message is not None:
+                line.append("  " + r.message)
+            elif r.reason:
+                line.append(f"  ({r.reason})", style=roles["bad"] if r.status == "dead" else "dim")
+            lines.append(line)
+    elif isinstance(result, NextMessage):
+        if result.status == "received":
+            lines = [
+                Text(f"From: {result.name} ({short(result.sender or '')})", style="bold"),
+                Text(result.message or ""),
+            ]
+        elif result.status == "timeout":
+            lines = [Text("No messages.", style="bold")]
+    return lines
+
+
+def received_from(result: Result) -> set[str] | None:
+    """Ids of the flights a fan-in heard from, the sender of a next message; None: no word."""
+    if isinstance(result, FanIn):
+        return {r.agent_id for r in result.results if r.status == "received"}
+    if isinstance(result, NextMessage) and result.sender:
+        return {result.sender}
+    return None
