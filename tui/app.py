@@ -34,7 +34,6 @@ from .terminal import POP_TITLE, PUSH_TITLE, desktop_notification, window_title
 
 log = logging.getLogger(__name__)
 
-EXIT = {"satisfied": 0, "timeout": 3, "interrupted": 4}
 SWEEP_EVERY = 1.0  # liveness sweep, so a flight whose process vanished shows as dead
 DESKTOP_EVERY = 5.0  # while the terminal is not focused, at most one desktop notification this often
 
@@ -201,7 +200,7 @@ class WaveApp(App[dict[str, Any] | None]):
         result = self.main.last_result
         if result is None:
             return None, 0
-        return result.to_json(), EXIT[result.outcome()]
+        return result.to_json(), result.exit_code
 
     async def action_quit(self) -> None:
         """Quit; a running wait is interrupted first so its partial result is printed."""

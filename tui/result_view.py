@@ -1,7 +1,6 @@
 """How the TUI shows a wait's result: one summary line, and the block in the scrollback.
 
-`headline` is the TUI's only human summary of a result (toasts, the block's head); when
-the core's results carry their own `summary()`, it is the one line to switch over.
+The one-line summary is the core result's own `summary()`; this module only lays out the block.
 """
 
 from __future__ import annotations
@@ -15,24 +14,9 @@ from ..core.results import FanIn, NextMessage, Result
 from .state import GLYPH
 
 
-def headline(result: Result) -> str:
-    """One line for the toast and the result block's head."""
-    if isinstance(result, FanIn):
-        got = sum(r.status == "received" for r in result.results)
-        word = {"complete": "fan-in complete", "timeout": "fan-in timed out", "interrupted": "interrupted"}[
-            result.status
-        ]
-        return f"{word}: {got}/{len(result.results)} received"
-    if isinstance(result, NextMessage):
-        if result.status == "received":
-            return f"message from {result.name}"
-        return "timed out: no message" if result.status == "timeout" else "interrupted: no message"
-    return result.outcome()
-
-
 def render_result(result: Result, roles: Mapping[str, str]) -> list[Text]:
     """The result block in the scrollback: every requested flight with its status."""
-    lines = [Text(headline(result), style="bold")]
+    lines = [Text(result.summary(), style="bold")]
     if isinstance(result, FanIn):
         width = max((len(r.name) for r in result.results), default=0)
         for r in result.results:

@@ -35,7 +35,7 @@ from ...core.wait import Control, Progress, check_timeout, wait_fan_in, wait_nex
 from ..commands import Parsed, Usage, parse
 from ..demo import launch
 from ..messages import WaitEnded, WaitProgressed
-from ..result_view import headline, received_from, render_result
+from ..result_view import received_from, render_result
 from ..state import GLYPH, FlightView, flight_view, mirror_view, received_ids, summary
 from ..typed_app import wave_app
 from ..widgets.command import CommandLine
@@ -539,7 +539,7 @@ received. **F1** shows the help of the focused part.
             log.exception("wait failed")
             self.post_message(WaitEnded(f"wait failed: {e.__class__.__name__}: {e}", None))
             return
-        self.post_message(WaitEnded(headline(result), result))
+        self.post_message(WaitEnded(result.summary(), result))
 
     def on_wait_progressed(self, event: WaitProgressed) -> None:
         if self.control is None:
