@@ -19,12 +19,14 @@ from pathlib import Path
 import pytest
 
 from wavewait.core import messages, wait
+from wavewait.core.agents import spawn
 from wavewait.core.bus.file import FileBus
 from wavewait.core.errors import BusError
 from wavewait.core.ids import new_id
 from wavewait.core.model import Item, WaitRecord
 from wavewait.core.proc import hostname
 
+from conftest import PYTHON, until
 from coretools import crew, run_actor
 
 pytestmark = pytest.mark.anyio
@@ -240,3 +242,22 @@ async def test_a_read_only_open_of_a_missing_bus_creates_nothing(tmp_path):
 async def test_a_read_only_open_of_an_existing_bus_works(file_bus):
     await crew(file_bus)
     assert {a.id for a in await FileBus(file_bus.root, create=False).list_agents()} >= {"orchestrator"}
+
+
+async def test_an_agent_log_is_0600_whatever_the_umask(file_bus):
+    await crew(file_bus)
+    old = os.umask(0o022)
+    try:
+        agent = await spawn(file_bus, "talker", [PYTHON, "-c", "print('private')"], parent_id="orchestrator")
+    finally:
+        os.umask(old)
+
+    async def ended() -> bool:
+        a = await file_bus.get_agent(agent.id)
+        return a is not None and a.exit_code is not None
+
+    await until(ended, 30, "the agent to end")
+    assert agent.log_path
+    assert stat.S_IMODE(os.stat(agent.log_path).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(os.path.dirname(agent.log_path)).st_mode) == 0o700
+    assert Path(agent.log_path).read_text() == "private\n"
