@@ -20,6 +20,7 @@ import pytest
 
 from wavewait.core import messages, wait
 from wavewait.core.agents import spawn
+from wavewait.core.bus import file as file_mod
 from wavewait.core.bus.file import FileBus
 from wavewait.core.errors import BusError
 from wavewait.core.ids import new_id
@@ -174,7 +175,9 @@ def _fill(folder: Path, leave: int) -> Path:
     return filler
 
 
-async def test_a_send_on_a_full_disk_fails_clearly_and_leaves_nothing_to_deliver(small_disk, monkeypatch):
+@pytest.mark.parametrize("durable", [True, False], ids=["fsync", "no-fsync"])
+async def test_a_send_on_a_full_disk_fails_clearly_and_leaves_nothing_to_deliver(small_disk, monkeypatch, durable):
+    monkeypatch.setattr(file_mod, "DURABLE", durable)
     bus = FileBus(small_disk / "bus")
     monkeypatch.setenv("WAVEWAIT_BUS", bus.url)
     try:
