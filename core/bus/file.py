@@ -742,14 +742,17 @@ class FileBus:
         with os.scandir(self.root / "inbox") as it:
             entries = list(it)
         for entry in entries:
-            try:
-                if entry.is_dir(follow_symlinks=False) and check_id(entry.name):
-                    ids.append(entry.name)
+            if not entry.is_dir(follow_symlinks=False):
+                try:
+                    kind = _kind(entry.stat(follow_symlinks=False).st_mode)
+                except FileNotFoundError:
                     continue
+                self._quarantine(Path(entry.path), kind, f"a {kind} in inbox/, where only inbox folders belong")
+                continue
+            try:
+                ids.append(check_id(entry.name))
             except BadInput:
-                pass
-            kind = "directory" if entry.is_dir(follow_symlinks=False) else "foreign"
-            self._quarantine(Path(entry.path), kind, "not an inbox folder")
+                self._quarantine(Path(entry.path), "bad-name", "a folder in inbox/ not named like an agent id")
         return ids
 
     def _is_claim_folder(self, entry: os.DirEntry[str]) -> bool:
@@ -795,11 +798,15 @@ class FileBus:
         except OSError as e:
             log.warning("wavewait: skipped tidying the bus at %s: %s", self.root, e.strerror)
             return
-        removed = _remove_older(self.root / "tmp", t - TMP_KEPT)
-        removed += _remove_older(self.root / "quarantine", t - QUARANTINE_KEPT)
-        for box_id in self._inbox_ids():
-            removed += _remove_older(self.root / "inbox" / box_id / "tmp", t - TMP_KEPT)
-        removed += self._remove_dead_waits(t)
+        try:
+            removed = _remove_older(self.root / "tmp", t - TMP_KEPT)
+            removed += _remove_older(self.root / "quarantine", t - QUARANTINE_KEPT)
+            for box_id in self._inbox_ids():
+                removed += _remove_older(self.root / "inbox" / box_id / "tmp", t - TMP_KEPT)
+            removed += self._remove_dead_waits(t)
+        except OSError as e:  # upkeep must never stop the bus from opening
+            log.warning("wavewait: could not finish tidying the bus at %s: %s", self.root, e)
+            return
         if removed:
             log.info("wavewait: tidied %d old temp file(s), wait record(s) and quarantined item(s)", removed)
 
