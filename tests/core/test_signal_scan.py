@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import tempfile
 import threading
 import time
 from pathlib import Path
 
 import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from wavewait.core import signals, wait
 from wavewait.core.errors import BadInput
@@ -142,3 +146,28 @@ async def test_scan_async_runs_off_the_event_loop(tree, monkeypatch):
 def test_a_fifo_matched_by_a_pattern_is_reported_without_being_opened(tree):
     os.mkfifo(tree / "ready.done")
     assert signals.scan(str(tree / "*.done"), root=tree).matched == [str(tree / "ready.done")]
+
+
+def test_a_double_star_under_a_missing_folder_matches_nothing(tree):
+    """glob.glob('missing/**') answers ['missing/'], so a signal on it fired at once."""
+    assert wait.matches(str(tree / "missing" / "**")) == [str(tree / "missing")]
+    assert signals.scan(str(tree / "missing" / "**"), root=tree).matched == []
+
+
+_NAMES = st.sampled_from(["a", "b", ".h", "a.done", "b.txt", "x1", "ab"])
+_PARTS = st.sampled_from(["*", "**", "?", "a", "b", "*.done", "a*", ".*", "[ab]", "x?", "[!a]*"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(_NAMES, min_size=1, max_size=4), max_size=12), st.lists(_PARTS, min_size=1, max_size=4))
+def test_random_trees_and_patterns_match_as_glob_did(tree_paths, parts):
+    """Same answers as glob on random trees, but for glob's match of a missing folder."""
+    with tempfile.TemporaryDirectory() as root:
+        for p in tree_paths:
+            full = os.path.join(root, *p)
+            with contextlib.suppress(FileExistsError, NotADirectoryError, IsADirectoryError):
+                os.makedirs(os.path.dirname(full), exist_ok=True)
+                Path(full).touch(exist_ok=True)
+        pattern = os.path.join(root, *parts)
+        expected = sorted({p for p in wait.matches(pattern) if os.path.lexists(p)})
+        assert signals.scan(pattern, root=root).matched == expected
