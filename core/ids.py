@@ -1,7 +1,8 @@
 """Id, name and prefix rules shared by every face.
 
 Ids end up in file names (inbox folders, claim folders), so they are validated before
-they touch the disk: no `/`, no `..`, no control characters, bounded length.
+they touch the disk: no `/`, no `..`, no control characters, bounded length. The whole
+value must match (a trailing newline is not "close enough"); the bounds are in `limits`.
 """
 
 from __future__ import annotations
@@ -11,12 +12,11 @@ import uuid
 from collections.abc import Iterable
 
 from .errors import AmbiguousId, BadInput, UnknownAgent
+from .limits import MAX_ID_LEN, MAX_NAME_LEN
 
 MIN_PREFIX = 4
-MAX_ID_LEN = 100
-_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]*$")
-_TYPE_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
-MAX_NAME_LEN = 100
+_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]*")  # used with fullmatch: no `$` before a newline
+_TYPE_RE = re.compile(r"[a-z][a-z0-9_]{0,39}")
 
 
 def new_id() -> str:
@@ -30,7 +30,7 @@ def check_id(value: object, field: str = "id") -> str:
         raise BadInput(f"{field}: must be a non-empty string")
     if len(value) > MAX_ID_LEN:
         raise BadInput(f"{field}: at most {MAX_ID_LEN} characters, got {len(value)}")
-    if ".." in value or not _ID_RE.match(value):
+    if ".." in value or not _ID_RE.fullmatch(value):
         raise BadInput(
             f"{field}: {value!r} is not a valid id; use letters, digits and _ . @ - "
             "(starting with a letter or digit, no '..')"
@@ -44,13 +44,15 @@ def check_name(value: object, field: str = "name") -> str:
         raise BadInput(f"{field}: must be a non-empty string")
     if len(value) > MAX_NAME_LEN:
         raise BadInput(f"{field}: at most {MAX_NAME_LEN} characters, got {len(value)}")
-    if any(ord(c) < 32 or ord(c) == 127 for c in value) or "/" in value:
+    if any(ord(c) < 32 or 127 <= ord(c) < 160 for c in value) or "/" in value:
         raise BadInput(f"{field}: {value!r} may not contain '/' or control characters")
+    if value != value.strip():
+        raise BadInput(f"{field}: {value!r} may not start or end with whitespace; remove it")
     return value
 
 
 def check_type(value: object, field: str = "type") -> str:
-    if not isinstance(value, str) or not _TYPE_RE.match(value):
+    if not isinstance(value, str) or not _TYPE_RE.fullmatch(value):
         raise BadInput(
             f"{field}: {value!r} is not a valid item type; use lower-case letters, digits "
             "and '_' (e.g. message, worker_complete)"

@@ -11,19 +11,11 @@ import os
 from .agents import ensure_agent, resolve_agent
 from .bus import Bus
 from .errors import BadInput, DeadRecipient
-from .ids import check_id, new_id
+from .ids import check_id, check_type, new_id
+from .limits import check_data, check_list, check_path, check_text
 from .model import Item
 
-MAX_BODY = 1_000_000
 PREVIEW = 200
-
-
-def _check_body(body: object, field: str) -> str:
-    if not isinstance(body, str) or not body.strip():
-        raise BadInput(f"{field}: must be a non-empty string")
-    if len(body) > MAX_BODY:
-        raise BadInput(f"{field}: at most {MAX_BODY} characters, got {len(body)}")
-    return body
 
 
 async def _deliver(bus: Bus, item: Item) -> Item:
@@ -35,7 +27,9 @@ async def _deliver(bus: Bus, item: Item) -> Item:
 
 async def send(bus: Bus, sender: str, to: str, message: str, type: str = "message", data: dict | None = None) -> Item:
     """Deliver a message to `to` (id or prefix). A dead or closed recipient is an error."""
-    _check_body(message, "message")
+    check_text(message, "message")  # bounds: limits.py
+    check_type(type)
+    data = check_data(data)
     recipient = await resolve_agent(bus, to, "to")
     if recipient.finished:
         raise DeadRecipient(
@@ -63,11 +57,8 @@ async def notify_completion(
     """Report that a worker finished its job: a `worker_complete` item to its session; idle."""
     if status not in ("success", "error"):
         raise BadInput(f"status: must be 'success' or 'error', got {status!r}")
-    if not isinstance(message, str):
-        raise BadInput("message: must be a string")
-    changes = list(changes or [])
-    if not all(isinstance(c, str) for c in changes):
-        raise BadInput("changes: must be a list of strings (paths)")
+    check_text(message, "message", allow_empty=True)
+    changes = check_list(changes or [], "changes", check_path)
     worker = await ensure_agent(bus, check_id(worker_id or caller, "worker_id"))
     session = session_id or worker.parent_id or os.environ.get("WAVEWAIT_PARENT_ID")
     if not session:

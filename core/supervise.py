@@ -41,7 +41,9 @@ async def _supervise(bus: Bus, agent_id: str, command: list[str]) -> int:
     if agent is None:
         print(f"error: no agent {agent_id} on the bus {bus.url}", flush=True)
         return 2
-    log = open(agent.log_path or os.devnull, "ab", buffering=0)  # noqa: SIM115 -- held while the child runs
+    # 0600 whatever the umask: an agent's output is as private as the bus it came from
+    fd = os.open(agent.log_path or os.devnull, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+    log = open(fd, "ab", buffering=0)  # noqa: SIM115 -- held while the child runs
     try:
         child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
     except OSError as e:

@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import fcntl
 import json
 import logging
 import os
 import shutil
+import stat
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -37,8 +39,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from .. import watch
-from ..errors import BusError
+from ..errors import BadInput, BusError
 from ..ids import check_id, new_id
+from ..limits import MAX_ITEM_FILE_BYTES
 from ..model import SYSTEM_EVENTS_KEPT, SYSTEM_ITEM_TYPES, Agent, Item, ItemRef, WaitRecord, now
 from ..proc import alive, hostname
 
@@ -50,6 +53,21 @@ ROTATE_EVERY = 32
 PREVIEW_EVERY = 0.25  # seconds between writes of one sender's last-message preview
 _WATCHED = ("agents", "inbox", "waits")
 _DIRS = (*_WATCHED, "resolutions", "logs", "quarantine", "locks", "tmp")
+#: the event an inbox's owner gets when something in its inbox was moved to quarantine
+QUARANTINED = "item_quarantined"
+_TRIMMED_EVENTS = SYSTEM_ITEM_TYPES | {QUARANTINED}
+# retention of litter, in seconds: a temp file outlives any write in progress by far; a wait
+# record of a dead process is kept a while for people looking; quarantine is kept for a week
+TMP_KEPT = 600.0
+DEAD_WAIT_KEPT = 3600.0
+QUARANTINE_KEPT = 7 * 86400.0
+TIDY_EVERY = 60.0  # at most one tidy-up per bus and minute, whoever opens it
+_OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+#: flush every write to disk before it is published (fsync file, rename, fsync folder), so a
+#: power cut cannot leave an empty item either. One sender on ext4 delivers 3-10x fewer
+#: items per second with it (docs/reliability.md); WAVEWAIT_FSYNC=0 keeps the atomicity
+#: (complete write, then rename: a killed process or a full disk leaves nothing half-written)
+DURABLE = os.environ.get("WAVEWAIT_FSYNC", "1") != "0"
 
 
 def _name(ref: ItemRef) -> str:
@@ -72,14 +90,145 @@ def _parse_name(name: str) -> ItemRef | None:
     return ref
 
 
+class _Unfit(Exception):
+    """A bus entry that is not a complete regular file of ours; `code` names why in a word."""
+
+    def __init__(self, code: str, detail: str) -> None:
+        super().__init__(detail)
+        self.code = code
+        self.detail = detail
+
+
+def _kind(mode: int) -> str:
+    for test, word in (
+        (stat.S_ISLNK, "symlink"),
+        (stat.S_ISDIR, "directory"),
+        (stat.S_ISFIFO, "fifo"),
+        (stat.S_ISSOCK, "socket"),
+        (stat.S_ISCHR, "device"),
+        (stat.S_ISBLK, "device"),
+    ):
+        if test(mode):
+            return word
+    return "file" if stat.S_ISREG(mode) else "special"
+
+
+def _check_entry(st: os.stat_result, limit: int | None = None) -> None:
+    """Raise `_Unfit` unless `st` (from lstat or fstat) is a regular file of this user."""
+    if not stat.S_ISREG(st.st_mode):
+        word = _kind(st.st_mode)
+        raise _Unfit(word, f"a {word}, not a regular file (never opened or followed)")
+    if st.st_uid != os.geteuid():
+        raise _Unfit("foreign", f"owned by uid {st.st_uid}, not by the bus's user (uid {os.geteuid()})")
+    if limit is not None and st.st_size > limit:
+        raise _Unfit("too-large", f"{st.st_size:,} bytes, more than the {limit:,} an entry may hold")
+
+
+def _read_file(path: str | os.PathLike[str], limit: int = MAX_ITEM_FILE_BYTES) -> bytes:
+    """Read a file found in the bus without trusting it.
+
+    lstat before open (a FIFO or device is never opened), open with O_NOFOLLOW |
+    O_NONBLOCK (a symlink is never followed, nothing blocks even if the entry is swapped
+    between the two calls), fstat to check the same regular file of ours, bounded read.
+    FileNotFoundError passes through (another process moved it: not an error).
+    """
+    _check_entry(os.lstat(path), limit)
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError as e:
+        if e.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR):
+            raise _Unfit("swapped", f"replaced while being opened ({e.strerror})") from None
+        if e.errno in (errno.EACCES, errno.EPERM):
+            raise _Unfit("unreadable", f"cannot be read ({e.strerror})") from None
+        raise
+    try:
+        _check_entry(os.fstat(fd), limit)
+        chunks = []
+        size = 0
+        while chunk := os.read(fd, 1 << 20):
+            size += len(chunk)
+            if size > limit:
+                raise _Unfit("too-large", f"grew past the {limit:,} bytes an entry may hold")
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _write_new(path: Path, data: bytes) -> None:
+    """Create `path` holding all of `data`, flushed to disk, or leave no file at all.
+
+    os.write may write less than asked (a full disk does that first): loop until all is
+    written or an error says why; then fsync, so a crash after the rename that publishes
+    it cannot leave an empty or partial item behind.
+    """
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        if DURABLE:
+            os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        raise
+    os.close(fd)
+
+
+def _sync_dir(folder: Path) -> None:
+    """Make a rename into `folder` durable (the directory entry itself is data)."""
+    if not DURABLE:
+        return
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _remove_older(folder: Path, before: float) -> int:
+    """Remove entries of `folder` last changed before `before` (never following a link)."""
+    removed = 0
+    try:
+        entries = list(os.scandir(folder))
+    except FileNotFoundError:
+        return 0
+    for entry in entries:
+        try:
+            st = entry.stat(follow_symlinks=False)
+            if st.st_mtime >= before:
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
+            removed += 1
+        except FileNotFoundError:
+            continue
+        except OSError as e:
+            log.warning("wavewait: could not remove old %s: %s", entry.path, e.strerror)
+    return removed
+
+
 class FileBus:
-    """A bus in a directory. Cheap to open; safe for many processes at once."""
+    """A bus in a directory. Cheap to open; safe for many processes at once.
+
+    `create=False` is for read-only commands: a bus that does not exist is an error then,
+    instead of a new empty `.wavebus` left wherever the command was run.
+    """
 
     multi_host = False  # one machine: pids decide liveness
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(self, root: str | os.PathLike[str], *, create: bool = True) -> None:
         self.root = Path(root).expanduser().absolute()
         self.url = str(self.root)
+        if not create and not (self.root / "inbox").is_dir():
+            raise BusError(
+                f"no bus at {self.root}: nothing was spawned or sent there yet; "
+                "pass --bus PATH (or set WAVEWAIT_BUS) to the bus you mean"
+            )
         try:
             self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
             for d in _DIRS:
@@ -98,17 +247,35 @@ class FileBus:
         self._claimed: dict[tuple[str, str], dict[str, Item]] = {}  # loaded at claim, for take
         self._previews: dict[str, dict[str, Any]] = {}  # last-message previews not yet written
         self._preview_at: dict[str, float] = {}
+        self.tidy()
 
     # ------------------------------------------------------------------ files
+    def _write_failed(self, e: OSError, what: str) -> BusError:
+        """A write error as something a user can act on; nothing was left half-written."""
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
+            why, todo = "the disk holding it is full", "free space there (or point --bus elsewhere) and try again"
+        elif e.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+            why, todo = f"it is not writable ({e.strerror})", "fix its permissions or point --bus to a writable folder"
+        elif e.errno == errno.ENOENT:
+            why, todo = "a folder of it is gone (was the bus deleted?)", "check --bus / WAVEWAIT_BUS and try again"
+        else:
+            why, todo = e.strerror or str(e), "check the bus folder and try again"
+        return BusError(f"could not write {what} to the bus at {self.root}: {why}; nothing was written; {todo}")
+
     def _write_json(self, dest: Path, data: str) -> None:
-        """Write `data` to `dest` atomically (tmp file + rename), mode 0600."""
+        """Replace `dest` atomically (complete tmp file, fsync, rename, folder fsync), mode 0600."""
         tmp = self.root / "tmp" / f"{dest.name}.{new_id()}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
-            os.write(fd, data.encode())
-        finally:
-            os.close(fd)
-        os.rename(tmp, dest)
+            _write_new(tmp, data.encode())
+            try:
+                os.rename(tmp, dest)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+                raise
+            _sync_dir(dest.parent)
+        except OSError as e:
+            raise self._write_failed(e, dest.name) from e
 
     @contextlib.contextmanager
     def _lock(self, name: str) -> Iterator[int]:
@@ -119,13 +286,40 @@ class FileBus:
         finally:
             os.close(fd)
 
-    def _quarantine(self, path: Path, why: str) -> None:
-        dest = self.root / "quarantine" / f"{int(time.time() * 1000)}-{path.parent.name}-{path.name}"
+    def _quarantine(self, path: Path, code: str, detail: str) -> None:
+        """Move an entry that must not be read aside, once, and say so.
+
+        The entry is renamed (never opened or followed) to quarantine/<ms>~<token>~<where>~
+        <why>~<name>; `where` is the inbox (or folder) it was in. An entry in an inbox is
+        also reported to the inbox's owner as an `item_quarantined` event.
+        """
+        rel = path.relative_to(self.root).parts if path.is_relative_to(self.root) else (path.name,)
+        inbox = rel[1] if len(rel) > 2 and rel[0] == "inbox" else None
+        where = inbox or (rel[0] if len(rel) > 1 else "root")
+        stamp = f"{int(time.time() * 1000)}{SEP}{new_id()[:8]}"
+        dest = self.root / "quarantine" / SEP.join((stamp, where[:100], code, path.name[:100]))
         try:
             os.rename(path, dest)
         except FileNotFoundError:
+            return  # another process moved it first and reported it
+        except OSError as e:
+            log.error("wavewait: could not move %s to quarantine (%s): %s", path, detail, e.strerror)
             return
-        log.warning("wavewait: moved %s to %s: %s", path, dest, why)
+        log.warning("wavewait: moved %s to quarantine as %s: %s", path, dest.name, detail)
+        if inbox is None:
+            return
+        note = Item(
+            id=new_id(),
+            type=QUARANTINED,
+            to=inbox,
+            sender="bus",
+            body=f"{'/'.join(rel[2:])} in the inbox of {inbox} was moved to quarantine: {detail}",
+            data={"path": str(path), "quarantined_as": str(dest), "reason": code},
+        )
+        try:
+            self._deliver(note)
+        except (BusError, BadInput) as e:
+            log.error("wavewait: could not tell %s about the quarantined %s: %s", inbox, path.name, e)
 
     def _inbox(self, agent_id: str) -> Path:
         known = self._boxes.get(agent_id)  # hot: every send and every wake comes through here
@@ -148,7 +342,7 @@ class FileBus:
 
     def _read_agent(self, path: Path) -> Agent | None:
         try:
-            st = path.stat()
+            st = os.lstat(path)
         except FileNotFoundError:
             return None
         key = (st.st_mtime_ns, st.st_ino, st.st_size)
@@ -156,11 +350,14 @@ class FileBus:
         if cached and cached[0] == key:
             return cached[1]
         try:
-            agent = Agent.model_validate_json(path.read_bytes())
+            agent = Agent.model_validate_json(_read_file(path))
         except FileNotFoundError:
             return None
+        except _Unfit as e:
+            self._quarantine(path, e.code, e.detail)
+            return None
         except (ValidationError, ValueError) as e:
-            self._quarantine(path, f"not an agent record ({e.__class__.__name__})")
+            self._quarantine(path, "malformed", f"not an agent record ({e.__class__.__name__})")
             return None
         self._agent_cache[path.name] = (key, agent)
         return agent
@@ -182,7 +379,7 @@ class FileBus:
                     if a is not None:
                         agents.append(a)
                 elif not entry.name.startswith("."):
-                    self._quarantine(Path(entry.path), "foreign file in agents/")
+                    self._quarantine(Path(entry.path), "foreign", "not an agent record (a foreign name)")
         agents.sort(key=lambda a: (a.created_at, a.id))
         return agents
 
@@ -244,25 +441,39 @@ class FileBus:
 
     # ------------------------------------------------------------------ items
     async def deliver(self, item: Item) -> Item:
-        box = self._inbox(item.to)
-        tmp = box / "tmp" / item.id
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        return self._deliver(item)
+
+    def _deliver(self, item: Item) -> Item:
+        """Write the item whole and flushed under tmp/, then publish it by a rename into new/.
+
+        Any write error (a full disk above all) removes the temp file and raises a BusError:
+        the send fails, and nothing a wait could deliver is left behind.
+        """
+        data = item.model_dump_json(exclude={"seq"}).encode()
+        tmp: Path | None = None
         try:
-            os.write(fd, item.model_dump_json(exclude={"seq"}).encode())
-        finally:
-            os.close(fd)
-        with self._lock(f"inbox-{item.to}") as lock:
-            raw = os.pread(lock, 32, 0)
-            seq = int(raw or b"0") + 1
-            os.pwrite(lock, str(seq).encode().ljust(20), 0)
-            ref = ItemRef(seq=seq, type=item.type, sender=item.sender, id=item.id)
-            os.rename(tmp, box / "new" / _name(ref))
-            if item.type in SYSTEM_ITEM_TYPES:
-                self._trim_system_events(box)
+            box = self._inbox(item.to)
+            tmp = box / "tmp" / item.id
+            _write_new(tmp, data)
+            with self._lock(f"inbox-{item.to}") as lock:
+                raw = os.pread(lock, 32, 0)
+                seq = int(raw or b"0") + 1
+                os.pwrite(lock, str(seq).encode().ljust(20), 0)
+                ref = ItemRef(seq=seq, type=item.type, sender=item.sender, id=item.id)
+                os.rename(tmp, box / "new" / _name(ref))
+                tmp = None
+            _sync_dir(box / "new")
+        except OSError as e:
+            if tmp is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+            raise self._write_failed(e, f"a {item.type} for {item.to}") from e
+        if item.type in _TRIMMED_EVENTS:  # not under the lock: a quarantine while trimming delivers
+            self._trim_system_events(box)
         return item.model_copy(update={"seq": seq})
 
     def _trim_system_events(self, box: Path) -> None:
-        refs = [r for r in self._scan(box / "new") if r.type in SYSTEM_ITEM_TYPES]
+        refs = [r for r in self._scan(box / "new") if r.type in _TRIMMED_EVENTS]
         for ref in refs[: max(0, len(refs) - SYSTEM_EVENTS_KEPT)]:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(box / "new" / _name(ref))
@@ -279,18 +490,22 @@ class FileBus:
         for name in names:
             ref = _parse_name(name)
             if ref is None:
-                self._quarantine(folder / name, "not an inbox item name")
+                self._quarantine(folder / name, "bad-name", "not an inbox item name")
             else:
                 refs.append(ref)
         return refs
 
     def _load(self, path: Path, ref: ItemRef) -> Item | None:
         try:
-            item = Item.model_validate_json(path.read_bytes())
+            item = Item.model_validate_json(_read_file(path))
         except FileNotFoundError:
             return None
+        except _Unfit as e:
+            self._quarantine(path, e.code, e.detail)
+            return None
         except (ValidationError, ValueError) as e:
-            self._quarantine(path, f"not an inbox item ({e.__class__.__name__})")
+            word = "truncated" if isinstance(e, ValidationError) and "EOF" in str(e) else "malformed"
+            self._quarantine(path, word, f"not a complete inbox item ({e.__class__.__name__}: {word})")
             return None
         return item.model_copy(update={"seq": ref.seq})
 
@@ -369,9 +584,12 @@ class FileBus:
     def _takes(box: Path) -> list[tuple[str, int, str, float]]:
         """History folders, oldest first: (folder name, item count, taker, taken at)."""
         takes = []
-        for name in sorted(os.listdir(box / "cur")):
+        with os.scandir(box / "cur") as it:
+            entries = sorted((e.name, e.is_dir(follow_symlinks=False)) for e in it)
+        for name, is_dir in entries:
             parts = name.split(SEP)
-            if len(parts) == 4 and parts[0].isdigit() and parts[1].isdigit():
+            # only real folders: a history entry is read and listed, never followed
+            if is_dir and len(parts) == 4 and parts[0].isdigit() and parts[1].isdigit():
                 takes.append((name, int(parts[1]), parts[2], int(parts[0]) / 1e9))
         return takes
 
@@ -409,9 +627,9 @@ class FileBus:
     async def update_wait(self, wait_id: str, progress: str) -> None:
         path = self._wait_path(wait_id)
         try:
-            record = WaitRecord.model_validate_json(path.read_bytes())
-        except FileNotFoundError:
-            return
+            record = WaitRecord.model_validate_json(_read_file(path))
+        except (FileNotFoundError, _Unfit, ValidationError, ValueError):
+            return  # gone, or not ours: list_waits quarantines what is not a wait record
         if record.progress != progress:
             self._write_json(path, record.model_copy(update={"progress": progress}).model_dump_json())
 
@@ -427,11 +645,14 @@ class FileBus:
                 if not entry.name.endswith(".json"):
                     continue
                 try:
-                    rec = WaitRecord.model_validate_json(Path(entry.path).read_bytes())
+                    rec = WaitRecord.model_validate_json(_read_file(entry.path))
                 except FileNotFoundError:
                     continue
+                except _Unfit as e:
+                    self._quarantine(Path(entry.path), e.code, e.detail)
+                    continue
                 except (ValidationError, ValueError):
-                    self._quarantine(Path(entry.path), "not a wait record")
+                    self._quarantine(Path(entry.path), "malformed", "not a wait record")
                     continue
                 if rec.host == hostname() and not alive(rec.pid, rec.pid_start):
                     await self.end_wait(rec.id)  # its process died; the sweep returns its claims
@@ -453,12 +674,19 @@ class FileBus:
     async def get_resolution(self, key: str) -> dict[str, Any] | None:
         path = self.root / "resolutions" / f"{check_id(key, 'id')}.json"
         try:
-            return json.loads(path.read_bytes())
+            value = json.loads(_read_file(path))
         except FileNotFoundError:
             return None
-        except ValueError:
-            self._quarantine(path, "not a stored resolution")
+        except _Unfit as e:
+            self._quarantine(path, e.code, e.detail)
             return None
+        except ValueError:
+            self._quarantine(path, "malformed", "not a stored resolution")
+            return None
+        if not isinstance(value, dict):
+            self._quarantine(path, "malformed", "not a stored resolution (not an object)")
+            return None
+        return value
 
     async def put_resolution(self, key: str, value: dict[str, Any]) -> None:
         self._write_json(self.root / "resolutions" / f"{check_id(key, 'id')}.json", json.dumps(value))
@@ -485,27 +713,131 @@ class FileBus:
         return watch.subscribe(roots, prefixes=prefixes)
 
     async def recover(self, inbox: str | None = None) -> int:
-        """Return claims whose wait is gone or whose process died (the recovery sweep)."""
-        boxes = [inbox] if inbox else [p.name for p in (self.root / "inbox").iterdir()]
+        """Return claims whose wait is gone or whose process died (the recovery sweep).
+
+        Only real folders named like a wait id are claim folders; anything else in claims/
+        (a file, a symlink, a FIFO, a stranger's folder) is quarantined, never followed.
+        """
+        self.tidy()
+        boxes = [inbox] if inbox else self._inbox_ids()
         returned = 0
         for box_id in boxes:
             claims = self._inbox(box_id) / "claims"
-            for folder in claims.iterdir():
-                # a wait registers before it claims, so a folder without a live record is orphaned
-                if self._wait_alive(folder.name):
+            with os.scandir(claims) as it:
+                entries = list(it)
+            for entry in entries:
+                if not self._is_claim_folder(entry):
                     continue
-                n = await self.release(box_id, folder.name)
+                # a wait registers before it claims, so a folder without a live record is orphaned
+                if self._wait_alive(entry.name):
+                    continue
+                n = await self.release(box_id, entry.name)
                 if n:
-                    log.warning("wavewait: returned %d claimed item(s) of ended wait %s to %s", n, folder.name, box_id)
+                    log.warning("wavewait: returned %d claimed item(s) of ended wait %s to %s", n, entry.name, box_id)
                 returned += n
         return returned
 
+    def _inbox_ids(self) -> list[str]:
+        ids = []
+        with os.scandir(self.root / "inbox") as it:
+            entries = list(it)
+        for entry in entries:
+            if not entry.is_dir(follow_symlinks=False):
+                try:
+                    kind = _kind(entry.stat(follow_symlinks=False).st_mode)
+                except FileNotFoundError:
+                    continue
+                self._quarantine(Path(entry.path), kind, f"a {kind} in inbox/, where only inbox folders belong")
+                continue
+            try:
+                ids.append(check_id(entry.name))
+            except BadInput:
+                self._quarantine(Path(entry.path), "bad-name", "a folder in inbox/ not named like an agent id")
+        return ids
+
+    def _is_claim_folder(self, entry: os.DirEntry[str]) -> bool:
+        """True for a folder of ours named like a wait id; anything else goes to quarantine."""
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        if not stat.S_ISDIR(st.st_mode):
+            code, detail = _kind(st.st_mode), f"a {_kind(st.st_mode)} in claims/, where only claim folders belong"
+        elif st.st_uid != os.geteuid():
+            code, detail = "foreign", f"a claim folder owned by uid {st.st_uid}, not by the bus's user"
+        else:
+            try:
+                check_id(entry.name)
+                return True
+            except BadInput:
+                code, detail = "bad-name", "a folder in claims/ not named like a wait id"
+        self._quarantine(Path(entry.path), code, detail)
+        return False
+
     def _wait_alive(self, wait_id: str) -> bool:
         try:
-            rec = WaitRecord.model_validate_json(self._wait_path(wait_id).read_bytes())
-        except (FileNotFoundError, ValidationError, ValueError):
+            rec = WaitRecord.model_validate_json(_read_file(self._wait_path(wait_id)))
+        except (FileNotFoundError, _Unfit, ValidationError, ValueError):
             return False
         return rec.host != hostname() or alive(rec.pid, rec.pid_start)
+
+    def tidy(self, *, force: bool = False) -> None:
+        """Remove litter older than its retention: temp files, records of dead waits, old
+        quarantine. Runs at open and on the recovery sweep, at most once per TIDY_EVERY per
+        bus (a marker file's mtime says when), so opening the bus stays cheap."""
+        marker = self.root / "locks" / "tidied"
+        t = time.time()
+        try:
+            if not force and t - os.stat(marker).st_mtime < TIDY_EVERY:
+                return
+        except FileNotFoundError:
+            pass  # never tidied
+        try:
+            os.close(os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
+            os.utime(marker, (t, t))
+        except OSError as e:
+            log.warning("wavewait: skipped tidying the bus at %s: %s", self.root, e.strerror)
+            return
+        try:
+            removed = _remove_older(self.root / "tmp", t - TMP_KEPT)
+            removed += _remove_older(self.root / "quarantine", t - QUARANTINE_KEPT)
+            for box_id in self._inbox_ids():
+                removed += _remove_older(self.root / "inbox" / box_id / "tmp", t - TMP_KEPT)
+            removed += self._remove_dead_waits(t)
+        except OSError as e:  # upkeep must never stop the bus from opening
+            log.warning("wavewait: could not finish tidying the bus at %s: %s", self.root, e)
+            return
+        if removed:
+            log.info("wavewait: tidied %d old temp file(s), wait record(s) and quarantined item(s)", removed)
+
+    def _remove_dead_waits(self, t: float) -> int:
+        """Wait records of a dead process here, or past their deadline by DEAD_WAIT_KEPT
+        (a process elsewhere we cannot see); interrupt flags left without a record."""
+        removed = 0
+        with os.scandir(self.root / "waits") as it:
+            entries = list(it)
+        records = {e.name.removesuffix(".json") for e in entries if e.name.endswith(".json")}
+        for entry in entries:
+            stem, _, suffix = entry.name.rpartition(".")
+            try:
+                if suffix == "interrupt" and stem not in records:
+                    if entry.stat(follow_symlinks=False).st_mtime < t - TMP_KEPT:
+                        os.unlink(entry.path)
+                        removed += 1
+                    continue
+                if suffix != "json":
+                    continue
+                rec = WaitRecord.model_validate_json(_read_file(entry.path))
+            except (OSError, _Unfit, ValidationError, ValueError):
+                continue  # gone, or not a record: list_waits quarantines those
+            here_dead = rec.host == hostname() and not alive(rec.pid, rec.pid_start)
+            expired = rec.deadline is not None and rec.deadline < t - DEAD_WAIT_KEPT
+            if here_dead or expired:
+                for end in (".json", ".interrupt"):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(self.root / "waits" / f"{stem}{end}")
+                removed += 1
+        return removed
 
     def log_path(self, agent_id: str) -> str:
         return str(self.root / "logs" / f"{check_id(agent_id, 'agent')}.log")

@@ -94,7 +94,10 @@ async def test_malformed_and_foreign_files_go_to_quarantine_and_never_break_a_wa
     assert any("deadbeef" in q for q in quarantined)
     assert any("README.txt" in q for q in quarantined) and any("ghost.json" in q for q in quarantined)
     assert "quarantine" in caplog.text
-    assert sorted(os.listdir(new)) == []
+    # what was in the inbox is reported to its owner, once each; nothing else is left
+    events = await file_bus.peek("orchestrator")
+    assert sorted(e.data["reason"] for e in events) == ["bad-name", "malformed"]
+    assert all(e.type == "item_quarantined" for e in events)
 
 
 async def test_all_waits_of_a_process_share_one_watcher(file_bus):

@@ -1,0 +1,98 @@
+"""The documented bounds on input from outside, in one place, and the checks that apply them.
+
+Everything a caller hands to wavewait (tool arguments, CLI words, files found in the bus)
+is checked against these bounds before any work is done, so one oversized or malformed
+value costs a short `BadInput` naming the field, never a stalled server or a full disk.
+
+| What                                   | Bound                                   |
+|----------------------------------------|-----------------------------------------|
+| ids (agent, wait, session, worker)     | 1-100 chars of `A-Z a-z 0-9 _ . @ -`,   |
+|                                        | starting with a letter or digit, no `..`|
+| names and waves (labels for people)    | 1-100 chars, no control characters, no  |
+|                                        | `/`, no leading or trailing whitespace  |
+| messages, handoffs, completion reports | 1 MiB of UTF-8                          |
+| extra `data` of an item (as JSON)      | 64 KiB                                  |
+| paths and signal globs                 | 4 KiB of UTF-8, no NUL                  |
+| lists (changes, types, agent ids)      | 1,000 entries                           |
+| one inbox item file on the bus         | 8 MiB (larger is quarantined, unread)   |
+| entries one signal glob may scan       | 100,000                                 |
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from .errors import BadInput
+
+MAX_ID_LEN = 100
+MAX_NAME_LEN = 100
+MAX_MESSAGE_BYTES = 1 << 20  # 1 MiB
+MAX_DATA_BYTES = 64 << 10
+MAX_PATH_BYTES = 4 << 10  # 4 KiB
+MAX_LIST_LEN = 1000
+MAX_ITEM_FILE_BYTES = 8 << 20  # an item's JSON: a 1 MiB body escaped, plus its fields
+MAX_SCAN_ENTRIES = 100_000
+
+T = TypeVar("T")
+
+
+def _size(n: int) -> str:
+    return f"{n / (1 << 20):.1f} MiB" if n >= 1 << 20 else f"{n / 1024:.1f} KiB" if n >= 1024 else f"{n} bytes"
+
+
+def check_text(value: object, field: str, *, max_bytes: int = MAX_MESSAGE_BYTES, allow_empty: bool = False) -> str:
+    """A message body or handoff: a string of at most `max_bytes` of UTF-8."""
+    if not isinstance(value, str):
+        raise BadInput(f"{field}: must be a string")
+    if not allow_empty and not value.strip():
+        raise BadInput(f"{field}: must be a non-empty string")
+    # a character is at most 4 bytes: only measure when the length alone cannot decide
+    if len(value) > max_bytes or (len(value) * 4 > max_bytes and len(value.encode(errors="replace")) > max_bytes):
+        raise BadInput(
+            f"{field}: at most {_size(max_bytes)} of UTF-8 text; this one is larger "
+            f"({len(value):,} characters). Put large content in a file and send its path"
+        )
+    return value
+
+
+def check_path(value: object, field: str = "path") -> str:
+    """A file path or glob: a non-empty string of at most 4 KiB, without NUL."""
+    if not isinstance(value, str) or not value:
+        raise BadInput(f"{field}: must be a non-empty path")
+    if len(value) > MAX_PATH_BYTES or len(value.encode(errors="replace")) > MAX_PATH_BYTES:
+        raise BadInput(f"{field}: at most {MAX_PATH_BYTES} bytes (got {len(value):,} characters); give a shorter path")
+    if "\x00" in value:
+        raise BadInput(f"{field}: may not contain a NUL character")
+    return value
+
+
+def check_list(
+    value: object,
+    field: str,
+    check: Callable[[object, str], T],
+    *,
+    max_len: int = MAX_LIST_LEN,
+) -> list[T]:
+    """A list of at most `max_len` entries, each passed through `check(entry, 'field[i]')`."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        raise BadInput(f"{field}: must be a list")
+    if len(value) > max_len:
+        raise BadInput(f"{field}: at most {max_len:,} entries, got {len(value):,}; split the work")
+    return [check(v, f"{field}[{i}]") for i, v in enumerate(value)]
+
+
+def check_data(value: object, field: str = "data") -> dict[str, Any]:
+    """Extra fields of an item: a JSON object of at most 64 KiB."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise BadInput(f"{field}: must be an object")
+    try:
+        size = len(json.dumps(value).encode())
+    except (TypeError, ValueError) as e:
+        raise BadInput(f"{field}: must hold only JSON values ({e})") from None
+    if size > MAX_DATA_BYTES:
+        raise BadInput(f"{field}: at most {_size(MAX_DATA_BYTES)} as JSON, got {_size(size)}")
+    return value

@@ -1,0 +1,205 @@
+"""Signal files: which files match a glob, found without trusting the file system.
+
+`wave_wait_for_signal` re-evaluates its glob on every wake. `glob.glob` follows symlinks
+(a `**` over a symlink loop never ends, a link to /etc/passwd is reported), may leave the
+project through `..` or a link, and runs on the event loop, where one slow scan stalls
+every other call of the server. `scan` does the same matching for ordinary patterns, but:
+
+- it never follows a symlink: a link is neither reported nor entered, so a `**` over a
+  loop ends;
+- it never leaves `root` (the project folder): the pattern must name a path under it;
+- it stops after `max_entries` directory entries or at `deadline` (time.monotonic), and
+  says so in its result;
+- it is plain blocking code meant to run in a worker thread (`scan_async` does that), so
+  no call can stall another.
+
+Matching follows `glob.glob(pattern, recursive=True)`: `*`, `?` and `[...]` within one
+name, `**` for any depth of folders, names starting with `.` only for a pattern part that
+starts with `.`; results are absolute paths, sorted.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+import stat
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import anyio
+
+from .errors import BadInput
+from .limits import MAX_SCAN_ENTRIES, check_path
+
+_MAGIC = re.compile(r"[*?[]")
+MAX_PARTS = 200  # folder levels in a pattern: deeper than any real tree, small enough to recurse
+
+
+@dataclass(frozen=True)
+class Scan:
+    """What one evaluation of a signal glob found."""
+
+    matched: list[str] = field(default_factory=list)
+    scanned: int = 0  # directory entries looked at
+    capped: bool = False  # stopped at max_entries: `matched` may be incomplete
+    timed_out: bool = False  # stopped at the deadline: `matched` may be incomplete
+
+    @property
+    def complete(self) -> bool:
+        return not (self.capped or self.timed_out)
+
+    def note(self) -> str | None:
+        """A sentence for the caller when the scan was cut short, else None."""
+        if self.capped:
+            return (
+                f"stopped after scanning {self.scanned:,} entries (the cap); matches may be missing: "
+                "narrow the pattern (fewer `**`, a deeper literal folder)"
+            )
+        if self.timed_out:
+            return f"stopped at the deadline after scanning {self.scanned:,} entries; matches may be missing"
+        return None
+
+
+def check_pattern(pattern: object, root: str | os.PathLike[str], field: str = "signal_path") -> tuple[str, list[str]]:
+    """Validate `pattern` before any work; return (the root, the pattern's parts under it).
+
+    The pattern must be a path of at most 4 KiB, absolute or relative to `root`, that stays
+    under `root` once `.` and `..` are resolved (lexically: nothing is looked up here).
+    """
+    pattern = check_path(pattern, field)
+    base = os.path.abspath(os.fspath(root))
+    full = os.path.normpath(os.path.join(base, pattern))
+    if full != base and not full.startswith(base.rstrip(os.sep) + os.sep):
+        raise BadInput(f"{field}: {pattern!r} is outside the project folder {base}; signal files must be inside it")
+    rel = os.path.relpath(full, base)
+    parts = [] if rel == "." else rel.split(os.sep)
+    if len(parts) > MAX_PARTS:
+        raise BadInput(f"{field}: at most {MAX_PARTS} folder levels below the project folder, got {len(parts)}")
+    return base, parts
+
+
+class _Stop(Exception):
+    """The cap or the deadline was reached."""
+
+
+class _Scanner:
+    def __init__(self, max_entries: int, deadline: float | None) -> None:
+        self.max_entries = max_entries
+        self.deadline = deadline
+        self.scanned = 0
+        self.capped = False
+        self.timed_out = False
+        self.found: set[str] = set()
+
+    def _count(self) -> None:
+        self.scanned += 1
+        if self.scanned > self.max_entries:
+            self.capped = True
+            raise _Stop
+        if self.deadline is not None and self.scanned % 256 == 0 and time.monotonic() > self.deadline:
+            self.timed_out = True
+            raise _Stop
+
+    def _entries(self, folder: str) -> list[tuple[str, bool, bool]]:
+        """(name, is a real folder, is a symlink) of each entry; unreadable folders are empty."""
+        out = []
+        try:
+            with os.scandir(folder) as it:
+                for entry in it:
+                    self._count()
+                    try:
+                        is_link = entry.is_symlink()
+                        is_dir = not is_link and entry.is_dir(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    out.append((entry.name, is_dir, is_link))
+        except OSError:
+            return []
+        return out
+
+    def walk(self, folder: str, parts: list[str], i: int) -> None:
+        """Match parts[i:] under `folder`, a real folder (never reached through a link)."""
+        if i == len(parts):
+            self.found.add(folder)
+            return
+        part, last = parts[i], i == len(parts) - 1
+        if part == "**":
+            self._double_star(folder, parts, i, last)
+        elif _MAGIC.search(part):
+            match: Callable[[str], re.Match[str] | None] = re.compile(fnmatch.translate(part)).match
+            hidden_ok = part.startswith(".")
+            for name, is_dir, is_link in self._entries(folder):
+                if is_link or (name.startswith(".") and not hidden_ok) or not match(name):
+                    continue
+                path = os.path.join(folder, name)
+                if last:
+                    self.found.add(path)
+                elif is_dir:
+                    self.walk(path, parts, i + 1)
+        else:
+            path = os.path.join(folder, part)
+            self._count()
+            try:
+                st = os.lstat(path)
+            except OSError:
+                return
+            if stat.S_ISLNK(st.st_mode):
+                return  # never followed, never reported
+            if last:
+                self.found.add(path)
+            elif stat.S_ISDIR(st.st_mode):
+                self.walk(path, parts, i + 1)
+
+    def _double_star(self, folder: str, parts: list[str], i: int, last: bool) -> None:
+        """`**`: this folder and every real folder below it (hidden ones skipped, as glob
+        does); as the last part it matches every entry below, files included."""
+        stack = [folder]
+        while stack:
+            current = stack.pop()
+            if last:
+                self.found.add(current)
+            else:
+                self.walk(current, parts, i + 1)
+            for name, is_dir, is_link in self._entries(current):
+                if name.startswith(".") or is_link:
+                    continue
+                path = os.path.join(current, name)
+                if is_dir:
+                    stack.append(path)
+                elif last:
+                    self.found.add(path)
+
+
+def scan(
+    pattern: str,
+    *,
+    root: str | os.PathLike[str],
+    deadline: float | None = None,
+    max_entries: int = MAX_SCAN_ENTRIES,
+) -> Scan:
+    """The files and folders under `root` matching `pattern`, without following any symlink.
+
+    Blocking: call it in a worker thread (`scan_async`). `deadline` is on time.monotonic().
+    Raises BadInput for a pattern that is too long or leaves `root`, before any work.
+    """
+    base, parts = check_pattern(pattern, root)
+    s = _Scanner(max_entries, deadline)
+    try:
+        if os.path.isdir(base):
+            s.walk(base, parts, 0)
+    except _Stop:
+        pass
+    return Scan(matched=sorted(s.found), scanned=s.scanned, capped=s.capped, timed_out=s.timed_out)
+
+
+async def scan_async(
+    pattern: str,
+    *,
+    root: str | os.PathLike[str],
+    deadline: float | None = None,
+    max_entries: int = MAX_SCAN_ENTRIES,
+) -> Scan:
+    """`scan` in a worker thread, so the event loop keeps serving other calls meanwhile."""
+    return await anyio.to_thread.run_sync(lambda: scan(pattern, root=root, deadline=deadline, max_entries=max_entries))

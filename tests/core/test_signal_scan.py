@@ -1,0 +1,173 @@
+"""The signal-glob scanner: same answers as glob for ordinary trees, safe on hostile ones."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from wavewait.core import signals, wait
+from wavewait.core.errors import BadInput
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    """An ordinary project: nested folders, hidden entries, files of several kinds."""
+    root = tmp_path / "proj"
+    for rel in [
+        "done.flag",
+        "a/one.done",
+        "a/two.txt",
+        "a/b/three.done",
+        "a/b/c/four.done",
+        "a/.hidden/five.done",
+        ".top.done",
+        "x[1]/six.done",
+        "out/w1.json",
+        "out/w2.json",
+        "out/w10.json",
+    ]:
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("x")
+    return root
+
+
+ORDINARY = [
+    "done.flag",
+    "missing.flag",
+    "*.flag",
+    "*.done",
+    ".*.done",
+    "a/*.done",
+    "a/*",
+    "a/**",
+    "a/**/*.done",
+    "**/*.done",
+    "**",
+    "a/.hidden/*.done",
+    "out/w?.json",
+    "out/w[0-9]*.json",
+    "x[[]1]/*.done",
+    "*/b/*.done",
+    "a/b",
+    "a/**/c",
+]
+
+
+@pytest.mark.parametrize("pattern", ORDINARY)
+def test_ordinary_patterns_match_as_glob_did(tree, pattern):
+    assert signals.scan(str(tree / pattern), root=tree).matched == wait.matches(str(tree / pattern))
+    assert signals.scan(pattern, root=tree).matched == wait.matches(str(tree / pattern))  # relative
+
+
+def test_a_double_star_over_a_symlink_loop_finishes_fast(tree):
+    (tree / "a" / "loop").symlink_to(tree, target_is_directory=True)
+    (tree / "a" / "b" / "up").symlink_to("..", target_is_directory=True)
+    started = time.monotonic()
+    found = signals.scan(str(tree / "**" / "*.done"), root=tree)
+    assert time.monotonic() - started < 2
+    assert found.complete and found.scanned < 100
+    assert not any("loop" in p or "/up" in p for p in found.matched)
+    assert str(tree / "a" / "b" / "c" / "four.done") in found.matched
+
+
+def test_a_symlink_to_etc_passwd_is_not_reported(tree):
+    (tree / "passwd.done").symlink_to("/etc/passwd")
+    (tree / "etc").symlink_to("/etc", target_is_directory=True)
+    assert signals.scan(str(tree / "*.done"), root=tree).matched == []
+    assert signals.scan(str(tree / "passwd.done"), root=tree).matched == []
+    assert signals.scan(str(tree / "etc" / "passwd"), root=tree).matched == []
+    assert signals.scan(str(tree / "**" / "passwd"), root=tree).matched == []
+
+
+@pytest.mark.parametrize("pattern", ["/etc/passwd", "../*", "a/../../*", "/*"])
+def test_a_pattern_outside_the_project_is_refused(tree, pattern):
+    with pytest.raises(BadInput, match="outside the project folder"):
+        signals.scan(pattern, root=tree)
+
+
+def test_a_10_mb_pattern_is_refused_before_any_work(tree):
+    started = time.monotonic()
+    with pytest.raises(BadInput, match="signal_path: at most 4096 bytes"):
+        signals.scan(str(tree) + "/" + "*" * 10_000_000, root=tree)
+    assert time.monotonic() - started < 0.5
+
+
+def test_the_entries_scanned_are_capped_and_the_result_says_so(tree):
+    for i in range(50):
+        (tree / "a" / f"f{i}.done").write_text("x")
+    found = signals.scan(str(tree / "**" / "*.done"), root=tree, max_entries=20)
+    assert found.capped and not found.complete and found.scanned == 21
+    assert "cap" in (found.note() or "")
+
+
+def test_the_deadline_is_honoured(tree):
+    for i in range(600):
+        (tree / "a" / f"g{i}").mkdir()
+    found = signals.scan(str(tree / "**" / "*.done"), root=tree, deadline=time.monotonic() - 1)
+    assert found.timed_out and "deadline" in (found.note() or "")
+
+
+async def test_scan_async_runs_off_the_event_loop(tree, monkeypatch):
+    """While a scan is held up in its thread (a slow disk), the event loop serves other work;
+    on the loop, the gate would block everything for 10 s and the result would be there."""
+    gate = threading.Event()
+    real = signals._Scanner._entries
+
+    def slow_entries(self: signals._Scanner, folder: str) -> list[tuple[str, bool, bool]]:
+        gate.wait(10)
+        return real(self, folder)
+
+    monkeypatch.setattr(signals._Scanner, "_entries", slow_entries)
+    result: list[signals.Scan] = []
+
+    async def run() -> None:
+        result.append(await signals.scan_async(str(tree / "**" / "*.done"), root=tree))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        await anyio.sleep(0)  # let the scan start
+        assert not result  # and we are still running, beside it
+        gate.set()
+    assert str(tree / "a" / "one.done") in result[0].matched
+
+
+def test_a_fifo_matched_by_a_pattern_is_reported_without_being_opened(tree):
+    os.mkfifo(tree / "ready.done")
+    assert signals.scan(str(tree / "*.done"), root=tree).matched == [str(tree / "ready.done")]
+
+
+def test_a_double_star_under_a_missing_folder_matches_nothing(tree):
+    """glob.glob('missing/**') answers ['missing/'], so a signal on it fired at once."""
+    assert wait.matches(str(tree / "missing" / "**")) == [str(tree / "missing")]
+    assert signals.scan(str(tree / "missing" / "**"), root=tree).matched == []
+
+
+_NAMES = st.sampled_from(["a", "b", ".h", "a.done", "b.txt", "x1", "ab"])
+_PARTS = st.sampled_from(["*", "**", "?", "a", "b", "*.done", "a*", ".*", "[ab]", "x?", "[!a]*"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(_NAMES, min_size=1, max_size=4), max_size=12), st.lists(_PARTS, min_size=1, max_size=4))
+def test_random_trees_and_patterns_match_as_glob_did(tree_paths, parts):
+    """Same answers as glob on random trees, but for glob's match of a missing folder."""
+    with tempfile.TemporaryDirectory() as root:
+        for p in tree_paths:
+            full = os.path.join(root, *p)
+            with contextlib.suppress(FileExistsError, NotADirectoryError, IsADirectoryError):
+                os.makedirs(os.path.dirname(full), exist_ok=True)
+                Path(full).touch(exist_ok=True)
+        pattern = os.path.join(root, *parts)
+        expected = sorted({p for p in wait.matches(pattern) if os.path.lexists(p)})
+        assert signals.scan(pattern, root=root).matched == expected
