@@ -357,8 +357,8 @@ def render_transcript() -> str:
     for e in entries:
         out += [f"### {e['test']}: {e['host']}", ""]
         for r in e["results"]:
-            if "wavewait" not in r["tool"]:
-                out.append(f"- `{r['tool']}` loaded the tools ({r['chars']:,} chars)")
+            if "wavewait" not in r["tool"] and "mcp__wavewait" in r["text"]:
+                out.append(f"- `{r['tool']}` loaded wavewait's tools ({r['chars']:,} chars)")
                 continue
             flag = {True: "error flag set", False: "", None: "no error flag on the wire"}[r["error_flag"]]
             out.append(f"- `{r['tool']}` ({r['chars']:,} chars{', ' + flag if flag else ''}): `{short(r['text'])}`")

@@ -11,6 +11,7 @@ fails is an xfail(strict=True) naming the fix, so it turns into a failure once f
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -41,9 +42,10 @@ pytestmark = [pytest.mark.hosts, pytest.mark.timeout(900)]
 # "printed config that can't work"): Claude Code -p refuses MCP tools that are not allowed
 # (a `permissions.allow` entry in .claude/settings.local.json or ~/.claude/settings.json is
 # enough; the same entry in the shared .claude/settings.json is ignored); Codex starts
-# without a server that is not `required` and answers later than about 1 s.
+# without a server that is not `required` and answers later than about 1 s, and `codex exec`
+# refuses the tools that change things unless they are approved.
 ALLOW_CLAUDE = ["mcp__wavewait"]
-REQUIRE_CODEX = "required = true\n"
+REQUIRE_CODEX = 'required = true\ndefault_tools_approval_mode = "approve"\n'
 
 
 @pytest.fixture(autouse=True)
@@ -132,14 +134,18 @@ PERMISSIONS = {
 }
 
 
-def test_printed_config_lets_the_model_call_every_tool(
-    host: Host, tmp_path: Path, request: pytest.FixtureRequest
+@pytest.mark.parametrize("config", ["printed", "fixed"])
+def test_config_lets_the_model_call_every_tool(
+    host: Host, config: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    """Configured as printed (plus `required` for Codex, tested above), each kind of tool runs."""
-    apply_xfail(request, host, PERMISSIONS)
+    """Configured as printed (plus `required` for Codex, tested above), or with the fixes: each kind of tool runs."""
     p = make_project(host, tmp_path)
-    if host is CODEX:
-        p.codex_server_extra += REQUIRE_CODEX
+    if config == "printed":
+        apply_xfail(request, host, PERMISSIONS)
+        if host is CODEX:
+            p.codex_server_extra += "required = true\n"
+    else:
+        fixed(p)
     register_flights(p.bus, "f1")
     plan = calls(
         ("list_agents", {}),
@@ -149,7 +155,7 @@ def test_printed_config_lets_the_model_call_every_tool(
     )
     m, proc = run(p, driver(plan))
     got = wavewait_results(m)
-    record("every kind of tool allowed (printed config)", host, m, proc)
+    record(f"every kind of tool allowed ({config} config)", host, m, proc)
     assert [c.rsplit("__", 1)[-1] for c, _, _ in got] == ["list_agents", "spawn_agent", "close_agent", "kill_agent"]
     refused = [(c, r) for c, r, _ in got if re.search(r"(?i)permission|approv|denied|rejected|not allowed", r)]
     assert not refused, refused
@@ -283,3 +289,72 @@ def test_stop_hook_and_notify_report_once(tmp_path: Path, request: pytest.Fixtur
     record("Stop hook + notify_completion", CLAUDE, m, proc, f"{len(reports)} report(s) reached the orchestrator")
     assert len(wavewait_results(m)) == 1
     assert len(reports) == 1, json.dumps(reports)
+
+
+def test_wait_cut_by_the_host_loses_nothing(host: Host, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """No --max-block: the host cuts the call at 5 s while the server's wait runs on to 15 s.
+
+    The flight reports after the cut. Whatever the model is told, its report must not be
+    consumed by the abandoned wait: it is either seen by the model or still queued.
+    """
+    if host is CLAUDE:
+        request.node.add_marker(
+            pytest.mark.xfail(
+                reason="races: in 2 of 4 runs on a loaded machine the wait Claude Code had cut at 5 s took the "
+                "report that came after the cut, and neither the model nor the queue had it (fix: a cancelled "
+                "or abandoned wait returns its claims; --print-config sets --max-block below the host's limit)",
+                strict=False,
+            )
+        )
+    p = fixed(make_project(host, tmp_path))
+    p.server_args = ["--progress-every", "1"]  # progress does not extend a wall-clock limit
+    if host is CLAUDE:
+        p.env["MCP_TOOL_TIMEOUT"] = "5000"
+    register_flights(p.bus, "slow")
+    state = {"sent": False}
+
+    def step(done: list[str]) -> tuple[str, dict[str, Any]] | None:
+        if len(done) >= 2 or any("REPORT<slow>" in r for r in done):
+            return None
+        if done and not state["sent"]:  # the host gave up on the first call: now the flight reports
+            send_from(p.bus, "slow", report("slow", 100))
+            state["sent"] = True
+        return "wait", {"timeout": 15 if not done else 2, "from_agents": ["slow"]}
+
+    with ModelServer(driver(step)) as m:
+        p.configure(m.url)
+        if host is CODEX:
+            cfg = Path(p.env["CODEX_HOME"]) / "config.toml"
+            text = re.sub(r"args = \[.*\]", 'args = ["mcp", "--progress-every", "1"]', cfg.read_text())
+            cfg.write_text(re.sub(r"tool_timeout_sec = \d+", "tool_timeout_sec = 5", text))
+        proc = p.run("Wait for the slow flight.")
+    got = wavewait_results(m)
+    left = [x for x in drain(p.bus) if x.get("from") == "slow"]
+    seen = any("REPORT<slow>" in r for _, r, _ in got)
+    record(
+        "a wait cut by the host (host limit 5 s, wait 15 s, no --max-block)",
+        host,
+        m,
+        proc,
+        f"report seen by the model: {seen}; still queued after the run: {len(left)}",
+    )
+    assert got and not re.search(r"REPORT<slow>", got[0][1])
+    assert seen or left, "the report was consumed by the abandoned wait and never shown to the model"
+
+
+def test_codex_default_tool_timeout(tmp_path: Path) -> None:
+    """What Codex does to a call when `tool_timeout_sec` is not set (docs said 60 s): 5 minutes."""
+    if not os.environ.get("WAVEWAIT_HOSTS_SLOW"):
+        pytest.skip("takes 5 minutes: set WAVEWAIT_HOSTS_SLOW=1 to measure Codex's default tool timeout")
+    p = fixed(make_project(CODEX, tmp_path))
+    register_flights(p.bus, "never")
+    with ModelServer(driver(calls(("wait", {"timeout": 420, "from_agents": ["never"]})))) as m:
+        p.configure(m.url)
+        cfg = Path(p.env["CODEX_HOME"]) / "config.toml"
+        text = re.sub(r"args = \[.*\]", 'args = ["mcp"]', cfg.read_text())
+        cfg.write_text(re.sub(r"tool_timeout_sec = \d+\n", "", text))
+        proc = p.run("Wait for the flight.", timeout=600)
+    got = wavewait_results(m)
+    record("Codex with no tool_timeout_sec, a 420 s wait", CODEX, m, proc)
+    assert len(got) == 1
+    assert re.search(r"timed out awaiting tools/call after 300s", got[0][1]), got[0][1]
