@@ -1,0 +1,172 @@
+"""How fast `wavewait mcp` answers `tools/list` after it is spawned, as a host starts it.
+
+    python bench/bench_startup.py [-n 20] [--bus PATH]
+
+Hosts give a starting MCP server little time: Claude Code -p about 2 s for a project server,
+Codex about 1 s for one that is not `required` (issue 15); past that the model starts without
+the tools. Measured here over raw JSON-RPC on stdio (no client library in the way): spawn →
+`initialize` answered → `tools/list` answered, idle and with every core busy. Then where the
+time goes: `python -X importtime` of the same start, summed per top-level package.
+Target (issue 15): `tools/list` answered within 300 ms of spawn (p50, idle).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from contextlib import contextmanager
+
+TARGET_MS = 300.0
+
+
+def pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, round(q / 100 * (len(xs) - 1)))]
+
+
+def rpc(proc: subprocess.Popen[bytes], msg: dict) -> None:
+    assert proc.stdin is not None
+    proc.stdin.write((json.dumps(msg) + "\n").encode())
+    proc.stdin.flush()
+
+
+def answer(proc: subprocess.Popen[bytes], want_id: int) -> dict:
+    assert proc.stdout is not None
+    while line := proc.stdout.readline():
+        msg = json.loads(line)
+        if msg.get("id") == want_id:
+            return msg
+    raise RuntimeError(f"server ended before answering request {want_id}")
+
+
+def one_start(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Milliseconds from spawn to the `initialize` answer and to the `tools/list` answer."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    try:
+        rpc(
+            proc,
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "bench", "version": "0"},
+                },
+            },
+        )
+        answer(proc, 1)
+        t_init = time.perf_counter()
+        rpc(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        rpc(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+        tools = answer(proc, 2)
+        t_list = time.perf_counter()
+        assert tools["result"]["tools"], tools
+    finally:
+        if proc.stdin:
+            proc.stdin.close()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # not what is measured here; do not leave it behind
+            proc.kill()
+            proc.wait()
+    return (t_init - t0) * 1000, (t_list - t0) * 1000
+
+
+@contextmanager
+def busy_cores():
+    spin = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 2)]
+    try:
+        yield
+    finally:
+        for p in spin:
+            p.kill()
+            p.wait()
+
+
+def importtime(cmd: list[str], env: dict[str, str]) -> dict[str, float]:
+    """Self import time (ms) of one server start, summed per top-level package (-X importtime)."""
+    proc = subprocess.run([cmd[0], "-X", "importtime", *cmd[1:]], input=b"", capture_output=True, env=env, timeout=60)
+    per_pkg: dict[str, float] = defaultdict(float)
+    for line in proc.stderr.decode(errors="replace").splitlines():
+        m = re.match(r"import time:\s+(\d+) \|\s+(\d+) \| *(\S+)", line)
+        if m:
+            per_pkg[m[3].split(".")[0]] += int(m[1]) / 1000
+    return dict(per_pkg)
+
+
+# Each stage in a fresh interpreter, on top of the one before: what each layer adds to a start.
+STAGES = [
+    ("interpreter only", ""),
+    ("+ pydantic, anyio", "import pydantic, anyio"),
+    ("+ wavewait.cli (core, file bus)", "import wavewait.cli"),
+    ("+ mcp.types", "import wavewait.cli, mcp.types"),
+    ("+ mcp.server.mcpserver (the SDK server)", "import wavewait.cli, mcp.types, mcp.server.mcpserver"),
+    ("+ wavewait.mcp.server (tools, schemas)", "import wavewait.cli, wavewait.mcp.server"),
+]
+
+
+def stage_ms(code: str, env: dict[str, str], n: int) -> float:
+    """Median wall time of `python -c CODE` (spawn, imports, exit)."""
+    xs = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-c", code or "pass"], env=env, check=True)
+        xs.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(xs)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("-n", type=int, default=20)
+    ap.add_argument("--bus", default=None)
+    a = ap.parse_args()
+    bus = a.bus or tempfile.mkdtemp(prefix="bench-startup-")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WAVEWAIT_")} | {"WAVEWAIT_BUS": bus}
+    cmd = [sys.executable, "-m", "wavewait", "mcp"]
+    one_start(cmd, env)  # warm the page cache and .pyc files
+
+    print(f"`wavewait mcp` start, {a.n} runs each, target tools/list p50 <= {TARGET_MS:.0f} ms idle")
+    print(f"{'condition':<22}{'initialize p50':>16}{'tools/list p50':>16}{'p99':>9}{'max':>9}")
+    for label, ctx in (("idle", None), ("every core busy", busy_cores)):
+        runs = []
+        if ctx is None:
+            runs = [one_start(cmd, env) for _ in range(a.n)]
+        else:
+            with ctx():
+                runs = [one_start(cmd, env) for _ in range(a.n)]
+        init = [r[0] for r in runs]
+        lst = [r[1] for r in runs]
+        print(
+            f"{label:<22}{statistics.median(init):>13.0f} ms{statistics.median(lst):>13.0f} ms"
+            f"{pct(lst, 99):>6.0f} ms{max(lst):>6.0f} ms"
+        )
+
+    print()
+    print(f"{'imports, each stage in a fresh interpreter (median)':<52}{'ms':>8}{'adds':>8}")
+    prev = 0.0
+    for label, code in STAGES:
+        ms = stage_ms(code, env, max(3, a.n // 2))
+        print(f"{label:<52}{ms:>8.0f}{ms - prev:>+8.0f}")
+        prev = ms
+
+    per_pkg = importtime(cmd, env)
+    print()
+    print(f"{'self import time at start, per package (-X importtime)':<56}{'ms':>8}")
+    for name, ms in sorted(per_pkg.items(), key=lambda kv: -kv[1])[:10]:
+        print(f"{name:<56}{ms:>8.1f}")
+    print(f"(load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,373 @@
+"""The real hosts (Claude Code, Codex) installed from npm, configured as the docs say, run headless.
+
+A named helper module, not a conftest: tests/ has no packages, so a second `conftest` would
+shadow the root one for every test module collected after it.
+
+    python tests/hosts/hostkit.py transcript   print the transcript of the last `-m hosts` run
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from modelserver import Call, ModelServer, Say, Turn, find_tool
+
+CACHE = Path(os.environ.get("WAVEWAIT_HOSTS_CACHE", Path.home() / ".cache" / "wavewait-hosts"))
+TRANSCRIPTS = CACHE / "transcript"
+VENV_BIN = Path(sys.executable).parent  # where `wavewait` is, as on a user's PATH after install
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+@dataclass(frozen=True)
+class Host:
+    name: str  # "claude" | "codex"
+    package: str
+    version: str  # pinned: `npm view PACKAGE version` on the day the suite was written
+    bin: str
+
+    @property
+    def prefix(self) -> Path:
+        return CACHE / f"{self.package.rsplit('/', 1)[-1]}@{self.version}"
+
+    @property
+    def exe(self) -> Path:
+        return self.prefix / "node_modules" / ".bin" / self.bin
+
+
+CLAUDE = Host("claude", "@anthropic-ai/claude-code", "2.1.330", "claude")
+CODEX = Host("codex", "@openai/codex", "0.169.0", "codex")
+HOSTS = [CLAUDE, CODEX]
+
+
+def unavailable(why: str) -> None:
+    """Fail under CI (a host suite that skips proves nothing), skip with the reason elsewhere."""
+    if IN_CI:
+        pytest.fail(f"host suite cannot run: {why}", pytrace=False)
+    pytest.skip(f"host suite cannot run: {why}")
+
+
+def install(host: Host) -> Path:
+    """The pinned CLI in the cache, installed with npm on first use."""
+    if host.exe.exists():
+        return host.exe
+    npm = shutil.which("npm")
+    if npm is None:
+        unavailable(f"npm is not on PATH, so {host.package}@{host.version} cannot be installed")
+    host.prefix.mkdir(parents=True, exist_ok=True)
+    p = subprocess.run(
+        [npm, "install", "--no-audit", "--no-fund", "--prefix", str(host.prefix), f"{host.package}@{host.version}"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    if p.returncode != 0 or not host.exe.exists():
+        unavailable(f"npm install {host.package}@{host.version} failed (network?): {p.stderr.strip()[-600:]}")
+    return host.exe
+
+
+def printed_config(kind: str, bus: Path, *flags: str) -> str:
+    """What `wavewait mcp --print-config KIND` says to paste (the user's copy-paste)."""
+    return subprocess.run(
+        [str(VENV_BIN / "wavewait"), "mcp", "--print-config", kind, "--bus", str(bus), *flags],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+
+
+def strip_comments(text: str) -> str:
+    return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+
+
+# --------------------------------------------------------------------------- a project and a home
+@dataclass
+class Project:
+    host: Host
+    home: Path
+    root: Path
+    bus: Path
+    env: dict[str, str] = field(default_factory=dict)
+    args: list[str] = field(default_factory=list)  # extra CLI flags for the host
+    server_args: list[str] = field(default_factory=list)  # appended to wavewait's args in the config
+    codex_server_extra: str = ""  # extra keys for [mcp_servers.wavewait]
+    hooks: bool = False  # the Stop hooks from --print-config claude-hooks
+    claude_allow: list[str] = field(default_factory=list)  # permissions.allow, .claude/settings.local.json
+
+    def configure(self, model_url: str) -> None:
+        """Write the host's files exactly as --print-config prints them (plus the model endpoint)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        if self.host is CLAUDE:
+            cfg = json.loads(printed_config("claude-json", self.bus))
+            cfg["mcpServers"]["wavewait"]["args"] += self.server_args
+            (self.root / ".mcp.json").write_text(json.dumps(cfg, indent=2))
+            (self.root / ".claude").mkdir(exist_ok=True)
+            if self.hooks:
+                (self.root / ".claude" / "settings.json").write_text(printed_config("claude-hooks", self.bus))
+            if self.claude_allow:  # -p ignores allow rules in the shared .claude/settings.json
+                local = {"permissions": {"allow": self.claude_allow}}
+                (self.root / ".claude" / "settings.local.json").write_text(json.dumps(local, indent=2))
+            self.env |= {"ANTHROPIC_BASE_URL": model_url, "ANTHROPIC_API_KEY": "sk-scripted"}
+        else:
+            codex_home = self.home / ".codex"
+            codex_home.mkdir(parents=True, exist_ok=True)
+            block = strip_comments(printed_config("codex", self.bus))
+            if self.server_args:
+                block = re.sub(
+                    r"^args = \[(.*)\]$",
+                    lambda m: "args = [" + m.group(1) + "".join(f', "{a}"' for a in self.server_args) + "]",
+                    block,
+                    flags=re.M,
+                )
+            provider = (
+                'model = "gpt-5.5"\nmodel_provider = "scripted"\n\n[model_providers.scripted]\n'
+                f'name = "scripted"\nbase_url = "{model_url}/v1"\nenv_key = "SCRIPTED_API_KEY"\n'
+                'wire_api = "responses"\n\n'
+            )
+            (codex_home / "config.toml").write_text(provider + block + "\n" + self.codex_server_extra)
+            self.env |= {"SCRIPTED_API_KEY": "sk-scripted", "CODEX_HOME": str(codex_home)}
+
+    def run(self, prompt: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+        exe = install(self.host)
+        env = {
+            "HOME": str(self.home),
+            "PATH": os.pathsep.join([str(VENV_BIN), "/usr/local/bin", "/usr/bin", "/bin"]),
+            "LANG": "C.UTF-8",
+            "TMPDIR": str(self.home / "tmp"),
+            "DISABLE_AUTOUPDATER": "1",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        } | self.env
+        (self.home / "tmp").mkdir(exist_ok=True)
+        if self.host is CLAUDE:
+            cmd = [str(exe), "-p", prompt, *self.args]
+        else:
+            cmd = [str(exe), "exec", "--skip-git-repo-check", *self.args, prompt]
+        return subprocess.run(
+            cmd, cwd=self.root, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout
+        )
+
+
+def make_project(host: Host, tmp_path: Path) -> Project:
+    install(host)
+    home = tmp_path / "home"
+    root = home / "project"
+    home.mkdir()
+    return Project(host, home, root, root / ".wavebus")
+
+
+# --------------------------------------------------------------------------- the scripted model
+Step = Callable[[list[str]], tuple[str, dict[str, Any]] | None]
+
+
+def driver(next_call: Step, max_searches: int = 2) -> Callable[[Turn], Call | Say]:
+    """A script that makes the wavewait calls `next_call` asks for, loading deferred tools first.
+
+    `next_call` gets the text of every wavewait result so far and returns (tool, args) or None
+    to end. Both hosts defer MCP tools behind a search tool; the model searches for wavewait's
+    tools the way each host's prompt tells it to, at most `max_searches` times.
+    """
+
+    def script(turn: Turn) -> Call | Say:
+        ours = [r for c, r in zip(turn.called, turn.results, strict=True) if "wavewait" in c]
+        nxt = next_call(ours)
+        if nxt is None:
+            return Say("done")
+        name, args = nxt
+        full = find_tool(turn, name)
+        if full is not None:
+            return Call(full, args)
+        searches = sum(1 for c in turn.called if c in ("ToolSearch", "tool_search"))
+        if searches >= max_searches:
+            return Say(f"TOOL MISSING: {name}")
+        if turn.api == "anthropic":
+            return Call("ToolSearch", {"query": "+wavewait", "max_results": 30})
+        return Call("tool_search", {"query": f"wavewait {name}", "limit": 30})
+
+    return script
+
+
+def calls(*plan: tuple[str, dict[str, Any]]) -> Step:
+    """A fixed list of calls, one per turn."""
+    return lambda done: plan[len(done)] if len(done) < len(plan) else None
+
+
+def first_turn_sees(turn: Turn) -> str:
+    """How the model meets wavewait on its first turn: callable, named (deferred), connecting, absent."""
+    if any(t.startswith("mcp__wavewait") for t in turn.tools):
+        return "callable"
+    text = json.dumps(turn.body)
+    if "mcp__wavewait" in text:
+        return "named"
+    if re.search(r"still connecting.{0,300}?wavewait", text):
+        return "connecting"
+    return "absent"
+
+
+@contextmanager
+def busy_cores() -> Iterator[None]:
+    """Every core spinning, as when a wave's flights all start at once."""
+    spin = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 2)]
+    try:
+        yield
+    finally:
+        for p in spin:
+            p.kill()
+            p.wait()
+
+
+# --------------------------------------------------------------------------- flights on the bus
+def seed_reports(bus: Path, bodies: dict[str, str]) -> None:
+    """Register the orchestrator and one flight per key, each having sent its body to it."""
+    from wavewait.core import messages
+    from wavewait.core.agents import register
+    from wavewait.core.bus.file import FileBus
+
+    async def go() -> None:
+        b = FileBus(bus)
+        try:
+            await register(b, "orchestrator")
+            for name, body in bodies.items():
+                await register(b, name, parent_id="orchestrator")
+                await messages.send(b, name, "orchestrator", body)
+        finally:
+            await b.close()
+
+    asyncio.run(go())
+
+
+def register_flights(bus: Path, *names: str) -> None:
+    seed_reports(bus, {})
+    from wavewait.core.agents import register
+    from wavewait.core.bus.file import FileBus
+
+    async def go() -> None:
+        b = FileBus(bus)
+        try:
+            for n in names:
+                await register(b, n, parent_id="orchestrator")
+        finally:
+            await b.close()
+
+    asyncio.run(go())
+
+
+def send_from(bus: Path, sender: str, body: str, to: str = "orchestrator") -> None:
+    from wavewait.core import messages
+    from wavewait.core.bus.file import FileBus
+
+    async def go() -> None:
+        b = FileBus(bus)
+        try:
+            await messages.send(b, sender, to, body)
+        finally:
+            await b.close()
+
+    asyncio.run(go())
+
+
+def drain(bus: Path, who: str = "orchestrator") -> list[dict[str, Any]]:
+    """Every message left in `who`'s inbox, taken (what no one consumed)."""
+    from wavewait.core import wait
+    from wavewait.core.bus.file import FileBus
+
+    async def go() -> list[dict[str, Any]]:
+        b = FileBus(bus)
+        out = []
+        try:
+            while (r := await wait.wait_next(b, who, 0)).status == "received":
+                out.append(r.to_json())
+        finally:
+            await b.close()
+        return out
+
+    return asyncio.run(go())
+
+
+# --------------------------------------------------------------------------- transcript
+def record(
+    test: str, host: Host, m: ModelServer, proc: subprocess.CompletedProcess[str] | None, note: str = ""
+) -> None:
+    """Keep what the model saw in this run, for TRANSCRIPT.md."""
+    TRANSCRIPTS.mkdir(parents=True, exist_ok=True)
+    turns = m.turns
+    entry = {
+        "test": test,
+        "host": f"{host.package}@{host.version}",
+        "note": note,
+        "first_turn": first_turn_sees(turns[0]) if turns else "no request",
+        "first_tools": [t for t in turns[0].tools] if turns else [],
+        "results": (
+            [
+                {"tool": c, "error_flag": e, "chars": len(r), "text": r}
+                for c, r, e in zip(turns[-1].called, turns[-1].results, turns[-1].errors, strict=True)
+            ]
+            if turns
+            else []
+        ),
+        "rc": proc.returncode if proc else None,
+        "stderr_tail": (proc.stderr[-400:] if proc else ""),
+        "at": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{test}-{host.name}")
+    (TRANSCRIPTS / f"{safe}.json").write_text(json.dumps(entry, indent=1))
+
+
+def short(text: str, n: int = 400) -> str:
+    """One line, filler runs collapsed, cut in the middle."""
+    text = re.sub(r"x{12,}", lambda m: f"x…({len(m.group(0))})", text.replace("\n", " ⏎ ")).replace("`", "'")
+    return text if len(text) <= n else f"{text[: n // 2]} … [{len(text) - n} chars] … {text[-n // 2 :]}"
+
+
+def render_transcript() -> str:
+    entries = [json.loads(f.read_text()) for f in sorted(TRANSCRIPTS.glob("*.json"))]
+    out = [
+        "## What the model saw: Claude Code and Codex, driven headless",
+        "",
+        "From `python -m pytest -m hosts tests/hosts` (then `python tests/hosts/hostkit.py transcript`):",
+        "each test runs the real host CLI, configured as `wavewait mcp --print-config` says, against a",
+        "scripted model on loopback (`tests/hosts/modelserver.py`) that records every request. *First",
+        "turn* is how wavewait reached the model's first request: *callable* (in the tools list),",
+        "*named* (listed as deferred, loaded through the host's tool search), *connecting* (the host",
+        "says the server is still starting) or *absent*. Results are the text the model got, filler",
+        "collapsed (`x…(N)`) and cut in the middle. Past the first-turn and permission scenarios, each",
+        'run adds what `--print-config` does not emit yet: `permissions.allow: ["mcp__wavewait"]` in',
+        "`.claude/settings.local.json` for Claude Code, `required = true` for Codex.",
+        "",
+        "| scenario | host | first turn | wavewait results seen by the model | note |",
+        "|---|---|---|---|---|",
+    ]
+    for e in entries:
+        ours = [r for r in e["results"] if "wavewait" in r["tool"]]
+        counts = ", ".join(format(r["chars"], ",") for r in ours)
+        sizes = f" ({counts} chars)" if ours else ""
+        out.append(f"| {e['test']} | {e['host']} | {e['first_turn']} | {len(ours)}{sizes} | {e['note']} |")
+    out.append("")
+    for e in entries:
+        out += [f"### {e['test']}: {e['host']}", ""]
+        for r in e["results"]:
+            if "wavewait" not in r["tool"] and "mcp__wavewait" in r["text"]:
+                out.append(f"- `{r['tool']}` loaded wavewait's tools ({r['chars']:,} chars)")
+                continue
+            flag = {True: "error flag set", False: "", None: "no error flag on the wire"}[r["error_flag"]]
+            out.append(f"- `{r['tool']}` ({r['chars']:,} chars{', ' + flag if flag else ''}): `{short(r['text'])}`")
+        out.append("")
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["transcript"]:
+        print(render_transcript())
+    else:
+        print(__doc__)
