@@ -631,6 +631,18 @@ class PostgresBus:
             raise
         return sub
 
+    async def subscribe_payloads(self, keys: Sequence[str] = (), prefixes: Sequence[str] = ()) -> PgSubscription:
+        """Like `subscribe`, for stores beside the bus that notify on its channel with their own
+        payloads (the task queue's `q:<queue>`)."""
+        sub = PgSubscription(self, set(keys), tuple(prefixes))
+        self._subs.add(sub)
+        try:
+            await self._ensure_listening()
+        except BaseException:
+            sub.close()
+            raise
+        return sub
+
     async def _ensure_listening(self) -> None:
         if self._listener is None or self._listener.done():
             self._listening.clear()

@@ -1,0 +1,212 @@
+"""The task queue on both buses, in one run.
+
+    python bench/bench_queue.py            # full run (about a minute)
+    python bench/bench_queue.py --quick    # fewer samples
+    WAVEWAIT_TEST_PG=postgresql://...      # the server (default postgres@127.0.0.1:5432/test)
+
+Rows, for each bus:
+- a done dependency -> its dependent's agent started, p50/p99: a chain of tasks run by the
+  runner in this process, each agent a `sleep` that never completes; the bench completes
+  each running task (an unbound orchestrator) and measures from the completion (the
+  handoff's `completedAt`, taken just before it is written) to the dependent's agent record
+  on the bus (the runner woke, read the queue, marked the task running, rendered its prompt
+  with the handoffs and registered the agent). "process up" adds the supervisor starting
+  and recording the agent's pid (a Python process start: spawn's own cost, as for
+  `spawn_agent`).
+- enqueue+complete throughput: N tasks enqueued, then each completed with a handoff, in one
+  process; and the same split over 4 processes at once (fsyncs of concurrent writers share
+  journal commits on ext4).
+Targets (issue 14): dependency -> agent started p50 and p99 <= 50 ms on both buses;
+>= 1,000 tasks/s on the directory bus, >= 2,000 on PostgreSQL.
+The PostgreSQL schema is fresh for the run and dropped after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import psycopg
+from psycopg import sql
+
+from wavewait.core import agents
+from wavewait.core.bus import Bus, open_bus
+from wavewait.core.runner import Runner
+from wavewait.core.tasks import Limits, TaskQueue, complete_task, enqueue_task, parse_task_types
+
+PG_URL = os.environ.get("WAVEWAIT_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
+TYPES = parse_task_types('[types.step]\nprompt = "Do step {n}."\n')
+HANDOFF = {"goals": "the step", "did": "did the step", "forNextAgent": "go on"}
+WORKERS = 4
+
+
+def pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, round(q * (len(values) - 1)))]
+
+
+def with_schema(url: str, schema: str) -> str:
+    parts = urlsplit(url)
+    query = [(k, v) for k, v in parse_qsl(parts.query) if k != "schema"] + [("schema", schema)]
+    return urlunsplit(parts._replace(query=urlencode(query)))
+
+
+async def until_running(q: TaskQueue, task_id: str, changes) -> str:
+    """The agent id of `task_id` once the runner has started it (woken by the queue's changes)."""
+    while True:
+        t = await q.store.get(task_id)
+        if t is not None and t.status == "running" and t.agent_id:
+            return t.agent_id
+        if t is None or t.status not in ("queued", "running"):
+            raise RuntimeError(f"task {task_id} is {t and t.status}: {t and t.note}")
+        await changes.wait()
+
+
+async def latency(bus: Bus, n: int) -> tuple[list[float], list[float]]:
+    """Dependency done -> dependent's agent registered / its process up, in ms, n samples."""
+    q = TaskQueue.open(bus, f"lat{uuid.uuid4().hex[:8]}", TYPES, Limits(max_tasks=n + 1))
+    ids: list[str] = []
+    for i in range(n + 1):
+        r = await enqueue_task(q, "bench", type="step", inputs={"n": i}, reason="chain", depends_on=ids[-1:] or None)
+        ids.append(r.id)
+    runner = Runner(q, ["sh", "-c", "exec sleep 600", "agent"], max_parallel=1)  # the prompt is $1: unused
+    run = asyncio.ensure_future(runner.run())
+    changes = await q.store.subscribe()
+    registered, up = [], []
+    previous = None
+    try:
+        for i, tid in enumerate(ids):
+            agent_id = await until_running(q, tid, changes)
+            agent = await bus.get_agent(agent_id)
+            assert agent is not None
+            if i > 0:
+                h = await q.store.handoff(ids[i - 1])
+                assert h is not None
+                registered.append((agent.created_at - h.completed_at) * 1000)
+                up.append((agent.updated_at - h.completed_at) * 1000)
+            if previous is not None:
+                await agents.kill(bus, previous, by="bench")
+            previous = agent
+            await complete_task(q, "bench", task_id=tid, status="done", handoff=HANDOFF)
+        await asyncio.wait_for(run, 30)
+    finally:
+        changes.close()
+        if previous is not None:
+            await agents.kill(bus, previous, by="bench")
+        run.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await run
+    return registered, up
+
+
+async def throughput(bus: Bus, queue: str, n: int) -> float:
+    """Tasks per second, each enqueued and then completed with a handoff."""
+    q = TaskQueue.open(bus, queue, TYPES, Limits(max_tasks=1_000_000))
+    tag = uuid.uuid4().hex[:8]  # inputs unique to this call, so processes sharing the queue never dedup
+    t0 = time.perf_counter()
+    ids = [(await enqueue_task(q, "bench", type="step", inputs={"n": f"{tag}-{i}"}, reason="r")).id for i in range(n)]
+    for tid in ids:
+        await complete_task(q, "bench", task_id=tid, status="done", handoff=HANDOFF)
+    return n / (time.perf_counter() - t0)
+
+
+WORKER = """
+import asyncio, sys, time
+sys.path.insert(0, {here!r})
+from bench_queue import throughput, open_bus
+async def main():
+    bus = await open_bus({url!r})
+    try:
+        await throughput(bus, {queue!r}, 20)  # warm: tables, imports
+        print("ready", flush=True)
+        sys.stdin.readline()
+        t0 = time.time()
+        await throughput(bus, {queue!r}, {n})
+        print(t0, time.time(), flush=True)
+    finally:
+        await bus.close()
+asyncio.run(main())
+"""
+
+
+def parallel_throughput(url: str, n: int) -> float:
+    """n tasks split over WORKERS processes that start together: all tasks / (first start -> last end)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    queue = f"par{uuid.uuid4().hex[:8]}"
+    code = WORKER.format(here=here, url=url, queue=queue, n=n // WORKERS)
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        for _ in range(WORKERS)
+    ]
+    for p in procs:
+        assert p.stdout is not None and p.stdout.readline() == "ready\n"
+    for p in procs:
+        assert p.stdin is not None
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    spans = []
+    for p in procs:
+        assert p.stdout is not None
+        spans.append(tuple(map(float, p.stdout.readline().split())))
+        p.wait()
+    return (n // WORKERS) * WORKERS / (max(e for _, e in spans) - min(s for s, _ in spans))
+
+
+async def measure(url: str, quick: bool) -> dict[str, str]:
+    bus = await open_bus(url)
+    try:
+        n_lat = 15 if quick else 40
+        n_tp = 300 if quick else 2000
+        registered, up = await latency(bus, n_lat)
+        await throughput(bus, f"warm{uuid.uuid4().hex[:6]}", 20)
+        one = await throughput(bus, f"tp{uuid.uuid4().hex[:8]}", n_tp)
+    finally:
+        await bus.close()
+    par = parallel_throughput(url, n_tp)
+    return {
+        "done -> agent registered p50/p99 (ms)": f"{pct(registered, 0.5):.1f} / {pct(registered, 0.99):.1f}",
+        "done -> agent process up p50/p99 (ms)": f"{pct(up, 0.5):.1f} / {pct(up, 0.99):.1f}",
+        "enqueue+complete, 1 process (tasks/s)": f"{one:,.0f}",
+        f"enqueue+complete, {WORKERS} processes (tasks/s)": f"{par:,.0f}",
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true")
+    quick = parser.parse_args().quick
+    columns: dict[str, dict[str, str]] = {}
+    with tempfile.TemporaryDirectory(prefix="wavewait-bench-queue-") as d:
+        os.environ["WAVEWAIT_LOG_DIR"] = os.path.join(d, "logs")
+        print("directory bus ...", file=sys.stderr)
+        columns["directory"] = asyncio.run(measure(os.path.join(d, "bus"), quick))
+    schema = f"bench_{uuid.uuid4().hex[:12]}"
+    try:
+        print("PostgreSQL bus ...", file=sys.stderr)
+        with tempfile.TemporaryDirectory(prefix="wavewait-bench-queue-") as d:
+            os.environ["WAVEWAIT_LOG_DIR"] = d
+            columns["PostgreSQL"] = asyncio.run(measure(with_schema(PG_URL, schema), quick))
+    finally:
+        with psycopg.connect(PG_URL, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+    rows = list(next(iter(columns.values())))
+    head = ["", *columns]
+    table = [[r, *(columns[c][r] for c in columns)] for r in rows]
+    widths = [max(len(str(x[i])) for x in [head, *table]) for i in range(len(head))]
+    print("| " + " | ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)) + " |")
+    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    for r in table:
+        print("| " + " | ".join(str(x).ljust(w) for x, w in zip(r, widths, strict=True)) + " |")
+    print("targets: done -> agent started p50/p99 <= 50 ms; >= 1,000 tasks/s (directory), >= 2,000 (PostgreSQL)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,255 @@
+"""The task queue on the PostgreSQL bus: rows beside the bus's own tables.
+
+- `task_queues`: one row per queue with its task count. An enqueue raises the count only
+  while it is below the budget (a conditional upsert: the row lock makes concurrent
+  enqueues take turns), and inserts the task in the same statement.
+- `tasks`: one row per task. A unique index on (queue, dedup_key) over the tasks that are
+  not failed is the dedup guard: a concurrent duplicate waits for the first insert and
+  then fails, and the failed statement takes its count back with it.
+- `handoffs`: one row per completed task, written in the same statement as its status.
+
+Every change notifies `q:<queue>` on the bus's channel. The tables have their own version
+table (`task_schema_version`), created and migrated on first use the way `pg_schema.py`
+does the bus's, under a transaction-scoped advisory lock. Every statement is parameterised.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from psycopg import AsyncConnection, errors, sql
+
+from ..errors import BusError
+from ..ids import check_id
+from ..model import now
+from ..tasks import Conflict, HandoffRecord, Task
+from .postgres import PgSubscription, PostgresBus
+
+TASKS_SCHEMA_VERSION = 1
+
+#: version -> statements; append new versions, never edit an applied one.
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: (
+        """CREATE TABLE task_queues (
+            queue text PRIMARY KEY,
+            n bigint NOT NULL DEFAULT 0)""",
+        """CREATE TABLE tasks (
+            queue text NOT NULL,
+            id text NOT NULL,
+            seq bigint NOT NULL,
+            status text NOT NULL,
+            dedup_key text NOT NULL,
+            record jsonb NOT NULL,
+            PRIMARY KEY (queue, id))""",
+        "CREATE UNIQUE INDEX tasks_dedup ON tasks (queue, dedup_key) WHERE status <> 'failed'",
+        """CREATE TABLE handoffs (
+            queue text NOT NULL,
+            task_id text NOT NULL,
+            completed_at double precision NOT NULL,
+            record jsonb NOT NULL,
+            PRIMARY KEY (queue, task_id))""",
+    ),
+}
+
+_ready: set[str] = set()  # bus URLs whose task tables this process has seen at this version
+
+
+async def migrate(conn: AsyncConnection, schema: str) -> int:
+    """Bring the task tables of `schema` to TASKS_SCHEMA_VERSION; return the version found."""
+    ident = sql.Identifier(schema)
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"wavewait:{schema}:tasks"])
+        await conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(ident))
+        await conn.execute(
+            sql.SQL(
+                "CREATE TABLE IF NOT EXISTS {}.task_schema_version ("
+                "version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+            ).format(ident)
+        )
+        cur = await conn.execute(sql.SQL("SELECT coalesce(max(version), 0) FROM {}.task_schema_version").format(ident))
+        row = await cur.fetchone()
+        found = int(row[0]) if row else 0
+        if found > TASKS_SCHEMA_VERSION:
+            raise BusError(
+                f"the task tables of bus schema {schema!r} are at version {found}, newer than this "
+                f"wavewait understands ({TASKS_SCHEMA_VERSION}); upgrade wavewait on this machine"
+            )
+        await conn.execute(sql.SQL("SET LOCAL search_path TO {}").format(ident))
+        for version in range(found + 1, TASKS_SCHEMA_VERSION + 1):
+            for statement in MIGRATIONS[version]:
+                await conn.execute(statement)  # fixed text, no input
+            await conn.execute("INSERT INTO task_schema_version (version) VALUES (%s)", [version])
+    return found
+
+
+#: one statement: count the task in (only below the budget), insert it, notify; no row back
+#: when the budget is spent; a unique violation when a live task has the same dedup key
+_ADD = (
+    "WITH c AS (INSERT INTO task_queues AS q (queue, n) VALUES (%(queue)s, 1) "
+    "ON CONFLICT (queue) DO UPDATE SET n = q.n + 1 WHERE q.n < %(max)s RETURNING n), "
+    "i AS (INSERT INTO tasks (queue, id, seq, status, dedup_key, record) "
+    "SELECT %(queue)s, %(id)s, c.n, %(status)s, %(key)s, jsonb_set(%(record)s::jsonb, '{seq}', to_jsonb(c.n)) "
+    "FROM c RETURNING seq) "
+    "SELECT seq, pg_notify(%(channel)s, %(payload)s) FROM i"
+)
+#: one statement: the status (only from the given ones), the handoff beside it, notify
+_COMPLETE = (
+    "WITH u AS (UPDATE tasks SET record = record || %(patch)s::jsonb, status = %(status)s "
+    "WHERE queue = %(queue)s AND id = %(id)s AND status = ANY(%(from)s) RETURNING record), "
+    "h AS (INSERT INTO handoffs (queue, task_id, completed_at, record) "
+    "SELECT %(queue)s, %(id)s, %(at)s, %(handoff)s::jsonb FROM u "
+    "ON CONFLICT (queue, task_id) DO UPDATE SET record = excluded.record, completed_at = excluded.completed_at) "
+    "SELECT record, pg_notify(%(channel)s, %(payload)s) FROM u"
+)
+
+
+def _patch(task_id: str, queue: str, changes: dict[str, Any]) -> dict[str, Any]:
+    """The changed fields, validated and as JSON (id, queue and type are placeholders)."""
+    checked = Task.model_validate({"id": task_id, "queue": queue, "type": "x"} | changes)
+    return checked.model_dump(mode="json", include=set(changes)) | {"updated_at": now()}
+
+
+class PgTaskStore:
+    """One queue's rows in a PostgreSQL bus."""
+
+    def __init__(self, bus: PostgresBus, queue: str) -> None:
+        self.queue = check_id(queue, "queue")
+        self.bus = bus
+        self.payload = f"q:{queue}"
+
+    async def _ready(self) -> None:
+        if self.bus.url in _ready:
+            return
+
+        async def go(conn: AsyncConnection) -> None:
+            await migrate(conn, self.bus.schema)
+
+        await self.bus._run(go)
+        _ready.add(self.bus.url)
+
+    async def add(self, task: Task, max_tasks: int) -> Conflict | None:
+        await self._ready()
+        attempts = 0
+
+        async def go(conn: AsyncConnection) -> Conflict | None:
+            nonlocal attempts
+            attempts += 1
+            if attempts > 1:  # the last attempt may have committed before its answer was lost
+                cur = await conn.execute("SELECT seq FROM tasks WHERE queue = %s AND id = %s", [self.queue, task.id])
+                if (row := await cur.fetchone()) is not None:
+                    task.seq = int(row[0])
+                    return None
+            try:
+                cur = await conn.execute(_ADD, self._add_params(task, max_tasks))
+            except errors.UniqueViolation:
+                cur = await conn.execute(
+                    "SELECT id FROM tasks WHERE queue = %s AND dedup_key = %s AND status <> 'failed'",
+                    [self.queue, task.dedup_key],
+                )
+                row = await cur.fetchone()
+                return Conflict("dedup", existing=str(row[0]) if row else "(failed meanwhile; enqueue it again)")
+            if (row := await cur.fetchone()) is not None:
+                task.seq = int(row[0])
+                return None
+            cur = await conn.execute("SELECT n FROM task_queues WHERE queue = %s", [self.queue])
+            row = await cur.fetchone()
+            return Conflict("budget", count=int(row[0]) if row else 0)
+
+        return await self.bus._run(go)
+
+    def _add_params(self, task: Task, max_tasks: int) -> dict[str, Any]:
+        return {
+            "queue": self.queue,
+            "max": max_tasks,
+            "id": task.id,
+            "status": task.status,
+            "key": task.dedup_key,
+            "record": task.model_dump_json(),
+            "channel": self.bus.channel,
+            "payload": self.payload,
+        }
+
+    async def get(self, task_id: str) -> Task | None:
+        await self._ready()
+        rows = await self.bus._rows(
+            "SELECT record FROM tasks WHERE queue = %s AND id = %s", [self.queue, check_id(task_id, "taskId")]
+        )
+        return Task.model_validate(rows[0][0]) if rows else None
+
+    async def tasks(self) -> list[Task]:
+        await self._ready()
+        rows = await self.bus._rows("SELECT record FROM tasks WHERE queue = %s ORDER BY seq, id", [self.queue])
+        return [Task.model_validate(r[0]) for r in rows]
+
+    async def update(self, task_id: str, only_from: Sequence[str], **changes: Any) -> Task | None:
+        await self._ready()
+        data = _patch(check_id(task_id, "taskId"), self.queue, changes)
+        rows = await self.bus._rows(
+            "WITH u AS (UPDATE tasks SET record = record || %s::jsonb, status = coalesce(%s, status) "
+            "WHERE queue = %s AND id = %s AND status = ANY(%s) RETURNING record) "
+            "SELECT record, pg_notify(%s, %s) FROM u",
+            [
+                json.dumps(data),
+                data.get("status"),
+                self.queue,
+                task_id,
+                list(only_from),
+                self.bus.channel,
+                self.payload,
+            ],
+        )
+        return Task.model_validate(rows[0][0]) if rows else None
+
+    async def complete(self, task_id: str, handoff: HandoffRecord, only_from: Sequence[str]) -> Task | None:
+        await self._ready()
+        data = _patch(check_id(task_id, "taskId"), self.queue, {"status": handoff.status})
+        record = handoff.model_dump_json(by_alias=True)
+        attempts = 0
+
+        async def go(conn: AsyncConnection) -> Task | None:
+            nonlocal attempts
+            attempts += 1
+            cur = await conn.execute(
+                _COMPLETE,
+                {
+                    "patch": json.dumps(data),
+                    "status": handoff.status,
+                    "queue": self.queue,
+                    "id": task_id,
+                    "from": list(only_from),
+                    "at": handoff.completed_at,
+                    "handoff": record,
+                    "channel": self.bus.channel,
+                    "payload": self.payload,
+                },
+            )
+            row = await cur.fetchone()
+            if row is None and attempts > 1:  # did the last attempt commit before its answer was lost?
+                cur = await conn.execute(
+                    "SELECT t.record FROM tasks t JOIN handoffs h ON h.queue = t.queue AND h.task_id = t.id "
+                    "WHERE t.queue = %s AND t.id = %s AND h.record = %s::jsonb",
+                    [self.queue, task_id, record],
+                )
+                row = await cur.fetchone()
+            return Task.model_validate(row[0]) if row else None
+
+        return await self.bus._run(go)
+
+    async def handoff(self, task_id: str) -> HandoffRecord | None:
+        await self._ready()
+        rows = await self.bus._rows(
+            "SELECT record FROM handoffs WHERE queue = %s AND task_id = %s", [self.queue, check_id(task_id, "taskId")]
+        )
+        return HandoffRecord.model_validate(rows[0][0]) if rows else None
+
+    async def handoffs(self) -> list[HandoffRecord]:
+        await self._ready()
+        rows = await self.bus._rows(
+            "SELECT record FROM handoffs WHERE queue = %s ORDER BY completed_at, task_id", [self.queue]
+        )
+        return [HandoffRecord.model_validate(r[0]) for r in rows]
+
+    async def subscribe(self) -> PgSubscription:
+        return await self.bus.subscribe_payloads(keys=[self.payload])

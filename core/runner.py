@@ -1,0 +1,246 @@
+"""The queue runner (`wavewait run-queue`): a fresh agent for each task whose dependencies are done.
+
+One loop, the same shape as a wait's: subscribe to the queue's changes and to agent
+records *before* reading, act on what is there, then sleep until the bus says something
+changed (a liveness sweep and a rare rescan are the only timers). Each round:
+
+1. a `running` task whose agent is gone (exited, killed, vanished, or never recorded
+   because a runner died mid-start) goes back to `queued`, or to `failed` once it has had
+   `max_attempts` attempts. A task its agent completed is never touched again.
+2. a `queued` task with a `failed` or `skipped` dependency becomes `skipped` (transitively).
+3. `queued` tasks whose dependencies are all `done` start, up to `max_parallel` running:
+   marked `running` first, then spawned with the rendered prompt and the dependencies'
+   handoffs as the last argument.
+
+It ends when nothing is `queued` or `running`. All state is on the bus, so a runner that
+was killed and started again resumes where it stopped: live agents are left to finish.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import anyio
+from pydantic import BaseModel, Field
+
+from . import agents
+from .bus import Changes
+from .errors import BadInput
+from .model import Agent
+from .tasks import Task, TaskQueue, task_prompt
+
+DEFAULT_MAX_PARALLEL = 4
+RESCAN_EVERY = 5.0  # a backstop for change events the kernel dropped
+
+
+class TaskOutcome(BaseModel):
+    id: str
+    type: str
+    status: str
+    attempts: int
+    note: str | None = None
+
+
+class RunSummary(BaseModel):
+    """What `run-queue` prints: every task as it ended; `ok` only when all are done."""
+
+    queue: str
+    ok: bool
+    done: int
+    failed: int
+    skipped: int
+    agents_started: int = Field(alias="agentsStarted")
+    tasks: list[TaskOutcome]
+
+    model_config = {"populate_by_name": True, "serialize_by_alias": True}
+
+
+Report = Callable[[str], None]
+
+
+class Runner:
+    """Runs one queue to the end; see the module's docstring."""
+
+    def __init__(
+        self,
+        q: TaskQueue,
+        agent_command: Sequence[str],
+        *,
+        max_parallel: int = DEFAULT_MAX_PARALLEL,
+        runner_id: str | None = None,
+        task_types_file: str | None = None,
+        env: dict[str, str] | None = None,
+        report: Report | None = None,
+    ) -> None:
+        if not agent_command or not all(isinstance(c, str) and c for c in agent_command):
+            raise BadInput("--agent-command: give the agent's program and arguments, e.g. 'claude -p'")
+        if max_parallel < 1:
+            raise BadInput(f"--max-parallel: must be at least 1, got {max_parallel}")
+        self.q = q
+        self.command = list(agent_command)
+        self.max_parallel = max_parallel
+        self.runner_id = agents.caller_id(runner_id)
+        self.types_file = os.path.abspath(task_types_file) if task_types_file else None
+        self.base_env = dict(os.environ if env is None else env)
+        self.report = report or (lambda _: None)
+        self.started = 0
+
+    def _env(self, task: Task) -> dict[str, str]:
+        env = self.base_env | self.q.limits.env() | {"WAVEWAIT_QUEUE": self.q.name, "WAVEWAIT_TASK_ID": task.id}
+        if self.types_file:
+            env["WAVEWAIT_TASK_TYPES"] = self.types_file
+        if task.model:  # the model the enqueuer asked for, for an agent command that can choose
+            env["WAVEWAIT_TASK_MODEL"] = task.model
+        return env
+
+    async def run(self) -> RunSummary:
+        queue_changes = await self.q.store.subscribe()  # before the first read
+        agent_changes = await self.q.bus.subscribe(agents=True)
+        try:
+            while True:
+                running = await self._round()
+                if running is None:
+                    return await self.summary()
+                rescan_at = time.monotonic() + RESCAN_EVERY
+                while True:  # sleep until a change; meanwhile only sweep the agents' liveness
+                    t = time.monotonic()
+                    sweep_at = t + agents.SWEEP_INTERVAL if running else rescan_at
+                    if await self._changed(queue_changes, agent_changes, timeout=min(sweep_at, rescan_at) - t):
+                        break
+                    if time.monotonic() >= rescan_at:
+                        break
+                    # a death it records is a change to an agent record, which wakes us
+                    await agents.sweep(self.q.bus, [a for i in running if (a := await self.q.bus.get_agent(i))])
+        finally:
+            queue_changes.close()
+            agent_changes.close()
+
+    @staticmethod
+    async def _changed(*changes: Changes, timeout: float) -> bool:
+        """Whether one of `changes` woke before `timeout` seconds ran out."""
+        woke = False
+        with anyio.move_on_after(max(0.0, timeout)):
+            async with anyio.create_task_group() as tg:
+
+                async def one(c: Changes) -> None:
+                    nonlocal woke
+                    await c.wait()
+                    woke = True
+                    tg.cancel_scope.cancel()
+
+                for c in changes:
+                    tg.start_soon(one, c)
+        return woke
+
+    async def _round(self) -> list[str] | None:
+        """One pass over the queue; None when it is finished, else the running tasks' agents."""
+        tasks = {t.id: t for t in await self.q.store.tasks()}
+        await self._reap([t for t in tasks.values() if t.status == "running"], tasks)
+        await self._skip(tasks)
+        running = sum(1 for t in tasks.values() if t.status == "running")
+        runnable = [
+            t
+            for t in tasks.values()
+            if t.status == "queued" and all(tasks[d].status == "done" for d in t.depends_on if d in tasks)
+        ]
+        starts = runnable[: max(0, self.max_parallel - running)]
+        if starts:
+            results = await asyncio.gather(*(self._start(t) for t in starts))
+            for t in results:
+                if t is not None:
+                    tasks[t.id] = t
+        if not any(t.status in ("queued", "running") for t in tasks.values()):
+            return None
+        return [t.agent_id for t in tasks.values() if t.status == "running" and t.agent_id]
+
+    async def _reap(self, running: list[Task], tasks: dict[str, Task]) -> None:
+        """Running tasks whose agent is gone: queued again, or failed after max_attempts."""
+        known: dict[str, Agent] = {}
+        for t in running:
+            if t.agent_id and (a := await self.q.bus.get_agent(t.agent_id)) is not None:
+                known[t.id] = a
+        await agents.sweep(self.q.bus, [a for a in known.values() if not a.finished])
+        for t in running:
+            agent = await self.q.bus.get_agent(t.agent_id) if t.id in known and t.agent_id else None
+            if agent is not None and not agent.finished:
+                continue
+            why = f"its agent {agent.reason or agent.status}" if agent else "its agent is gone"
+            if t.attempts >= self.q.limits.max_attempts:
+                changed = await self.q.store.update(
+                    t.id,
+                    ("running",),
+                    status="failed",
+                    note=f"{why} without completing it, after {t.attempts} attempt(s) (--max-attempts)",
+                )
+            else:
+                changed = await self.q.store.update(t.id, ("running",), status="queued", note=f"{why}; retrying")
+            if changed is None:  # completed meanwhile: its completion stands
+                changed = await self.q.store.get(t.id)
+            if changed is not None:
+                tasks[t.id] = changed
+                self.report(f"{t.type} {t.id[:8]}: {why}; now {changed.status}")
+
+    async def _skip(self, tasks: dict[str, Task]) -> None:
+        """Queued tasks downstream of a failed or skipped one will never run: skipped."""
+        changed = True
+        while changed:
+            changed = False
+            for t in list(tasks.values()):
+                if t.status != "queued":
+                    continue
+                bad = [d for d in t.depends_on if d not in tasks or tasks[d].status in ("failed", "skipped")]
+                if not bad:
+                    continue
+                dep = tasks.get(bad[0])
+                note = f"dependency {bad[0]} {dep.status if dep else 'is missing'}"
+                skipped = await self.q.store.update(t.id, ("queued",), status="skipped", note=note)
+                if skipped is not None:
+                    tasks[t.id] = skipped
+                    changed = True
+                    self.report(f"{t.type} {t.id[:8]}: skipped ({note})")
+
+    async def _start(self, task: Task) -> Task | None:
+        marked = await self.q.store.update(
+            task.id, ("queued",), status="running", attempts=task.attempts + 1, agent_id=None, note=None
+        )
+        if marked is None:
+            return None  # completed or changed by someone else meanwhile
+        try:
+            prompt = await task_prompt(self.q, marked)
+            agent = await agents.spawn(
+                self.q.bus,
+                f"{task.type}-{task.id[:8]}",
+                [*self.command, prompt],
+                wave=f"queue-{self.q.name}",
+                parent_id=self.runner_id,
+                env=self._env(marked),
+            )
+        except BadInput as e:
+            final = marked.attempts >= self.q.limits.max_attempts
+            self.report(f"{task.type} {task.id[:8]}: cannot start its agent: {e}")
+            return await self.q.store.update(
+                task.id, ("running",), status="failed" if final else "queued", note=f"cannot start its agent: {e}"
+            )
+        self.started += 1
+        self.report(f"{task.type} {task.id[:8]}: started agent {agent.id[:8]} (attempt {marked.attempts})")
+        return await self.q.store.update(task.id, ("running",), agent_id=agent.id) or await self.q.store.get(task.id)
+
+    async def summary(self) -> RunSummary:
+        tasks = await self.q.store.tasks()
+        count: dict[str, int] = {s: sum(1 for t in tasks if t.status == s) for s in ("done", "failed", "skipped")}
+        return RunSummary(
+            queue=self.q.name,
+            ok=all(t.status == "done" for t in tasks),
+            agentsStarted=self.started,
+            tasks=[TaskOutcome(id=t.id, type=t.type, status=t.status, attempts=t.attempts, note=t.note) for t in tasks],
+            **count,
+        )
+
+
+async def run_queue(q: TaskQueue, agent_command: Sequence[str], **options: Any) -> RunSummary:
+    """Run `q` until nothing is queued or running (options as `Runner`)."""
+    return await Runner(q, agent_command, **options).run()
