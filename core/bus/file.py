@@ -453,12 +453,15 @@ class FileBus:
     async def get_resolution(self, key: str) -> dict[str, Any] | None:
         path = self.root / "resolutions" / f"{check_id(key, 'id')}.json"
         try:
-            return json.loads(path.read_bytes())
+            value = json.loads(path.read_bytes())
         except FileNotFoundError:
             return None
         except ValueError:
-            self._quarantine(path, "not a stored resolution")
-            return None
+            value = None
+        if isinstance(value, dict):
+            return value
+        self._quarantine(path, "not a stored resolution")
+        return None
 
     async def put_resolution(self, key: str, value: dict[str, Any]) -> None:
         self._write_json(self.root / "resolutions" / f"{check_id(key, 'id')}.json", json.dumps(value))
