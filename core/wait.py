@@ -199,17 +199,24 @@ async def run(
     """Wait on `condition` until its step gives a result, the timeout passes or someone
     interrupts; a timeout or interrupt returns the condition's partial result."""
     control = control or Control()
-    engine = _Engine(Waiting(bus, caller, control.wait_id), condition, timeout, control, settings or WaitSettings())
-    return await engine.run(on_progress)
+    w = Waiting(bus, caller, control.wait_id)
+    return await _Engine(w, condition, timeout, control, settings or WaitSettings(), on_progress).run()
 
 
 class _Engine(Generic[R]):
     """One wait's loop: register, subscribe, then step on every wake until a result."""
 
     def __init__(
-        self, w: Waiting, condition: Condition[R], timeout: float | None, control: Control, settings: WaitSettings
+        self,
+        w: Waiting,
+        condition: Condition[R],
+        timeout: float | None,
+        control: Control,
+        settings: WaitSettings,
+        on_progress: ProgressFn | None,
     ) -> None:
         self.w, self.c, self.timeout, self.control, self.s = w, condition, timeout, control, settings
+        self.on_progress = on_progress
         self.deadline = None if timeout is None else w.started + timeout
         t = time.monotonic()
         # the timers, as monotonic times; next_write is set while a progress line waits to be written
@@ -219,21 +226,21 @@ class _Engine(Generic[R]):
         self.next_write: float | None = None
         self.written, self.written_at = "", t  # the progress line on the wait's record, and when
         self.reported: str | None = None  # the progress line last given to the face
-        self.on_progress: ProgressFn | None = None
 
-    async def run(self, on_progress: ProgressFn | None) -> R:
+    async def run(self) -> R:
         w, c = self.w, self.c
-        self.on_progress = on_progress
         record = c.record(w, self.timeout)
         self.written = record.progress
         await w.bus.register_wait(record)
         changes = await w.bus.subscribe(
             inboxes=[w.caller] if c.uses_inbox else [], agents=bool(c.targets), wait_id=w.id
         )
-        files = watch.subscribe(c.watch_dirs, prefixes=c.watch_dirs, wakes=changes) if c.watch_dirs else None
         self.control._changes = changes
+        files: watch.Subscription | None = None
         cancelled = True
         try:
+            if c.watch_dirs:  # still before the first read
+                files = watch.subscribe(c.watch_dirs, prefixes=c.watch_dirs, wakes=changes)
             if c.uses_inbox:
                 await w.bus.recover(w.caller)
             if c.targets:
