@@ -151,7 +151,7 @@ async def spawn(
         await bus.transition(agent.id, "dead", ("running",), reason=detail, ended_at=now())
         raise BadInput(f"command: cannot start {command[0]!r}: {detail}")
     # reap the supervisor when it ends, so a long-lived spawner leaves no zombies
-    threading.Thread(target=supervisor.wait, daemon=True).start()
+    threading.Thread(target=supervisor.wait, name=f"wavewait-reap {supervisor.pid}", daemon=True).start()
     updated = await bus.get_agent(agent.id)
     return updated or agent
 

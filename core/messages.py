@@ -7,6 +7,7 @@ inbox, so whichever tool takes an item, it is delivered once.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from .agents import ensure_agent, resolve_agent
 from .bus import Bus
@@ -25,7 +26,9 @@ async def _deliver(bus: Bus, item: Item) -> Item:
     return item
 
 
-async def send(bus: Bus, sender: str, to: str, message: str, type: str = "message", data: dict | None = None) -> Item:
+async def send(
+    bus: Bus, sender: str, to: str, message: str, type: str = "message", data: dict[str, Any] | None = None
+) -> Item:
     """Deliver a message to `to` (id or prefix). A dead or closed recipient is an error."""
     check_text(message, "message")  # bounds: limits.py
     check_type(type)

@@ -7,6 +7,11 @@ Every wait (DESIGN, "Semantics every wait shares"):
 3. returns as soon as its condition holds or nothing left can change the outcome;
 4. on timeout or interrupt returns normally with the partial state;
 5. on cancellation gives its claims back to the inbox in their original order.
+
+A kind of wait is one `Condition` object: what it waits on (for the wait record), a
+`step` from the bus's state to a result (or None: not yet), its progress line and its
+result when it ends early. `run` is the engine that drives any of them; the public
+functions (`wait_next`, `wait_fan_in`, ...) check their input, build a condition and run it.
 """
 
 from __future__ import annotations
@@ -18,8 +23,8 @@ import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC
-from typing import Literal
+from datetime import UTC, datetime
+from typing import Any, Generic, Literal, TypeVar, cast
 
 import anyio
 
@@ -28,7 +33,7 @@ from .agents import SWEEP_INTERVAL, ensure_agent, resolve_agents, sweep
 from .bus import Bus, Changes
 from .errors import BadInput
 from .ids import check_id, check_type, new_id
-from .model import AGENT_ITEM_TYPES, Agent, Item, WaitKind, WaitRecord, now
+from .model import AGENT_ITEM_TYPES, Agent, Item, ItemRef, WaitKind, WaitRecord, now
 from .proc import hostname, me
 from .results import (
     AgentWait,
@@ -36,16 +41,36 @@ from .results import (
     FanIn,
     NextMessage,
     Resolution,
+    Result,
     Signal,
     TargetResult,
     iso,
 )
 
+# The defaults of `WaitSettings`; callers pass settings, nobody assigns these.
 PROGRESS_WRITE_EVERY = 0.1  # how often the wait's record on the bus may be rewritten
 PROGRESS_EVERY = 10.0  # the MCP face must report at least every 15 s
 #: how often a wait re-reads with no change reported, and returns claims of dead waiters:
 #: a backstop for change events the kernel dropped (its queue overflows silently)
 RESCAN_EVERY = 5.0
+
+R = TypeVar("R", bound=Result)
+Ending = Literal["timeout", "interrupted"]
+AgentKind = Literal["agent-idle", "agent-closed"]
+Match = Literal["any", "all"]
+
+
+@dataclass(frozen=True)
+class WaitSettings:
+    """The engine's timers, in seconds. A face builds one from its flags and passes it down.
+
+    Defaults are read from the module constants when the settings are made.
+    """
+
+    progress_every: float = field(default_factory=lambda: PROGRESS_EVERY)
+    progress_write_every: float = field(default_factory=lambda: PROGRESS_WRITE_EVERY)
+    rescan_every: float = field(default_factory=lambda: RESCAN_EVERY)
+    sweep_every: float = field(default_factory=lambda: SWEEP_INTERVAL)
 
 
 @dataclass
@@ -87,173 +112,265 @@ def check_timeout(value: object, field: str = "timeout") -> float:
     return float(value)
 
 
-class _Wait:
-    """The shared loop. A kind supplies `step()`, which reads state and says if it is done."""
+# --------------------------------------------------------------------------- a kind of wait
+@dataclass
+class Waiting:
+    """What a condition's `step` may use: the bus, who waits, and this wait's id (for claims)."""
 
-    def __init__(
-        self,
-        bus: Bus,
-        caller: str,
-        *,
-        kind: WaitKind,
-        tool: str,
-        timeout: float | None,
-        targets: Sequence[Agent] = (),
-        description: str = "",
-        on_progress: ProgressFn | None = None,
-        control: Control | None = None,
-        inbox: bool = False,
-        extra_targets: Sequence[str] = (),
-    ) -> None:
-        self.bus, self.caller, self.kind, self.tool = bus, caller, kind, tool
-        self.control = control or Control()
-        self.id = self.control.wait_id
-        self.targets = list(targets)
-        self.timeout = timeout
-        self.description = description
-        self.on_progress = on_progress
-        self.uses_inbox = inbox
-        self.extra_targets = list(extra_targets)
-        self.started = time.monotonic()
-        self.deadline = None if timeout is None else self.started + timeout
-        self.extra_changes: Changes | None = None
-        self.received: dict[str, Item] = {}  # a fan-in's claims by sender; ids go out with progress
+    bus: Bus
+    caller: str
+    id: str
+    started: float = field(default_factory=time.monotonic)
 
     @property
     def elapsed(self) -> float:
         return round(time.monotonic() - self.started, 3)
 
-    async def run(
+
+class Condition(Generic[R]):
+    """One kind of wait. Subclasses set the class attributes and implement the three methods.
+
+    The engine registers the wait with `kind`, `tool`, `description` and the targets, wakes
+    it on changes to the caller's inbox (`uses_inbox`), to the agent records (when `targets`
+    is not empty) and under `watch_dirs`, and sweeps the liveness of `targets`.
+    """
+
+    kind: WaitKind
+    tool: str
+    uses_inbox: bool = False
+
+    def __init__(
         self,
-        step: Callable[[], Awaitable[bool]],
-        progress: Callable[[], str],
-    ) -> Literal["done", "timeout", "interrupted"]:
+        description: str,
+        targets: Sequence[Agent] = (),
+        other_targets: Sequence[str] = (),
+        watch_dirs: Sequence[str] = (),
+    ) -> None:
+        self.description = description
+        self.targets = list(targets)  # agents waited on; a step keeps their records fresh
+        self.other_targets = list(other_targets)  # what else the record names (a signal's pattern)
+        self.watch_dirs = list(watch_dirs)
+
+    async def step(self, w: Waiting) -> R | None:
+        """Read the state this wait needs; its result when the wait is over, else None."""
+        raise NotImplementedError
+
+    def progress(self) -> str:
+        """One line for people: how far the wait is."""
+        raise NotImplementedError
+
+    def ended(self, why: Ending, w: Waiting) -> R:
+        """The result when the wait ends before its condition holds: the partial state."""
+        raise NotImplementedError
+
+    def received(self) -> tuple[str, ...]:
+        """Ids of the targets received so far, for progress reports."""
+        return ()
+
+    def record(self, w: Waiting, timeout: float | None) -> WaitRecord:
         pid, start = me()
-        record = WaitRecord(
-            id=self.id,
-            waiter=self.caller,
+        return WaitRecord(
+            id=w.id,
+            waiter=w.caller,
             kind=self.kind,
             tool=self.tool,
-            targets=[a.id for a in self.targets] + self.extra_targets,
-            target_names=[a.name for a in self.targets] + self.extra_targets,
+            targets=[a.id for a in self.targets] + self.other_targets,
+            target_names=[a.name for a in self.targets] + self.other_targets,
             description=self.description,
             host=hostname(),
             pid=pid,
             pid_start=start,
-            deadline=None if self.timeout is None else now() + self.timeout,
-            progress=progress(),
+            deadline=None if timeout is None else now() + timeout,
+            progress=self.progress(),
         )
-        await self.bus.register_wait(record)
-        changes = await self.bus.subscribe(
-            inboxes=[self.caller] if self.uses_inbox else [],
-            agents=bool(self.targets),
-            wait_id=self.id,
+
+
+# --------------------------------------------------------------------------- the engine
+async def run(
+    bus: Bus,
+    caller: str,
+    condition: Condition[R],
+    *,
+    timeout: float | None,
+    on_progress: ProgressFn | None = None,
+    control: Control | None = None,
+    settings: WaitSettings | None = None,
+) -> R:
+    """Wait on `condition` until its step gives a result, the timeout passes or someone
+    interrupts; a timeout or interrupt returns the condition's partial result."""
+    control = control or Control()
+    w = Waiting(bus, caller, control.wait_id)
+    return await _Engine(w, condition, timeout, control, settings or WaitSettings(), on_progress).run()
+
+
+class _Engine(Generic[R]):
+    """One wait's loop: register, subscribe, then step on every wake until a result."""
+
+    def __init__(
+        self,
+        w: Waiting,
+        condition: Condition[R],
+        timeout: float | None,
+        control: Control,
+        settings: WaitSettings,
+        on_progress: ProgressFn | None,
+    ) -> None:
+        self.w, self.c, self.timeout, self.control, self.s = w, condition, timeout, control, settings
+        self.on_progress = on_progress
+        self.deadline = None if timeout is None else w.started + timeout
+        t = time.monotonic()
+        # the timers, as monotonic times; next_write is set while a progress line waits to be written
+        self.next_progress = t
+        self.next_rescan = t + settings.rescan_every
+        self.next_sweep = t + settings.sweep_every
+        self.next_write: float | None = None
+        self.written, self.written_at = "", t  # the progress line on the wait's record, and when
+        self.reported: str | None = None  # the progress line last given to the face
+
+    async def run(self) -> R:
+        w, c = self.w, self.c
+        record = c.record(w, self.timeout)
+        self.written = record.progress
+        await w.bus.register_wait(record)
+        changes = await w.bus.subscribe(
+            inboxes=[w.caller] if c.uses_inbox else [], agents=bool(c.targets), wait_id=w.id
         )
         self.control._changes = changes
+        files: watch.Subscription | None = None
         cancelled = True
         try:
-            if self.uses_inbox:
-                await self.bus.recover(self.caller)
-            if self.targets:
-                await sweep(self.bus, self.targets)
-            outcome = await self._loop(changes, step, progress, record.progress)
+            if c.watch_dirs:  # still before the first read
+                files = watch.subscribe(c.watch_dirs, prefixes=c.watch_dirs, wakes=changes)
+            if c.uses_inbox:
+                await w.bus.recover(w.caller)
+            if c.targets:
+                await sweep(w.bus, c.targets)
+            result = await self._loop(changes)
             cancelled = False
-            return outcome
+            return result
         finally:
+            if files is not None:
+                files.close()
             changes.close()
             with anyio.CancelScope(shield=True):
                 await self._finish(cancelled)
 
-    async def _loop(
-        self,
-        changes: Changes,
-        step,
-        progress,
-        registered: str,
-    ) -> Literal["done", "timeout", "interrupted"]:
-        last_msg, written, written_at, next_write = None, registered, time.monotonic(), None
-        next_progress = time.monotonic()
-        next_sweep = time.monotonic() + SWEEP_INTERVAL
-        next_rescan = time.monotonic() + RESCAN_EVERY
+    async def _loop(self, changes: Changes) -> R:
         while True:
-            done = await step()  # read first: even an interrupt returns the state as it is now
-            msg = progress()
-            if msg != written and not done:  # a finished wait's record is about to go
-                # the record is for live views: rewrite it at most every PROGRESS_WRITE_EVERY,
-                # so a fan-in over 1,000 flights does not rewrite it on every wake
-                if time.monotonic() - written_at >= PROGRESS_WRITE_EVERY:
-                    await self.bus.update_wait(self.id, msg)
-                    written, written_at, next_write = msg, time.monotonic(), None
-                else:
-                    next_write = written_at + PROGRESS_WRITE_EVERY
-            if msg != last_msg or time.monotonic() >= next_progress:
-                await self._report(msg)
-                last_msg, next_progress = msg, time.monotonic() + PROGRESS_EVERY
-            if done:
-                return "done"
-            if self.control.interrupted or await self.bus.interrupted(self.id):
-                return "interrupted"
-            while True:  # sleep until a change, the deadline, a progress beat, a sweep or a rescan
-                t = time.monotonic()
-                if self.deadline is not None and t >= self.deadline:
-                    return "timeout"
-                timers = (self.deadline, next_progress, next_rescan, next_write, next_sweep if self.targets else None)
-                wake_at = min(x for x in timers if x is not None)
-                woke = False
-                with anyio.move_on_after(max(0.0, wake_at - t)):
-                    await self._next_change(changes)
-                    woke = True
-                t = time.monotonic()
-                if woke or t >= next_progress or (next_write is not None and t >= next_write):
-                    break
-                if t >= next_rescan:
-                    next_rescan = t + RESCAN_EVERY
-                    if self.uses_inbox:
-                        await self.bus.recover(self.caller)
-                    break
-                if self.targets and t >= next_sweep:
-                    # liveness only: a death it records is a change, which wakes this wait
-                    next_sweep = t + SWEEP_INTERVAL
-                    await sweep(self.bus, [a for a in self.targets if not a.finished])
+            result = await self.c.step(self.w)  # read first: even an interrupt returns the state as it is now
+            await self._progress(self.c.progress(), done=result is not None)
+            if result is not None:
+                return result
+            if self.control.interrupted or await self.w.bus.interrupted(self.w.id):
+                return self.c.ended("interrupted", self.w)
+            if not await self._sleep(changes):
+                return self.c.ended("timeout", self.w)
 
-    async def _next_change(self, changes: Changes) -> None:
-        if self.extra_changes is None:
-            await changes.wait()
-            return
-        async with anyio.create_task_group() as tg:
+    async def _sleep(self, changes: Changes) -> bool:
+        """Until a change, a progress beat or a due record write (True), or the deadline (False).
 
-            async def one(c: Changes) -> None:
-                await c.wait()
-                tg.cancel_scope.cancel()
+        Rescans (the backstop for dropped change events) and liveness sweeps run on the way;
+        a death a sweep records is itself a change, which wakes this wait.
+        """
+        while True:
+            t = time.monotonic()
+            if self.deadline is not None and t >= self.deadline:
+                return False
+            timers = (self.deadline, self.next_progress, self.next_rescan, self.next_write)
+            wake_at = min(x for x in (*timers, self.next_sweep if self.c.targets else None) if x is not None)
+            with anyio.move_on_after(max(0.0, wake_at - t)):
+                await anext(changes)
+                return True
+            t = time.monotonic()
+            if t >= self.next_progress or (self.next_write is not None and t >= self.next_write):
+                return True
+            if t >= self.next_rescan:
+                self.next_rescan = t + self.s.rescan_every
+                if self.c.uses_inbox:
+                    await self.w.bus.recover(self.w.caller)
+                return True
+            if self.c.targets and t >= self.next_sweep:
+                self.next_sweep = t + self.s.sweep_every
+                await sweep(self.w.bus, [a for a in self.c.targets if not a.finished])
 
-            tg.start_soon(one, changes)
-            tg.start_soon(one, self.extra_changes)
-
-    async def _report(self, msg: str) -> None:
-        if self.on_progress is None:
-            return
-        r = self.on_progress(
-            Progress(elapsed=self.elapsed, total=self.timeout, message=msg, received=tuple(self.received))
-        )
-        if inspect.isawaitable(r):
-            await r
+    async def _progress(self, msg: str, done: bool) -> None:
+        """Write the progress line to the wait's record (at most every `progress_write_every`,
+        so a fan-in over 1,000 flights does not rewrite it on every wake) and report it to
+        the face when it changed or a beat is due."""
+        t = time.monotonic()
+        if msg != self.written and not done:  # a finished wait's record is about to go
+            if t - self.written_at >= self.s.progress_write_every:
+                await self.w.bus.update_wait(self.w.id, msg)
+                self.written, self.written_at, self.next_write = msg, t, None
+            else:
+                self.next_write = self.written_at + self.s.progress_write_every
+        if msg != self.reported or t >= self.next_progress:
+            self.reported, self.next_progress = msg, t + self.s.progress_every
+            if self.on_progress is not None:
+                report = Progress(elapsed=self.w.elapsed, total=self.timeout, message=msg, received=self.c.received())
+                r = self.on_progress(report)
+                if inspect.isawaitable(r):
+                    await r
 
     async def _finish(self, cancelled: bool) -> None:
+        """Take the claims of a wait that returned; give them back if it was cancelled."""
+        bus, caller = self.w.bus, self.w.caller
         try:
-            if self.uses_inbox:
+            if self.c.uses_inbox:
                 if cancelled:
-                    await self.bus.release(self.caller, self.id)
+                    await bus.release(caller, self.w.id)
                 else:
-                    await self.bus.take(self.caller, self.id, self.caller)
+                    await bus.take(caller, self.w.id, caller)
         finally:
-            await self.bus.end_wait(self.id)
+            await bus.end_wait(self.w.id)
 
 
 def _names(agents: Sequence[Agent]) -> str:
     return ", ".join(a.name for a in agents)
 
 
+async def _claim_oldest(w: Waiting, wanted: Callable[[ItemRef], bool]) -> Item | None:
+    """Claim the oldest pending item of the caller's inbox that `wanted` accepts (FIFO)."""
+    for ref in await w.bus.pending(w.caller):
+        if wanted(ref) and (item := await w.bus.claim(w.caller, ref, w.id)):
+            return item
+    return None
+
+
 # --------------------------------------------------------------------------- next message
+class NextItem(Condition[NextMessage]):
+    """The oldest message (or completion, or question) in the caller's inbox."""
+
+    kind = "next"
+    tool = "wait"
+    uses_inbox = True
+
+    def __init__(self) -> None:
+        super().__init__("next message")
+        self.got: Item | None = None
+
+    async def step(self, w: Waiting) -> NextMessage | None:
+        item = self.got = await _claim_oldest(w, lambda ref: ref.type in AGENT_ITEM_TYPES)
+        if item is None:
+            return None
+        sender = await w.bus.get_agent(item.sender)
+        return NextMessage(
+            status="received",
+            sender=item.sender,
+            name=sender.name if sender else item.sender,
+            message=item.body,
+            sent_at=iso(item.sent_at),
+            type=item.type,
+            elapsed_sec=w.elapsed,
+        )
+
+    def progress(self) -> str:
+        return "received a message" if self.got else "no message yet"
+
+    def ended(self, why: Ending, w: Waiting) -> NextMessage:
+        return NextMessage(status=why, elapsed_sec=w.elapsed)
+
+
 async def wait_next(
     bus: Bus,
     caller: str,
@@ -261,47 +378,75 @@ async def wait_next(
     *,
     on_progress: ProgressFn | None = None,
     control: Control | None = None,
+    settings: WaitSettings | None = None,
 ) -> NextMessage:
     """The oldest message (or completion, or question) in the caller's inbox, FIFO."""
     timeout = check_timeout(timeout)
     await ensure_agent(bus, caller)
-    w = _Wait(
-        bus,
-        caller,
-        kind="next",
-        tool="wait",
-        timeout=timeout,
-        inbox=True,
-        on_progress=on_progress,
-        control=control,
-        description="next message",
-    )
-    got: list[Item] = []
-
-    async def step() -> bool:
-        for ref in await bus.pending(caller):
-            if ref.type in AGENT_ITEM_TYPES and (item := await bus.claim(caller, ref, w.id)):
-                got.append(item)
-                return True
-        return False
-
-    outcome = await w.run(step, lambda: "received a message" if got else "no message yet")
-    if not got:
-        return NextMessage(status="timeout" if outcome == "timeout" else "interrupted", elapsed_sec=w.elapsed)
-    item = got[0]
-    sender = await bus.get_agent(item.sender)
-    return NextMessage(
-        status="received",
-        sender=item.sender,
-        name=sender.name if sender else item.sender,
-        message=item.body,
-        sent_at=iso(item.sent_at),
-        type=item.type,
-        elapsed_sec=w.elapsed,
+    return await run(
+        bus, caller, NextItem(), timeout=timeout, on_progress=on_progress, control=control, settings=settings
     )
 
 
 # --------------------------------------------------------------------------- fan-in
+class OnePerAgent(Condition[FanIn]):
+    """One message from each target; a dead, idle or closed target ends its part early.
+
+    Takes at most one message (the oldest) per target; messages from others stay.
+    """
+
+    kind = "fan_in"
+    tool = "wait"
+    uses_inbox = True
+
+    def __init__(self, targets: Sequence[Agent]) -> None:
+        super().__init__(f"a message from each of {_names(targets)}", targets)
+        self.state: dict[str, Agent] = {a.id: a for a in targets}
+        self.got: dict[str, Item] = {}  # claims by sender
+
+    async def step(self, w: Waiting) -> FanIn | None:
+        waiting = [a_id for a_id in self.state if a_id not in self.got]
+        # agents first, then the inbox: a message sent before a death or idle is then seen
+        for a_id in waiting:
+            self.state[a_id] = await w.bus.get_agent(a_id) or self.state[a_id]
+        self.targets = list(self.state.values())
+        wanted = set(waiting)
+        for ref in await w.bus.pending(w.caller):
+            if ref.sender in wanted and ref.type in AGENT_ITEM_TYPES:
+                item = await w.bus.claim(w.caller, ref, w.id)
+                if item is not None:
+                    self.got[ref.sender] = item
+                    wanted.discard(ref.sender)
+        if all(a_id in self.got or a.status != "running" for a_id, a in self.state.items()):
+            return self._result("complete", w)
+        return None
+
+    def progress(self) -> str:
+        got = [self.state[a].name for a in self.state if a in self.got]
+        rest = [s.name for a, s in self.state.items() if a not in self.got]
+        msg = f"{len(got)}/{len(self.state)} received"
+        msg += f": {', '.join(got)}" if got else ""
+        return msg + (f" · waiting on {', '.join(rest)}" if rest else "")
+
+    def ended(self, why: Ending, w: Waiting) -> FanIn:
+        return self._result(why, w)
+
+    def received(self) -> tuple[str, ...]:
+        return tuple(self.got)
+
+    def _result(self, status: Literal["complete", "timeout", "interrupted"], w: Waiting) -> FanIn:
+        results = []
+        for a_id, agent in self.state.items():
+            if a_id in self.got:
+                results.append(
+                    TargetResult(agent_id=a_id, name=agent.name, status="received", message=self.got[a_id].body)
+                )
+            else:
+                reason = agent.reason if agent.finished else None
+                results.append(TargetResult(agent_id=a_id, name=agent.name, status=agent.status, reason=reason))
+        return FanIn(status=status, results=results, elapsed_sec=w.elapsed)
+
+
 async def wait_fan_in(
     bus: Bus,
     caller: str,
@@ -310,70 +455,27 @@ async def wait_fan_in(
     *,
     on_progress: ProgressFn | None = None,
     control: Control | None = None,
+    settings: WaitSettings | None = None,
 ) -> FanIn:
-    """Wait for one message from each listed agent; dead, idle or closed ones end early.
-
-    Takes at most one message (the oldest) per listed agent; messages from others stay.
-    """
+    """Wait for one message from each listed agent; dead, idle or closed ones end early."""
     timeout = check_timeout(timeout)
     if not from_agents:
         raise BadInput("from_agents: list at least one agent id or prefix (or omit it for the next message)")
     targets = await resolve_agents(bus, from_agents, "from_agents")
     await ensure_agent(bus, caller)
-    w = _Wait(
+    return await run(
         bus,
         caller,
-        kind="fan_in",
-        tool="wait",
+        OnePerAgent(targets),
         timeout=timeout,
-        targets=targets,
-        inbox=True,
         on_progress=on_progress,
         control=control,
-        description=f"a message from each of {_names(targets)}",
+        settings=settings,
     )
-    received = w.received
-    state: dict[str, Agent] = {a.id: a for a in targets}
-
-    async def step() -> bool:
-        waiting = [a_id for a_id in state if a_id not in received]
-        # agents first, then the inbox: a message sent before a death or idle is then seen
-        for a_id in waiting:
-            state[a_id] = await bus.get_agent(a_id) or state[a_id]
-        w.targets = list(state.values())
-        wanted = set(waiting)
-        for ref in await bus.pending(caller):
-            if ref.sender in wanted and ref.type in AGENT_ITEM_TYPES:
-                item = await bus.claim(caller, ref, w.id)
-                if item is not None:
-                    received[ref.sender] = item
-                    wanted.discard(ref.sender)
-        return all(a_id in received or state[a_id].status != "running" for a_id in state)
-
-    def progress() -> str:
-        got = [state[a].name for a in state if a in received]
-        rest = [s.name for a, s in state.items() if a not in received]
-        msg = f"{len(got)}/{len(state)} received"
-        msg += f": {', '.join(got)}" if got else ""
-        return msg + (f" · waiting on {', '.join(rest)}" if rest else "")
-
-    outcome = await w.run(step, progress)
-    results = []
-    for a_id, agent in state.items():
-        if a_id in received:
-            results.append(TargetResult(agent_id=a_id, name=agent.name, status="received", message=received[a_id].body))
-        else:
-            results.append(
-                TargetResult(
-                    agent_id=a_id, name=agent.name, status=agent.status, reason=agent.reason if agent.finished else None
-                )
-            )
-    status = {"done": "complete", "timeout": "timeout", "interrupted": "interrupted"}[outcome]
-    return FanIn(status=status, results=results, elapsed_sec=w.elapsed)
 
 
 # --------------------------------------------------------------------------- typed events
-def event_view(item: Item) -> dict:
+def event_view(item: Item) -> dict[str, Any]:
     """The seed 004 shape of an inbox item."""
     base = {"event_id": item.id, "type": item.type}
     if item.type == "worker_complete":
@@ -390,6 +492,29 @@ def event_view(item: Item) -> dict:
     return base | {"from": item.sender, "body": item.body} | {k: v for k, v in item.data.items() if k not in base}
 
 
+class OneEvent(Condition[Event]):
+    """One event of the given types (any type when None) from the caller's inbox, FIFO."""
+
+    kind = "event"
+    tool = "wait_for_event"
+    uses_inbox = True
+
+    def __init__(self, types: Sequence[str] | None) -> None:
+        super().__init__(f"an event of type {', '.join(types)}" if types else "any event")
+        self.wanted = set(types) if types else None
+        self.got: Item | None = None
+
+    async def step(self, w: Waiting) -> Event | None:
+        self.got = await _claim_oldest(w, lambda ref: self.wanted is None or ref.type in self.wanted)
+        return None if self.got is None else Event(**event_view(self.got))
+
+    def progress(self) -> str:
+        return "event received" if self.got else "no event yet"
+
+    def ended(self, why: Ending, w: Waiting) -> Event:
+        return Event(type=why)
+
+
 async def wait_event(
     bus: Bus,
     caller: str,
@@ -398,6 +523,7 @@ async def wait_event(
     *,
     on_progress: ProgressFn | None = None,
     control: Control | None = None,
+    settings: WaitSettings | None = None,
 ) -> Event:
     """One event of the given types from the caller's inbox, FIFO; others stay queued."""
     timeout = check_timeout(timeout, "timeout_secs")
@@ -406,34 +532,75 @@ async def wait_event(
             raise BadInput("types: give a non-empty list of event types, or omit it for all types")
         types = [check_type(t, f"types[{i}]") for i, t in enumerate(types)]
     await ensure_agent(bus, caller)
-    wanted = set(types) if types else None
-    w = _Wait(
-        bus,
-        caller,
-        kind="event",
-        tool="wait_for_event",
-        timeout=timeout,
-        inbox=True,
-        on_progress=on_progress,
-        control=control,
-        description=f"an event of type {', '.join(types)}" if types else "any event",
+    return await run(
+        bus, caller, OneEvent(types), timeout=timeout, on_progress=on_progress, control=control, settings=settings
     )
-    got: list[Item] = []
-
-    async def step() -> bool:
-        for ref in await bus.pending(caller):
-            if (wanted is None or ref.type in wanted) and (item := await bus.claim(caller, ref, w.id)):
-                got.append(item)
-                return True
-        return False
-
-    outcome = await w.run(step, lambda: "event received" if got else "no event yet")
-    if got:
-        return Event(**event_view(got[0]))
-    return Event(type="timeout" if outcome == "timeout" else "interrupted")
 
 
 # --------------------------------------------------------------------------- agents idle/closed
+class AgentsState(Condition[AgentWait]):
+    """Until the targets are idle (or closed) / closed; `match` any or all (seed 001)."""
+
+    kind = "agents"
+    tool = "wait_agent"
+
+    def __init__(
+        self,
+        wait_id: str,
+        targets: Sequence[Agent],
+        kind: AgentKind,
+        match: Match,
+        description: str,
+        deadline_ts: float | None,
+    ) -> None:
+        super().__init__(description, targets)
+        self.wait_id, self.wait_kind, self.match, self.deadline_ts = wait_id, kind, match, deadline_ts
+        self.state: dict[str, Agent] = {a.id: a for a in targets}
+        self.wanted = ("idle", "closed") if kind == "agent-idle" else ("closed",)
+
+    def _split(self) -> tuple[list[str], list[str], list[str]]:
+        ok = [a for a, s in self.state.items() if s.status in self.wanted]
+        dead = [a for a, s in self.state.items() if s.status == "dead"]
+        pending = [a for a in self.state if a not in ok and a not in dead]
+        return ok, pending, dead
+
+    async def step(self, w: Waiting) -> AgentWait | None:
+        for a_id in self.state:
+            self.state[a_id] = await w.bus.get_agent(a_id) or self.state[a_id]
+        self.targets = list(self.state.values())
+        ok, pending, dead = self._split()
+        if pending and (self.match == "all" or not ok):
+            return None
+        satisfied = bool(ok) if self.match == "any" else not dead
+        if not satisfied:
+            return self._result("agent_dead")
+        return self._result("agent_idle" if self.wait_kind == "agent-idle" else "agent_closed")
+
+    def progress(self) -> str:
+        ok, _pending, dead = self._split()
+        msg = f"{len(ok)}/{len(self.state)} {self.wait_kind.removeprefix('agent-')}"
+        if dead:
+            msg += f" · dead: {', '.join(self.state[a].name for a in dead)}"
+        return msg
+
+    def ended(self, why: Ending, w: Waiting) -> AgentWait:
+        return self._result("timed_out" if why == "timeout" else "interrupted")
+
+    def _result(
+        self, status: Literal["agent_closed", "agent_idle", "agent_dead", "timed_out", "interrupted"]
+    ) -> AgentWait:
+        ok, pending, dead = self._split()
+        return AgentWait(
+            wait_id=self.wait_id,
+            agent_id=next(iter(self.state)),
+            kind=self.wait_kind,
+            match=self.match,
+            resolution=Resolution(
+                status=status, resolved=ok, pending=pending, dead=dead, timeout_at=iso(self.deadline_ts)
+            ),
+        )
+
+
 async def wait_agents(
     bus: Bus,
     caller: str,
@@ -447,8 +614,12 @@ async def wait_agents(
     timeout_at: str | None = None,
     on_progress: ProgressFn | None = None,
     control: Control | None = None,
+    settings: WaitSettings | None = None,
 ) -> AgentWait:
-    """Until the agents are idle (or closed) / closed; `match` any or all (seed 001)."""
+    """Until the agents are idle (or closed) / closed; `match` any or all (seed 001).
+
+    A wait that resolved is stored under its `id`: asking again gives the same answer.
+    """
     check_id(id, "id")
     if kind not in ("agent-idle", "agent-closed"):
         raise BadInput(f"kind: must be 'agent-idle' or 'agent-closed', got {kind!r}")
@@ -464,57 +635,12 @@ async def wait_agents(
     targets = await resolve_agents(bus, [agent_id, *agent_ids], "agentIds")
     await ensure_agent(bus, caller)
     timeout = None if deadline_ts is None else max(0.0, deadline_ts - now())
-    w = _Wait(
-        bus,
-        caller,
-        kind="agents",
-        tool="wait_agent",
-        timeout=timeout,
-        targets=targets,
-        on_progress=on_progress,
-        control=control,
-        description=description,
+    # both checked above
+    condition = AgentsState(id, targets, cast(AgentKind, kind), cast(Match, match), description, deadline_ts)
+    result = await run(
+        bus, caller, condition, timeout=timeout, on_progress=on_progress, control=control, settings=settings
     )
-    state: dict[str, Agent] = {a.id: a for a in targets}
-    wanted = ("idle", "closed") if kind == "agent-idle" else ("closed",)
-
-    def split() -> tuple[list[str], list[str], list[str]]:
-        ok = [a for a, s in state.items() if s.status in wanted]
-        dead = [a for a, s in state.items() if s.status == "dead"]
-        pending = [a for a in state if a not in ok and a not in dead]
-        return ok, pending, dead
-
-    async def step() -> bool:
-        for a_id in state:
-            state[a_id] = await bus.get_agent(a_id) or state[a_id]
-        w.targets = list(state.values())
-        ok, pending, _dead = split()
-        if match == "any":
-            return bool(ok) or not pending
-        return not pending
-
-    def progress() -> str:
-        ok, _pending, dead = split()
-        msg = f"{len(ok)}/{len(state)} {kind.removeprefix('agent-')}"
-        if dead:
-            msg += f" · dead: {', '.join(state[a].name for a in dead)}"
-        return msg
-
-    outcome = await w.run(step, progress)
-    ok, pending, dead = split()
-    if outcome == "done":
-        satisfied = bool(ok) if match == "any" else not dead
-        status = ("agent_idle" if kind == "agent-idle" else "agent_closed") if satisfied else "agent_dead"
-    else:
-        status = "timed_out" if outcome == "timeout" else "interrupted"
-    result = AgentWait(
-        wait_id=id,
-        agent_id=targets[0].id,
-        kind=kind,
-        match=match,
-        resolution=Resolution(status=status, resolved=ok, pending=pending, dead=dead, timeout_at=iso(deadline_ts)),
-    )
-    if outcome == "done":
+    if result.resolution.status not in ("timed_out", "interrupted"):
         await bus.put_resolution(key, result.to_json())
     return result
 
@@ -522,8 +648,6 @@ async def wait_agents(
 def _parse_deadline(value: str | None) -> float | None:
     if value is None:
         return None
-    from datetime import datetime
-
     try:
         dt = datetime.fromisoformat(value)
     except (TypeError, ValueError):
@@ -549,6 +673,31 @@ def matches(pattern: str) -> list[str]:
     return sorted(os.path.abspath(p) for p in glob.glob(pattern, recursive=True))
 
 
+class FilesMatching(Condition[Signal]):
+    """Until at least `min_count` files match `pattern` (an absolute path or glob)."""
+
+    kind = "signal"
+    tool = "wave_wait_for_signal"
+
+    def __init__(self, pattern: str, min_count: int) -> None:
+        base = glob_base(pattern)
+        super().__init__(f"{min_count} file(s) matching {pattern}", other_targets=[pattern], watch_dirs=[base])
+        self.pattern, self.min_count = pattern, min_count
+        self.found: list[str] = []
+
+    async def step(self, w: Waiting) -> Signal | None:
+        self.found = matches(self.pattern)
+        return Signal(matched=self.found, elapsed_sec=w.elapsed) if len(self.found) >= self.min_count else None
+
+    def progress(self) -> str:
+        return f"{len(self.found)}/{self.min_count} files"
+
+    def ended(self, why: Ending, w: Waiting) -> Signal:
+        if why == "interrupted":
+            return Signal(interrupted=True, partial_matches=self.found, elapsed_sec=w.elapsed)
+        return Signal(timed_out=True, partial_matches=self.found, elapsed_sec=w.elapsed)
+
+
 async def wait_signal(
     bus: Bus,
     caller: str,
@@ -558,6 +707,7 @@ async def wait_signal(
     min_count: int = 1,
     on_progress: ProgressFn | None = None,
     control: Control | None = None,
+    settings: WaitSettings | None = None,
 ) -> Signal:
     """Until at least `min_count` files match `pattern` (an absolute path or glob)."""
     timeout = check_timeout(timeout, "timeout_sec")
@@ -565,32 +715,12 @@ async def wait_signal(
         raise BadInput(f"min_count: must be a whole number ≥ 1, got {min_count!r}")
     if not os.path.isabs(pattern):
         raise BadInput(f"signal_path: {pattern!r} must be absolute here (faces resolve relative paths)")
-    base = glob_base(pattern)
-    w = _Wait(
+    return await run(
         bus,
         caller,
-        kind="signal",
-        tool="wave_wait_for_signal",
+        FilesMatching(pattern, min_count),
         timeout=timeout,
         on_progress=on_progress,
         control=control,
-        extra_targets=[pattern],
-        description=f"{min_count} file(s) matching {pattern}",
+        settings=settings,
     )
-    sub = watch.subscribe([base], prefixes=[base])  # before the first read
-    w.extra_changes = sub
-    found: list[str] = []
-
-    async def step() -> bool:
-        found[:] = matches(pattern)
-        return len(found) >= min_count
-
-    try:
-        outcome = await w.run(step, lambda: f"{len(found)}/{min_count} files")
-    finally:
-        sub.close()
-    if outcome == "done":
-        return Signal(matched=found, elapsed_sec=w.elapsed)
-    if outcome == "interrupted":
-        return Signal(interrupted=True, partial_matches=found, elapsed_sec=w.elapsed)
-    return Signal(timed_out=True, partial_matches=found, elapsed_sec=w.elapsed)

@@ -5,8 +5,13 @@ descriptor and one thread. Changes are *hints*: a subscriber is told "something 
 these paths changed" and must re-read what it needs; a coalesced or dropped event (the
 kernel drops past 16,384 queued, silently) therefore never loses anything.
 
-The watcher is created synchronously (`RustNotify.__init__` installs the inotify watches
-before it returns), which is what lets a wait subscribe *before* it reads.
+Why watchfiles' `RustNotify` and not its public `watch`/`awatch`: a wait must subscribe
+*before* it reads, so the inotify watches must be in place when `subscribe` returns.
+`RustNotify.__init__` installs them before it returns; the public generators create their
+`RustNotify` only once iterated, in their own time (in a thread, for `awatch`), so a change
+between subscribing and that moment would be missed. The public `watch` also polls its
+`stop_event` under the GIL every step. `_RootWatcher` is the one place that touches the
+private class; tests/core/test_watch.py pins what it relies on.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import os
 import threading
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Protocol, Self
 
 from watchfiles._rust_notify import RustNotify
 
@@ -27,10 +33,16 @@ DEBOUNCE_MS = 50
 TIMEOUT_MS = 500  # how often the thread looks at its stop flag
 
 
+class _Pokeable(Protocol):
+    def poke(self) -> None: ...
+
+
 class Wakeup:
     """What a wait sleeps on: a flag raised by its change stream, or by a poke from this process.
 
     Both buses' subscriptions are one of these; they differ only in what raises the flag.
+    Iterate it (`async for _ in changes:`): each step returns once something changed since
+    the last one (several changes in between make one step); then re-read.
     """
 
     def __init__(self) -> None:
@@ -41,18 +53,25 @@ class Wakeup:
         """Wake the subscriber from this process (an in-process interrupt, say); thread-safe."""
         self.loop.call_soon_threadsafe(self._event.set)
 
-    async def wait(self) -> None:
-        """Sleep until something changed (or a poke); then re-read."""
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> None:
         await self._event.wait()
         self._event.clear()
+
+    async def wait(self) -> None:
+        """Sleep until something changed (or a poke); the same as one step of the iteration."""
+        await self.__anext__()
 
 
 class Subscription(Wakeup):
     """A set of path prefixes and a flag that the watcher raises when one of them changes."""
 
-    def __init__(self, prefixes: Iterable[str]) -> None:
+    def __init__(self, prefixes: Iterable[str], wakes: _Pokeable | None = None) -> None:
         super().__init__()
         self.prefixes = tuple(os.path.abspath(p) for p in prefixes)
+        self._wakes: _Pokeable = wakes if wakes is not None else self
         self._watchers: list[_RootWatcher] = []
 
     def _matches(self, path: str) -> bool:
@@ -60,7 +79,7 @@ class Subscription(Wakeup):
 
     def _notify(self, paths: set[str]) -> None:
         if any(self._matches(p) for p in paths):
-            self.poke()
+            self._wakes.poke()
 
     def close(self) -> None:
         for w in self._watchers:
@@ -69,12 +88,14 @@ class Subscription(Wakeup):
 
 
 class _RootWatcher:
+    """One inotify watcher (watchfiles' private `RustNotify`, see above) and its thread."""
+
     def __init__(self, roots: tuple[str, ...]) -> None:
         self.roots = roots
         self.subscribers: set[Subscription] = set()
         self._stop = threading.Event()
         self._notify = RustNotify(list(roots), False, False, 50, True, True)
-        self._thread = threading.Thread(target=self._run, name="wavewait-watch", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=f"wavewait-watch {' '.join(roots)}", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
@@ -91,7 +112,7 @@ class _RootWatcher:
         except Exception:  # the watcher must never die silently
             log.exception("watcher of %s failed; waits on it fall back to their timers", self.roots)
             for sub in list(self.subscribers):
-                sub.poke()
+                sub._wakes.poke()
         finally:
             self._notify.close()
 
@@ -113,15 +134,22 @@ def _watch_root(path: str) -> str:
     return str(p)
 
 
-def subscribe(roots: Iterable[str | Path], prefixes: Iterable[str | Path] | None = None) -> Subscription:
+def subscribe(
+    roots: Iterable[str | Path],
+    prefixes: Iterable[str | Path] | None = None,
+    *,
+    wakes: _Pokeable | None = None,
+) -> Subscription:
     """Watch `roots` recursively and wake the returned subscription on changes under `prefixes`.
 
     Call this *before* reading state. `prefixes` default to the roots themselves. Callers
     that pass the same set of roots share one watcher (one inotify descriptor, one thread).
+    With `wakes`, changes wake that stream instead (a signal wait adds its folder to the
+    bus's change stream this way); close the subscription all the same.
     """
-    roots = [os.path.abspath(r) for r in roots]
-    sub = Subscription([str(p) for p in (prefixes if prefixes is not None else roots)])
-    key = tuple(sorted({_watch_root(r) for r in roots}))
+    paths = [os.path.abspath(r) for r in roots]
+    sub = Subscription([str(p) for p in (prefixes if prefixes is not None else paths)], wakes)
+    key = tuple(sorted({_watch_root(r) for r in paths}))
     with _lock:
         w = _watchers.get(key)
         if w is None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, Self, runtime_checkable
 
 from ..model import Agent, Item, ItemRef, WaitRecord
 
@@ -17,9 +17,19 @@ DEFAULT_BUS = "./.wavebus"
 
 @runtime_checkable
 class Changes(Protocol):
-    """A subscription to changes on the bus. Wakes are hints: re-read after each."""
+    """A subscription to changes on the bus, as one async iterator.
 
-    async def wait(self) -> None: ...
+    `async for _ in changes:` steps once something changed since the last step (changes in
+    between coalesce). Steps are hints: re-read after each. `poke` wakes it from this
+    process (an interrupt); `close` ends the subscription.
+    """
+
+    def __aiter__(self) -> Self: ...
+    async def __anext__(self) -> None: ...
+    async def wait(self) -> None:
+        """One step of the iteration (kept for callers that sleep on it directly)."""
+        ...
+
     def poke(self) -> None: ...
     def close(self) -> None: ...
 

@@ -2,22 +2,25 @@
 
 Layout under the root (folders 0700, files 0600):
 
-    agents/<id>.json                 agent records, replaced atomically
+    agents/<id>.json                 agent records, replaced atomically (tmp/ + rename)
     inbox/<id>/tmp/                  items being written
     inbox/<id>/new/<seq>~<type>~<sender>~<item id>      delivered, FIFO by seq
     inbox/<id>/claims/<wait id>/...  claimed by one wait (atomic rename: exactly once)
     inbox/<id>/cur/<at>~<n>~<taker>~<wait id>/...  taken: a wait's claim folder, renamed
                                      whole; who took it and when (bounded history)
-    inbox/<id>/seq                   the inbox's sequence counter (flock)
     waits/<wait id>.json             waits in progress; <wait id>.interrupt is the flag
     resolutions/<key>.json           stored results of named waits (wait_agent ids)
     logs/<agent id>.log              output of spawned agents
     quarantine/                      malformed or foreign files, moved aside with a warning
-    locks/, tmp/                     private; not watched
+    locks/agent-<id>                 flock held while an agent record is read and replaced
+    locks/inbox-<id>                 flock held while an item gets its seq; the file's
+                                     content is the inbox's last seq (a decimal number)
+    tmp/                             agent, wait and resolution records being written
 
-A reader never sees half an item: it is written under tmp/ and renamed into new/. The
-sequence number lives in the file name, so FIFO order never depends on mtimes and a claim
-returned to new/ lands back at its original place.
+agents/, inbox/ and waits/ are watched (`subscribe`); the rest is not. A reader never sees
+half an item: it is written under inbox/<id>/tmp/ and renamed into new/. The seq lives in
+the file name, zero-padded, so FIFO order never depends on mtimes and a claim returned to
+new/ lands back at its original place.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from __future__ import annotations
 from psycopg import AsyncConnection, sql
 
 from ..errors import BusError
+from . import pg_queries as q
 
 SCHEMA_VERSION = 1
 
@@ -65,15 +66,10 @@ async def migrate(conn: AsyncConnection, schema: str) -> int:
     """Bring `schema` to SCHEMA_VERSION; return the version found before. Safe to race."""
     ident = sql.Identifier(schema)
     async with conn.transaction():
-        await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"wavewait:{schema}"])
-        await conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(ident))
-        await conn.execute(
-            sql.SQL(
-                "CREATE TABLE IF NOT EXISTS {}.schema_version ("
-                "version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
-            ).format(ident)
-        )
-        cur = await conn.execute(sql.SQL("SELECT coalesce(max(version), 0) FROM {}.schema_version").format(ident))
+        await conn.execute(q.LOCK_MIGRATIONS, [f"wavewait:{schema}"])
+        await conn.execute(q.CREATE_SCHEMA.format(ident))
+        await conn.execute(q.CREATE_VERSION_TABLE.format(ident))
+        cur = await conn.execute(q.SCHEMA_VERSION_OF.format(ident))
         row = await cur.fetchone()
         found = int(row[0]) if row else 0
         if found > SCHEMA_VERSION:
@@ -81,22 +77,20 @@ async def migrate(conn: AsyncConnection, schema: str) -> int:
                 f"the bus schema {schema!r} is at version {found}, newer than this wavewait "
                 f"understands ({SCHEMA_VERSION}); upgrade wavewait on this machine"
             )
-        await conn.execute(sql.SQL("SET LOCAL search_path TO {}").format(ident))
+        await conn.execute(q.SET_LOCAL_SEARCH_PATH.format(ident))
         for version in range(found + 1, SCHEMA_VERSION + 1):
             for statement in MIGRATIONS[version]:
-                await conn.execute(statement)  # type: ignore[arg-type]  # fixed text, no input
-            await conn.execute("INSERT INTO schema_version (version) VALUES (%s)", [version])
+                await conn.execute(statement)  # fixed text, no input
+            await conn.execute(q.RECORD_VERSION, [version])
     return found
 
 
 async def current_version(conn: AsyncConnection, schema: str) -> int | None:
     """The schema's version, or None when it has no version table yet (no lock taken)."""
-    cur = await conn.execute("SELECT to_regclass(%s)", [f"{sql.Identifier(schema).as_string(conn)}.schema_version"])
+    cur = await conn.execute(q.TABLE_EXISTS, [f"{sql.Identifier(schema).as_string(conn)}.schema_version"])
     row = await cur.fetchone()
     if not row or row[0] is None:
         return None
-    cur = await conn.execute(
-        sql.SQL("SELECT coalesce(max(version), 0) FROM {}.schema_version").format(sql.Identifier(schema))
-    )
+    cur = await conn.execute(q.SCHEMA_VERSION_OF.format(sql.Identifier(schema)))
     row = await cur.fetchone()
     return int(row[0]) if row else 0

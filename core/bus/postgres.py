@@ -4,6 +4,7 @@
 
 `schema` (default `wavewait`) is this project's own parameter: the bus lives in that
 schema, created and migrated on first use (`pg_schema.py`). Everything else goes to libpq.
+The statements it runs are in `pg_queries.py`, by name.
 
 How the protocol maps onto the server:
 - a change (delivery, agent record, wait record) is one statement that also calls
@@ -45,6 +46,7 @@ from ..ids import check_id, new_id
 from ..model import SYSTEM_EVENTS_KEPT, SYSTEM_ITEM_TYPES, Agent, Item, ItemRef, WaitRecord, now
 from ..proc import alive, hostname
 from ..watch import Wakeup
+from . import pg_queries as q
 from .pg_schema import SCHEMA_VERSION, current_version, migrate
 
 log = logging.getLogger(__name__)
@@ -61,27 +63,6 @@ OPEN_TIMEOUT = float(os.environ.get("WAVEWAIT_PG_OPEN_TIMEOUT", "5"))  # a resta
 POOL_MAX = 4
 _SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]{0,39}$")
 _TRANSIENT = (psycopg.OperationalError,)  # lost connection, restart, pool timeout, deadlock
-
-# Trims find the cutoff (the newest row beyond the kept ones) without locking, then lock and
-# delete only the rows at or below it. (`... OFFSET n FOR UPDATE` would lock the n kept rows
-# too: a write per kept row on every trim, and trims queueing on each other's locks.)
-# SKIP LOCKED: a row another trim holds is left to it, so two trims never deadlock.
-_TRIM_HISTORY = (
-    "DELETE FROM history WHERE seq IN (SELECT seq FROM history WHERE inbox = %(inbox)s AND seq <= "
-    "(SELECT seq FROM history WHERE inbox = %(inbox)s ORDER BY seq DESC OFFSET %(keep)s LIMIT 1) "
-    "FOR UPDATE SKIP LOCKED)"
-)
-_TO_HISTORY = (
-    "INSERT INTO history (seq, inbox, record, taken_by, taken_at, wait_id) "
-    "SELECT seq, inbox, record, %(taker)s, %(at)s, %(w)s FROM t ON CONFLICT (seq) DO NOTHING "
-    "RETURNING seq, record, taken_by, taken_at"
-)
-_TRIM_EVENTS = (
-    "DELETE FROM items WHERE seq IN (SELECT seq FROM items WHERE inbox = %(inbox)s "
-    "AND type = ANY(%(types)s) AND claimed_by IS NULL AND seq <= (SELECT seq FROM items "
-    "WHERE inbox = %(inbox)s AND type = ANY(%(types)s) AND claimed_by IS NULL "
-    "ORDER BY seq DESC OFFSET %(keep)s LIMIT 1) FOR UPDATE SKIP LOCKED)"
-)
 
 
 def _taken(rows: list[tuple[Any, ...]]) -> list[Item]:
@@ -205,12 +186,12 @@ class PostgresBus:
         return bus
 
     async def _configure(self, conn: AsyncConnection) -> None:
-        await conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
+        await conn.execute(q.SET_SEARCH_PATH.format(sql.Identifier(self.schema)))
         if "synchronous_commit" not in self.conninfo:
             # like the directory bus (rename, no fsync): a commit survives any client crash
             # and a clean server restart; only a server crash may drop its last fraction of
             # a second. Put options=-csynchronous_commit%3Don in the URL to wait for the disk.
-            await conn.execute("SET synchronous_commit TO off")
+            await conn.execute(q.SET_ASYNC_COMMIT)
 
     async def _ensure_schema(self, conn: AsyncConnection) -> None:
         if await current_version(conn, self.schema) == SCHEMA_VERSION:
@@ -264,24 +245,22 @@ class PostgresBus:
 
     async def _notify(self, *payloads: str) -> None:
         if payloads:
-            await self._rows("SELECT pg_notify(%s, p) FROM unnest(%s::text[]) AS p", [self.channel, list(payloads)])
+            await self._rows(q.NOTIFY, [self.channel, list(payloads)])
 
     # ------------------------------------------------------------------ agents
     async def put_agent(self, agent: Agent) -> None:
         check_id(agent.id, "agent")
         await self._rows(
-            "WITH u AS (INSERT INTO agents (id, created_at, record) VALUES (%s, %s, %s::jsonb) "
-            "ON CONFLICT (id) DO UPDATE SET record = excluded.record RETURNING id) "
-            "SELECT pg_notify(%s, %s) FROM u",
+            q.PUT_AGENT,
             [agent.id, agent.created_at, agent.model_dump_json(), self.channel, f"a:{agent.id}"],
         )
 
     async def get_agent(self, agent_id: str) -> Agent | None:
-        rows = await self._rows("SELECT record FROM agents WHERE id = %s", [check_id(agent_id, "agent")])
+        rows = await self._rows(q.GET_AGENT, [check_id(agent_id, "agent")])
         return Agent.model_validate(rows[0][0]) if rows else None
 
     async def list_agents(self) -> list[Agent]:
-        rows = await self._rows("SELECT record FROM agents ORDER BY created_at, id")
+        rows = await self._rows(q.LIST_AGENTS)
         return [Agent.model_validate(r[0]) for r in rows]
 
     async def update_agent(self, agent_id: str, **changes: Any) -> Agent | None:
@@ -316,17 +295,12 @@ class PostgresBus:
         guard = sql.SQL("")
         params: list[Any] = [json.dumps(data), agent_id]
         if only_from is not None:
-            guard = sql.SQL(" AND record->>'status' = ANY(%s)")
+            guard = q.STATUS_GUARD
             params.append(list(only_from))
         if quiet:
-            query = sql.SQL("UPDATE agents SET record = record || %s::jsonb WHERE id = %s{} RETURNING record").format(
-                guard
-            )
+            query = q.PATCH_AGENT_QUIETLY.format(guard)
         else:
-            query = sql.SQL(
-                "WITH u AS (UPDATE agents SET record = record || %s::jsonb WHERE id = %s{} "
-                "RETURNING record) SELECT record, pg_notify(%s, %s) FROM u"
-            ).format(guard)
+            query = q.PATCH_AGENT.format(guard)
             params += [self.channel, f"a:{agent_id}"]
         rows = await self._rows(query, params)
         return Agent.model_validate(rows[0][0]) if rows else None
@@ -337,9 +311,7 @@ class PostgresBus:
 
         async def go(conn: AsyncConnection) -> int:
             cur = await conn.execute(
-                "WITH ins AS (INSERT INTO items (id, inbox, type, sender, record) "
-                "VALUES (%s, %s, %s, %s, %s::jsonb) ON CONFLICT (id) DO NOTHING RETURNING seq) "
-                "SELECT seq, pg_notify(%s, %s) FROM ins",
+                q.DELIVER,
                 [
                     item.id,
                     item.to,
@@ -352,17 +324,13 @@ class PostgresBus:
             )
             row = await cur.fetchone()
             if row is None:  # a retry after the first attempt committed: the same item, once
-                cur = await conn.execute(
-                    "SELECT seq FROM items WHERE id = %s UNION ALL SELECT seq FROM history h "
-                    "WHERE h.record->>'id' = %s AND h.inbox = %s",
-                    [item.id, item.id, item.to],
-                )
+                cur = await conn.execute(q.DELIVERED_SEQ, [item.id, item.id, item.to])
                 row = await cur.fetchone()
                 if row is None:
                     raise BusError(f"item id {item.id} is already used by another inbox item")
             if item.type in SYSTEM_ITEM_TYPES:
                 await conn.execute(
-                    _TRIM_EVENTS, {"inbox": item.to, "types": sorted(SYSTEM_ITEM_TYPES), "keep": SYSTEM_EVENTS_KEPT}
+                    q.TRIM_EVENTS, {"inbox": item.to, "types": sorted(SYSTEM_ITEM_TYPES), "keep": SYSTEM_EVENTS_KEPT}
                 )
             return int(row[0])
 
@@ -370,25 +338,17 @@ class PostgresBus:
         return item.model_copy(update={"seq": seq})
 
     async def pending(self, inbox: str) -> list[ItemRef]:
-        rows = await self._rows(
-            "SELECT seq, type, sender, id FROM items WHERE inbox = %s AND claimed_by IS NULL ORDER BY seq",
-            [check_id(inbox, "inbox")],
-        )
+        rows = await self._rows(q.PENDING, [check_id(inbox, "inbox")])
         return [ItemRef(seq=s, type=t, sender=f, id=i) for s, t, f, i in rows]
 
     async def peek(self, inbox: str) -> list[Item]:
-        rows = await self._rows(
-            "SELECT seq, record FROM items WHERE inbox = %s AND claimed_by IS NULL ORDER BY seq",
-            [check_id(inbox, "inbox")],
-        )
+        rows = await self._rows(q.PEEK, [check_id(inbox, "inbox")])
         return [Item.model_validate(r | {"seq": s}) for s, r in rows]
 
     async def claim(self, inbox: str, ref: ItemRef, wait_id: str) -> Item | None:
         """Claim one item for `wait_id`; None if another wait has it. Idempotent per wait."""
         rows = await self._rows(
-            "UPDATE items SET claimed_by = %(w)s WHERE seq = (SELECT seq FROM items "
-            "WHERE seq = %(seq)s AND inbox = %(inbox)s AND (claimed_by IS NULL OR claimed_by = %(w)s) "
-            "FOR UPDATE SKIP LOCKED) RETURNING seq, record",
+            q.CLAIM,
             {"w": check_id(wait_id, "wait"), "seq": ref.seq, "inbox": check_id(inbox, "inbox")},
         )
         return Item.model_validate(rows[0][1] | {"seq": rows[0][0]}) if rows else None
@@ -404,22 +364,15 @@ class PostgresBus:
 
         Not part of the Bus protocol: a fast path for consumers that take whatever is next.
         """
-        type_filter = sql.SQL(" AND type = ANY(%(types)s)") if types else sql.SQL("")
+        type_filter = q.TYPE_FILTER if types else sql.SQL("")
         rows = await self._rows(
-            sql.SQL(
-                "UPDATE items SET claimed_by = %(w)s WHERE seq IN (SELECT seq FROM items "
-                "WHERE inbox = %(inbox)s AND claimed_by IS NULL{} ORDER BY seq LIMIT %(n)s "
-                "FOR UPDATE SKIP LOCKED) RETURNING seq, record"
-            ).format(type_filter),
+            q.CLAIM_NEXT.format(type_filter),
             {"w": check_id(wait_id, "wait"), "inbox": check_id(inbox, "inbox"), "types": list(types or []), "n": limit},
         )
         return sorted((Item.model_validate(r | {"seq": s}) for s, r in rows), key=lambda i: i.seq)
 
     async def release(self, inbox: str, wait_id: str) -> int:
-        n = await self._count(
-            "UPDATE items SET claimed_by = NULL WHERE inbox = %s AND claimed_by = %s",
-            [check_id(inbox, "inbox"), check_id(wait_id, "wait")],
-        )
+        n = await self._count(q.RELEASE, [check_id(inbox, "inbox"), check_id(wait_id, "wait")])
         if n:
             await self._notify(f"i:{inbox}")
         return n
@@ -430,8 +383,7 @@ class PostgresBus:
         check_id(inbox, "inbox")
         check_id(wait_id, "wait")
         rows = await self._move_to_history(
-            "WITH t AS (DELETE FROM items WHERE inbox = %(inbox)s AND claimed_by = %(w)s "
-            "RETURNING seq, inbox, record) " + _TO_HISTORY,
+            q.TAKE,
             {"inbox": inbox, "w": wait_id, "taker": taker, "at": now(), "keep": HISTORY_KEPT},
         )
         return _taken(rows)
@@ -453,14 +405,9 @@ class PostgresBus:
         """
         check_id(inbox, "inbox")
         token = f"{check_id(wait_id, 'wait')}/{new_id()}"  # '/' is no id character: no clash
-        type_filter = sql.SQL(" AND type = ANY(%(types)s)") if types else sql.SQL("")
+        type_filter = q.TYPE_FILTER if types else sql.SQL("")
         rows = await self._move_to_history(
-            sql.SQL(
-                "WITH t AS (DELETE FROM items WHERE seq IN (SELECT seq FROM items "
-                "WHERE inbox = %(inbox)s AND claimed_by IS NULL{} ORDER BY seq LIMIT %(n)s "
-                "FOR UPDATE SKIP LOCKED) RETURNING seq, inbox, record) "
-            ).format(type_filter)
-            + sql.SQL(_TO_HISTORY),
+            q.TAKE_NEXT.format(type_filter),
             {
                 "inbox": inbox,
                 "w": token,
@@ -486,10 +433,7 @@ class PostgresBus:
             attempts += 1
             done: list[tuple[Any, ...]] = []
             if attempts > 1:  # the last attempt may have committed: read back what it moved
-                cur = await conn.execute(
-                    "SELECT seq, record, taken_by, taken_at FROM history WHERE inbox = %(inbox)s AND wait_id = %(w)s",
-                    params,
-                )
+                cur = await conn.execute(q.TAKEN_BY, params)
                 done = await cur.fetchall()
             cur = await conn.execute(query, params)
             return done + await cur.fetchall()
@@ -498,26 +442,20 @@ class PostgresBus:
         inbox = params["inbox"]
         moved = self._moved.get(inbox, 0) + len(rows)
         if moved >= max(1, HISTORY_KEPT // 20):
-            await self._count(_TRIM_HISTORY, params)
+            await self._count(q.TRIM_HISTORY, params)
             moved = 0
         self._moved[inbox] = moved
         return rows
 
     async def history(self, inbox: str, limit: int = 100) -> list[Item]:
-        rows = await self._rows(
-            "SELECT seq, record, taken_by, taken_at FROM history WHERE inbox = %s ORDER BY seq DESC LIMIT %s",
-            [check_id(inbox, "inbox"), limit],
-        )
+        rows = await self._rows(q.HISTORY, [check_id(inbox, "inbox"), limit])
         return _taken(rows)
 
     # ------------------------------------------------------------------ waits
     async def register_wait(self, record: WaitRecord) -> None:
         check_id(record.id, "wait")
         await self._rows(
-            "WITH u AS (INSERT INTO waits (id, started_at, host, pid, pid_start, lease_until, record) "
-            "VALUES (%s, %s, %s, %s, %s, now() + make_interval(secs => %s), %s::jsonb) "
-            "ON CONFLICT (id) DO UPDATE SET record = excluded.record, lease_until = excluded.lease_until "
-            "RETURNING id) SELECT pg_notify(%s, %s) FROM u",
+            q.REGISTER_WAIT,
             [
                 record.id,
                 record.started_at,
@@ -542,32 +480,23 @@ class PostgresBus:
             if not ids:
                 break
             try:
-                await self._count(
-                    "UPDATE waits SET lease_until = now() + make_interval(secs => %s) WHERE id = ANY(%s)",
-                    [WAIT_LEASE, ids],
-                )
+                await self._count(q.RENEW_LEASES, [WAIT_LEASE, ids])
             except BusError as e:  # the next round tries again; the lease may lapse meanwhile
                 log.warning("wavewait: could not renew wait leases: %s", e)
 
     async def update_wait(self, wait_id: str, progress: str) -> None:
         await self._rows(
-            "WITH u AS (UPDATE waits SET record = jsonb_set(record, '{progress}', to_jsonb(%s::text)), "
-            "lease_until = now() + make_interval(secs => %s) "
-            "WHERE id = %s AND record->>'progress' IS DISTINCT FROM %s RETURNING id) "
-            "SELECT pg_notify(%s, %s) FROM u",
+            q.UPDATE_WAIT,
             [progress, WAIT_LEASE, check_id(wait_id, "wait"), progress, self.channel, f"w:{wait_id}"],
         )
 
     async def end_wait(self, wait_id: str) -> None:
         check_id(wait_id, "wait")
         self._my_waits.discard(wait_id)
-        await self._rows(
-            "WITH d AS (DELETE FROM waits WHERE id = %s RETURNING id) SELECT pg_notify(%s, %s) FROM d",
-            [wait_id, self.channel, f"w:{wait_id}"],
-        )
+        await self._rows(q.END_WAIT, [wait_id, self.channel, f"w:{wait_id}"])
 
     async def list_waits(self) -> list[WaitRecord]:
-        rows = await self._rows("SELECT record, lease_until > now() FROM waits ORDER BY started_at, id")
+        rows = await self._rows(q.LIST_WAITS)
         records = []
         for data, leased in rows:
             rec = WaitRecord.model_validate(data)
@@ -587,24 +516,22 @@ class PostgresBus:
 
     async def interrupt(self, wait_id: str) -> bool:
         rows = await self._rows(
-            "WITH u AS (UPDATE waits SET interrupted = true WHERE id = %s RETURNING id) "
-            "SELECT pg_notify(%s, %s) FROM u",
+            q.INTERRUPT,
             [check_id(wait_id, "wait"), self.channel, f"w:{wait_id}"],
         )
         return bool(rows)
 
     async def interrupted(self, wait_id: str) -> bool:
-        rows = await self._rows("SELECT interrupted FROM waits WHERE id = %s", [check_id(wait_id, "wait")])
+        rows = await self._rows(q.INTERRUPTED, [check_id(wait_id, "wait")])
         return bool(rows and rows[0][0])
 
     async def get_resolution(self, key: str) -> dict[str, Any] | None:
-        rows = await self._rows("SELECT value FROM resolutions WHERE key = %s", [check_id(key, "id")])
+        rows = await self._rows(q.GET_RESOLUTION, [check_id(key, "id")])
         return rows[0][0] if rows else None
 
     async def put_resolution(self, key: str, value: dict[str, Any]) -> None:
         await self._rows(
-            "INSERT INTO resolutions (key, value) VALUES (%s, %s::jsonb) "
-            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            q.PUT_RESOLUTION,
             [check_id(key, "id"), json.dumps(value)],
         )
 
@@ -666,7 +593,7 @@ class PostgresBus:
             conn: AsyncConnection | None = None
             try:
                 conn = await AsyncConnection.connect(self.conninfo, autocommit=True, connect_timeout=5)
-                await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
+                await conn.execute(q.LISTEN.format(sql.Identifier(self.channel)))
                 self._listening.set()
                 delay = 0.05
                 if connected_before:  # anything may have changed while we were deaf: re-read
@@ -677,7 +604,7 @@ class PostgresBus:
                 while True:
                     async for n in conn.notifies(timeout=LISTEN_CHECK):
                         self._dispatch(n.payload)
-                    await conn.execute("SELECT 1")  # an idle link may have died silently
+                    await conn.execute(q.PING)  # an idle link may have died silently
             except psycopg.Error as e:
                 self._listen_error = e
                 if self._listening.is_set():  # say it once per outage, not per attempt
@@ -707,15 +634,9 @@ class PostgresBus:
         inbox_filter = sql.SQL("")
         params: list[Any] = []
         if inbox is not None:
-            inbox_filter = sql.SQL(" AND i.inbox = %s")
+            inbox_filter = q.IN_INBOX
             params.append(check_id(inbox, "inbox"))
-        rows = await self._rows(
-            sql.SQL(
-                "SELECT DISTINCT i.claimed_by, w.record, w.lease_until > now() FROM items i "
-                "LEFT JOIN waits w ON w.id = i.claimed_by WHERE i.claimed_by IS NOT NULL{}"
-            ).format(inbox_filter),
-            params,
-        )
+        rows = await self._rows(q.CLAIMING_WAITS.format(inbox_filter), params)
         returned = 0
         for wait_id, data, leased in rows:
             rec = WaitRecord.model_validate(data) if data is not None else None
@@ -723,9 +644,7 @@ class PostgresBus:
                 continue
             if rec is not None:
                 await self.end_wait(wait_id)
-            boxes = await self._rows(
-                "UPDATE items SET claimed_by = NULL WHERE claimed_by = %s RETURNING inbox", [wait_id]
-            )
+            boxes = await self._rows(q.RETURN_CLAIMS, [wait_id])
             for box in sorted({b for (b,) in boxes}):
                 n = sum(1 for (b,) in boxes if b == box)
                 log.warning("wavewait: returned %d claimed item(s) of ended wait %s to %s", n, wait_id, box)

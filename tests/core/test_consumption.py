@@ -77,9 +77,15 @@ class Deaf:
         self.real = real
         self.poked = anyio.Event()
 
-    async def wait(self) -> None:
+    def __aiter__(self) -> Deaf:
+        return self
+
+    async def __anext__(self) -> None:
         await self.poked.wait()
         self.poked = anyio.Event()
+
+    async def wait(self) -> None:
+        await self.__anext__()
 
     def poke(self) -> None:
         self.poked.set()
@@ -90,7 +96,7 @@ class Deaf:
 
 async def test_a_wait_whose_wake_ups_are_all_lost_still_gets_the_message(bus, monkeypatch):
     await crew(bus)
-    monkeypatch.setattr(wait, "RESCAN_EVERY", 0.5)  # the backstop, made short for the test
+    backstop = wait.WaitSettings(rescan_every=0.5)  # the backstop, made short for the test
     real_subscribe = bus.subscribe
 
     async def deaf_subscribe(**kwargs):
@@ -99,11 +105,11 @@ async def test_a_wait_whose_wake_ups_are_all_lost_still_gets_the_message(bus, mo
     monkeypatch.setattr(bus, "subscribe", deaf_subscribe)
     async with anyio.create_task_group() as tg:
         bg = Background(tg)
-        bg.start("next", wait.wait_next, bus, "orchestrator", 3600)
+        bg.start("next", wait.wait_next, bus, "orchestrator", 3600, settings=backstop)
         await until(lambda: waits_of(bus, "next"), what="the wait to register")
         await run_actor(bus, "send", "orchestrator", "test-runner", "1")
         nxt = await bg.result("next", 30)  # found anyway, by the rescan
-        bg.start("fan", wait.wait_fan_in, bus, "orchestrator", 3600, ["linter"])
+        bg.start("fan", wait.wait_fan_in, bus, "orchestrator", 3600, ["linter"], settings=backstop)
         await until(lambda: waits_of(bus, "fan_in"), what="the fan-in to register")
         await run_actor(bus, "send", "orchestrator", "linter", "1")
         fan = await bg.result("fan", 30)

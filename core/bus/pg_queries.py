@@ -1,0 +1,147 @@
+"""Every statement the PostgreSQL bus runs, by name (the tables are in `pg_schema.py`).
+
+All values travel as parameters (`%s` or `%(name)s`), never in the text. Where a statement
+takes an optional condition or an identifier, it is a `psycopg.sql.SQL` template and the
+part is composed in with `.format()`; the parts are the fixed fragments below or
+`sql.Identifier`. A statement that changes what a wait may be waiting on also calls
+`pg_notify` on the bus's channel, with a payload naming what changed (`i:<inbox>`,
+`a:<agent>`, `w:<wait>`).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from psycopg import sql
+
+# ---------------------------------------------------------------- connections
+SET_SEARCH_PATH: Final = sql.SQL("SET search_path TO {}")  # {}: the schema, an Identifier
+SET_ASYNC_COMMIT: Final = "SET synchronous_commit TO off"
+LISTEN: Final = sql.SQL("LISTEN {}")  # {}: the channel, an Identifier
+PING: Final = "SELECT 1"
+NOTIFY: Final = "SELECT pg_notify(%s, p) FROM unnest(%s::text[]) AS p"  # channel, payloads
+
+# ---------------------------------------------------------------- schema versions (pg_schema.py)
+LOCK_MIGRATIONS: Final = "SELECT pg_advisory_xact_lock(hashtext(%s))"
+CREATE_SCHEMA: Final = sql.SQL("CREATE SCHEMA IF NOT EXISTS {}")
+CREATE_VERSION_TABLE: Final = sql.SQL(
+    "CREATE TABLE IF NOT EXISTS {}.schema_version ("
+    "version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+)
+SCHEMA_VERSION_OF: Final = sql.SQL("SELECT coalesce(max(version), 0) FROM {}.schema_version")
+SET_LOCAL_SEARCH_PATH: Final = sql.SQL("SET LOCAL search_path TO {}")
+RECORD_VERSION: Final = "INSERT INTO schema_version (version) VALUES (%s)"
+TABLE_EXISTS: Final = "SELECT to_regclass(%s)"
+
+# ---------------------------------------------------------------- agents
+PUT_AGENT: Final = (
+    "WITH u AS (INSERT INTO agents (id, created_at, record) VALUES (%s, %s, %s::jsonb) "
+    "ON CONFLICT (id) DO UPDATE SET record = excluded.record RETURNING id) "
+    "SELECT pg_notify(%s, %s) FROM u"
+)
+GET_AGENT: Final = "SELECT record FROM agents WHERE id = %s"
+LIST_AGENTS: Final = "SELECT record FROM agents ORDER BY created_at, id"
+#: patch, id{, statuses}: {} is STATUS_GUARD or nothing. A lease renewal wakes nobody.
+PATCH_AGENT_QUIETLY: Final = sql.SQL("UPDATE agents SET record = record || %s::jsonb WHERE id = %s{} RETURNING record")
+#: patch, id{, statuses}, channel, payload
+PATCH_AGENT: Final = sql.SQL(
+    "WITH u AS (UPDATE agents SET record = record || %s::jsonb WHERE id = %s{} "
+    "RETURNING record) SELECT record, pg_notify(%s, %s) FROM u"
+)
+STATUS_GUARD: Final = sql.SQL(" AND record->>'status' = ANY(%s)")
+
+# ---------------------------------------------------------------- inbox items
+DELIVER: Final = (
+    "WITH ins AS (INSERT INTO items (id, inbox, type, sender, record) "
+    "VALUES (%s, %s, %s, %s, %s::jsonb) ON CONFLICT (id) DO NOTHING RETURNING seq) "
+    "SELECT seq, pg_notify(%s, %s) FROM ins"
+)
+#: the seq of an item already delivered (a retried delivery): id, id, inbox
+DELIVERED_SEQ: Final = (
+    "SELECT seq FROM items WHERE id = %s UNION ALL SELECT seq FROM history h "
+    "WHERE h.record->>'id' = %s AND h.inbox = %s"
+)
+PENDING: Final = "SELECT seq, type, sender, id FROM items WHERE inbox = %s AND claimed_by IS NULL ORDER BY seq"
+PEEK: Final = "SELECT seq, record FROM items WHERE inbox = %s AND claimed_by IS NULL ORDER BY seq"
+CLAIM: Final = (
+    "UPDATE items SET claimed_by = %(w)s WHERE seq = (SELECT seq FROM items "
+    "WHERE seq = %(seq)s AND inbox = %(inbox)s AND (claimed_by IS NULL OR claimed_by = %(w)s) "
+    "FOR UPDATE SKIP LOCKED) RETURNING seq, record"
+)
+#: {} is TYPE_FILTER or nothing
+CLAIM_NEXT: Final = sql.SQL(
+    "UPDATE items SET claimed_by = %(w)s WHERE seq IN (SELECT seq FROM items "
+    "WHERE inbox = %(inbox)s AND claimed_by IS NULL{} ORDER BY seq LIMIT %(n)s "
+    "FOR UPDATE SKIP LOCKED) RETURNING seq, record"
+)
+TYPE_FILTER: Final = sql.SQL(" AND type = ANY(%(types)s)")
+RELEASE: Final = "UPDATE items SET claimed_by = NULL WHERE inbox = %s AND claimed_by = %s"
+
+# ---------------------------------------------------------------- history
+# Trims find the cutoff (the newest row beyond the kept ones) without locking, then lock and
+# delete only the rows at or below it. (`... OFFSET n FOR UPDATE` would lock the n kept rows
+# too: a write per kept row on every trim, and trims queueing on each other's locks.)
+# SKIP LOCKED: a row another trim holds is left to it, so two trims never deadlock.
+TRIM_HISTORY: Final = (
+    "DELETE FROM history WHERE seq IN (SELECT seq FROM history WHERE inbox = %(inbox)s AND seq <= "
+    "(SELECT seq FROM history WHERE inbox = %(inbox)s ORDER BY seq DESC OFFSET %(keep)s LIMIT 1) "
+    "FOR UPDATE SKIP LOCKED)"
+)
+TRIM_EVENTS: Final = (
+    "DELETE FROM items WHERE seq IN (SELECT seq FROM items WHERE inbox = %(inbox)s "
+    "AND type = ANY(%(types)s) AND claimed_by IS NULL AND seq <= (SELECT seq FROM items "
+    "WHERE inbox = %(inbox)s AND type = ANY(%(types)s) AND claimed_by IS NULL "
+    "ORDER BY seq DESC OFFSET %(keep)s LIMIT 1) FOR UPDATE SKIP LOCKED)"
+)
+# the tail of TAKE and TAKE_NEXT: file the deleted rows `t` in history
+_TO_HISTORY = (
+    "INSERT INTO history (seq, inbox, record, taken_by, taken_at, wait_id) "
+    "SELECT seq, inbox, record, %(taker)s, %(at)s, %(w)s FROM t ON CONFLICT (seq) DO NOTHING "
+    "RETURNING seq, record, taken_by, taken_at"
+)
+TAKE: Final = (
+    "WITH t AS (DELETE FROM items WHERE inbox = %(inbox)s AND claimed_by = %(w)s "
+    "RETURNING seq, inbox, record) " + _TO_HISTORY
+)
+#: {} is TYPE_FILTER or nothing
+TAKE_NEXT: Final = sql.SQL(
+    "WITH t AS (DELETE FROM items WHERE seq IN (SELECT seq FROM items "
+    "WHERE inbox = %(inbox)s AND claimed_by IS NULL{} ORDER BY seq LIMIT %(n)s "
+    "FOR UPDATE SKIP LOCKED) RETURNING seq, inbox, record) " + _TO_HISTORY
+)
+TAKEN_BY: Final = "SELECT seq, record, taken_by, taken_at FROM history WHERE inbox = %(inbox)s AND wait_id = %(w)s"
+HISTORY: Final = "SELECT seq, record, taken_by, taken_at FROM history WHERE inbox = %s ORDER BY seq DESC LIMIT %s"
+
+# ---------------------------------------------------------------- waits
+REGISTER_WAIT: Final = (
+    "WITH u AS (INSERT INTO waits (id, started_at, host, pid, pid_start, lease_until, record) "
+    "VALUES (%s, %s, %s, %s, %s, now() + make_interval(secs => %s), %s::jsonb) "
+    "ON CONFLICT (id) DO UPDATE SET record = excluded.record, lease_until = excluded.lease_until "
+    "RETURNING id) SELECT pg_notify(%s, %s) FROM u"
+)
+RENEW_LEASES: Final = "UPDATE waits SET lease_until = now() + make_interval(secs => %s) WHERE id = ANY(%s)"
+UPDATE_WAIT: Final = (
+    "WITH u AS (UPDATE waits SET record = jsonb_set(record, '{progress}', to_jsonb(%s::text)), "
+    "lease_until = now() + make_interval(secs => %s) "
+    "WHERE id = %s AND record->>'progress' IS DISTINCT FROM %s RETURNING id) "
+    "SELECT pg_notify(%s, %s) FROM u"
+)
+END_WAIT: Final = "WITH d AS (DELETE FROM waits WHERE id = %s RETURNING id) SELECT pg_notify(%s, %s) FROM d"
+LIST_WAITS: Final = "SELECT record, lease_until > now() FROM waits ORDER BY started_at, id"
+INTERRUPT: Final = (
+    "WITH u AS (UPDATE waits SET interrupted = true WHERE id = %s RETURNING id) SELECT pg_notify(%s, %s) FROM u"
+)
+INTERRUPTED: Final = "SELECT interrupted FROM waits WHERE id = %s"
+GET_RESOLUTION: Final = "SELECT value FROM resolutions WHERE key = %s"
+PUT_RESOLUTION: Final = (
+    "INSERT INTO resolutions (key, value) VALUES (%s, %s::jsonb) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+)
+
+# ---------------------------------------------------------------- recovery
+#: the waits that hold claims, with their record and lease; {} is IN_INBOX or nothing
+CLAIMING_WAITS: Final = sql.SQL(
+    "SELECT DISTINCT i.claimed_by, w.record, w.lease_until > now() FROM items i "
+    "LEFT JOIN waits w ON w.id = i.claimed_by WHERE i.claimed_by IS NOT NULL{}"
+)
+IN_INBOX: Final = sql.SQL(" AND i.inbox = %s")
+RETURN_CLAIMS: Final = "UPDATE items SET claimed_by = NULL WHERE claimed_by = %s RETURNING inbox"
