@@ -18,7 +18,7 @@ WaitKind = Literal["next", "fan_in", "agents", "signal", "event"]
 
 #: Items that agents send; `wait` takes these. System events are only for `wait_for_event`.
 AGENT_ITEM_TYPES = frozenset({"message", "worker_complete", "question"})
-SYSTEM_ITEM_TYPES = frozenset({"agent_dead", "guard_tripped"})
+SYSTEM_ITEM_TYPES = frozenset({"agent_dead", "guard_tripped", "item_quarantined"})
 SYSTEM_EVENTS_KEPT = 1000
 
 AGENT_VERSION = 1

@@ -567,7 +567,7 @@ async def complete_task(
         raise TaskError(f"taskId: task {task.id} is already {current.status}; a task is completed once")
     if bound == task.id:  # the task's own agent finished its job: idle (DESIGN)
         await q.bus.transition(caller, "idle", ("running",))
-    return Completed(taskId=task.id, status=record.status)
+    return Completed(task_id=task.id, status=record.status)
 
 
 async def upstream(q: TaskQueue, task: Task) -> list[Task]:

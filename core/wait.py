@@ -28,11 +28,12 @@ from typing import Any, Generic, Literal, TypeVar, cast
 
 import anyio
 
-from . import watch
+from . import signals, watch
 from .agents import SWEEP_INTERVAL, ensure_agent, resolve_agents, sweep
 from .bus import Bus, Changes
 from .errors import BadInput
 from .ids import check_id, check_type, new_id
+from .limits import check_path
 from .model import AGENT_ITEM_TYPES, Agent, Item, ItemRef, WaitKind, WaitRecord, now
 from .proc import hostname, me
 from .results import (
@@ -121,6 +122,7 @@ class Waiting:
     caller: str
     id: str
     started: float = field(default_factory=time.monotonic)
+    deadline: float | None = None  # on time.monotonic(); None: no deadline
 
     @property
     def elapsed(self) -> float:
@@ -217,7 +219,7 @@ class _Engine(Generic[R]):
     ) -> None:
         self.w, self.c, self.timeout, self.control, self.s = w, condition, timeout, control, settings
         self.on_progress = on_progress
-        self.deadline = None if timeout is None else w.started + timeout
+        self.deadline = w.deadline = None if timeout is None else w.started + timeout
         t = time.monotonic()
         # the timers, as monotonic times; next_write is set while a progress line waits to be written
         self.next_progress = t
@@ -627,7 +629,7 @@ async def wait_agents(
         raise BadInput(f"match: must be 'any' or 'all', got {match!r}")
     if not isinstance(description, str) or not description.strip():
         raise BadInput("description: say in a few words what is being waited for")
-    deadline_ts = _parse_deadline(timeout_at)
+    deadline_ts = parse_deadline(timeout_at)
     key = f"wait_agent.{caller}.{id}"
     stored = await bus.get_resolution(key)
     if stored is not None:
@@ -645,7 +647,7 @@ async def wait_agents(
     return result
 
 
-def _parse_deadline(value: str | None) -> float | None:
+def parse_deadline(value: str | None) -> float | None:
     if value is None:
         return None
     try:
@@ -669,8 +671,11 @@ def glob_base(pattern: str) -> str:
     return base if not os.path.isfile(base) or base != pattern else os.path.dirname(base)
 
 
-def matches(pattern: str) -> list[str]:
-    return sorted(os.path.abspath(p) for p in glob.glob(pattern, recursive=True))
+def scan_root(pattern: str) -> str:
+    """The folder a scan of `pattern` starts in and never leaves: its literal folders."""
+    parts = pattern.split(os.sep)
+    literal = next((i for i, part in enumerate(parts) if glob.has_magic(part)), len(parts) - 1)
+    return os.sep.join(parts[:literal]) or os.sep
 
 
 class FilesMatching(Condition[Signal]):
@@ -683,14 +688,18 @@ class FilesMatching(Condition[Signal]):
         base = glob_base(pattern)
         super().__init__(f"{min_count} file(s) matching {pattern}", other_targets=[pattern], watch_dirs=[base])
         self.pattern, self.min_count = pattern, min_count
+        self.root = scan_root(pattern)
         self.found: list[str] = []
+        self.note: str | None = None  # why the last scan may have missed files
 
     async def step(self, w: Waiting) -> Signal | None:
-        self.found = matches(self.pattern)
+        # off the event loop, never following a link, bounded in entries and by the deadline
+        res = await signals.scan_async(self.pattern, root=self.root, deadline=w.deadline)
+        self.found, self.note = res.matched, res.note()
         return Signal(matched=self.found, elapsed_sec=w.elapsed) if len(self.found) >= self.min_count else None
 
     def progress(self) -> str:
-        return f"{len(self.found)}/{self.min_count} files"
+        return f"{len(self.found)}/{self.min_count} files" + (f" ({self.note})" if self.note else "")
 
     def ended(self, why: Ending, w: Waiting) -> Signal:
         if why == "interrupted":
@@ -713,7 +722,7 @@ async def wait_signal(
     timeout = check_timeout(timeout, "timeout_sec")
     if isinstance(min_count, bool) or not isinstance(min_count, int) or min_count < 1:
         raise BadInput(f"min_count: must be a whole number ≥ 1, got {min_count!r}")
-    if not os.path.isabs(pattern):
+    if not os.path.isabs(check_path(pattern, "signal_path")):
         raise BadInput(f"signal_path: {pattern!r} must be absolute here (faces resolve relative paths)")
     return await run(
         bus,

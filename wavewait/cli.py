@@ -67,8 +67,12 @@ async def _interruptible(run: Callable[[wait.Control], Awaitable[Result]]) -> in
     return _print(result)
 
 
+#: commands that only look at or act on what the bus holds: they never create a bus
+NEEDS_A_BUS = {"agents", "waits", "kill", "close", "interrupt"}
+
+
 async def _run(args: argparse.Namespace) -> int:
-    bus = await open_bus(args.bus)
+    bus = await open_bus(args.bus, create=args.command not in NEEDS_A_BUS)
     try:
         return await COMMANDS[args.command](bus, args)
     finally:

@@ -92,8 +92,12 @@ def bus_url(explicit: str | None = None) -> str:
     return explicit or os.environ.get("WAVEWAIT_BUS") or DEFAULT_BUS
 
 
-async def open_bus(url: str | None = None) -> Bus:
-    """Open the bus named by `url` (a directory path or a `postgresql://` URL)."""
+async def open_bus(url: str | None = None, *, create: bool = True) -> Bus:
+    """Open the bus named by `url` (a directory path or a `postgresql://` URL).
+
+    `create=False` is for commands that only look or act on what exists: a directory bus
+    that is not there is an error instead of a new, empty bus.
+    """
     url = bus_url(url)
     if url.startswith(("postgresql://", "postgres://")):
         from .postgres import PostgresBus
@@ -101,4 +105,4 @@ async def open_bus(url: str | None = None) -> Bus:
         return await PostgresBus.open(url)
     from .file import FileBus
 
-    return FileBus(url)
+    return FileBus(url, create=create)

@@ -58,7 +58,6 @@ _WATCHED = ("agents", "inbox", "waits")
 _DIRS = (*_WATCHED, "resolutions", "logs", "quarantine", "locks", "tmp")
 #: the event an inbox's owner gets when something in its inbox was moved to quarantine
 QUARANTINED = "item_quarantined"
-_TRIMMED_EVENTS = SYSTEM_ITEM_TYPES | {QUARANTINED}
 # retention of litter, in seconds: a temp file outlives any write in progress by far; a wait
 # record of a dead process is kept a while for people looking; quarantine is kept for a week
 TMP_KEPT = 600.0
@@ -471,12 +470,12 @@ class FileBus:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp)
             raise self._write_failed(e, f"a {item.type} for {item.to}") from e
-        if item.type in _TRIMMED_EVENTS:  # not under the lock: a quarantine while trimming delivers
+        if item.type in SYSTEM_ITEM_TYPES:  # not under the lock: a quarantine while trimming delivers
             self._trim_system_events(box)
         return item.model_copy(update={"seq": seq})
 
     def _trim_system_events(self, box: Path) -> None:
-        refs = [r for r in self._scan(box / "new") if r.type in _TRIMMED_EVENTS]
+        refs = [r for r in self._scan(box / "new") if r.type in SYSTEM_ITEM_TYPES]
         for ref in refs[: max(0, len(refs) - SYSTEM_EVENTS_KEPT)]:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(box / "new" / _name(ref))

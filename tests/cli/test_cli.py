@@ -72,13 +72,22 @@ def test_an_unusable_bus_path_exits_2_naming_the_bus(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
     done = subprocess.run(
-        wavewait_cmd("--bus", str(blocker / "bus"), "agents"),
+        wavewait_cmd("--bus", str(blocker / "bus"), "wait", "0"),
         env=clean_env(),
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert done.returncode == 2 and "cannot create the bus" in done.stderr
+
+
+@pytest.mark.parametrize("command", [["agents"], ["waits"], ["kill", "abcd"], ["close", "abcd"], ["interrupt", "abcd"]])
+def test_a_read_only_command_never_creates_a_bus(tmp_path, command):
+    done = subprocess.run(
+        wavewait_cmd(*command), cwd=tmp_path, env=clean_env(), capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2 and "no bus at" in done.stderr and "--bus" in done.stderr
+    assert not (tmp_path / ".wavebus").exists()
 
 
 async def test_exit_0_with_the_message_and_exit_3_on_timeout(crew):

@@ -20,7 +20,6 @@ from mcp.types import CallToolResult, InputRequiredResult, TextContent
 from mcp.types import Tool as MCPTool
 from pydantic import ValidationError
 
-from ..core import wait
 from ..core.bus import Bus, open_bus
 from ..core.errors import WavewaitError
 from .settings import Settings
@@ -122,8 +121,6 @@ def build(bus: Bus, settings: Settings) -> WaveServer:
 
 async def serve(settings: Settings) -> None:
     """Open the bus and serve on the chosen transport until the client or a signal ends it."""
-    if settings.progress_every is not None:  # the engine's tunables come from Settings here only
-        wait.PROGRESS_EVERY = settings.progress_every
     bus = await open_bus(settings.bus)
     try:
         server = build(bus, settings)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from ..core.wait import WaitSettings
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -21,3 +23,9 @@ class Settings:
     host: str = "127.0.0.1"
     port: int = 8765
     token: str = ""  # HTTP bearer token
+
+    def wait_settings(self) -> WaitSettings:
+        """The engine's timers for every wait this server runs."""
+        if self.progress_every is None:
+            return WaitSettings()
+        return WaitSettings(progress_every=self.progress_every)

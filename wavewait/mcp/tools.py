@@ -300,6 +300,8 @@ def spawn_argv(s: Settings, command: Sequence[str] | None, prompt: str | None) -
 def register(server: MCPServer, bus: Bus, s: Settings) -> None:
     """Every tool, acting on `bus` as `s.caller`. Waits that consume inbox items are not read-only."""
 
+    ws = s.wait_settings()
+
     def tool(name: str, doc: str, title: str, **hints: bool) -> Callable[[ToolFn], ToolFn]:
         return server.tool(name=name, title=title, description=doc, annotations=_ann(title, **hints))
 
@@ -310,9 +312,9 @@ def register(server: MCPServer, bus: Bus, s: Settings) -> None:
         timeout = wait.check_timeout(timeout)
         eff, cut = clamp(s, timeout)
         if from_agents is None:
-            nxt = await wait.wait_next(bus, s.caller, eff, on_progress=Reporter(ctx, eff))
+            nxt = await wait.wait_next(bus, s.caller, eff, on_progress=Reporter(ctx, eff), settings=ws)
             return reply(nxt, next_hint(s, nxt, timeout, cut))
-        fan = await wait.wait_fan_in(bus, s.caller, eff, from_agents, on_progress=Reporter(ctx, eff))
+        fan = await wait.wait_fan_in(bus, s.caller, eff, from_agents, on_progress=Reporter(ctx, eff), settings=ws)
         return reply(fan, fan_hint(s, fan, timeout, cut))
 
     @tool("wave_wait_for_signal", SIGNAL_DOC, "Wait for signal files", read_only=True, idempotent=True)
@@ -325,7 +327,7 @@ def register(server: MCPServer, bus: Bus, s: Settings) -> None:
         pattern = resolve_signal_path(s, signal_path)
         eff, cut = clamp(s, float(timeout_sec))
         r = await wait.wait_signal(
-            bus, s.caller, pattern, timeout=eff, min_count=min_count, on_progress=Reporter(ctx, eff)
+            bus, s.caller, pattern, timeout=eff, min_count=min_count, on_progress=Reporter(ctx, eff), settings=ws
         )
         hint = None
         if r.interrupted:
@@ -355,7 +357,7 @@ def register(server: MCPServer, bus: Bus, s: Settings) -> None:
             str | None, Field(description="ISO-8601 time at which the wait times out, e.g. 2026-01-31T12:00:00Z.")
         ] = None,
     ) -> Annotated[CallToolResult, AgentWait]:
-        asked = wait._parse_deadline(timeoutAt)
+        asked = wait.parse_deadline(timeoutAt)
         eff_at, eff, cut = timeoutAt, asked, False
         if s.max_block is not None and (asked is None or asked - now() > s.max_block):
             eff = now() + s.max_block
@@ -371,6 +373,7 @@ def register(server: MCPServer, bus: Bus, s: Settings) -> None:
             match=match,
             timeout_at=eff_at,
             on_progress=Reporter(ctx, None if eff is None else max(0.0, eff - now())),
+            settings=ws,
         )
         hint = None
         res = r.resolution
@@ -401,7 +404,7 @@ def register(server: MCPServer, bus: Bus, s: Settings) -> None:
     ) -> Annotated[CallToolResult, Event]:
         timeout = wait.check_timeout(timeout_secs, "timeout_secs")
         eff, cut = clamp(s, timeout)
-        r = await wait.wait_event(bus, s.caller, eff, types, on_progress=Reporter(ctx, eff))
+        r = await wait.wait_event(bus, s.caller, eff, types, on_progress=Reporter(ctx, eff), settings=ws)
         hint = None
         if r.type == "timeout":
             hint = (
