@@ -19,10 +19,10 @@ def actor_cmd(*args: str) -> list[str]:
     return [PYTHON, ACTOR, *args]
 
 
-async def run_actor(bus: Bus, *args: str, timeout: float = 90) -> subprocess.CompletedProcess[bytes]:
+async def run_actor(bus: Bus, *args: str, timeout: float = 90, **env: str) -> subprocess.CompletedProcess[bytes]:
     """Run actor.py to completion in its own process; fail the test if it fails."""
     with anyio.fail_after(timeout):
-        done = await anyio.run_process(actor_cmd(*args), env=env_for(bus), check=False)
+        done = await anyio.run_process(actor_cmd(*args), env=env_for(bus) | env, check=False)
     assert done.returncode == 0, done.stderr.decode()
     return done
 
