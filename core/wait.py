@@ -310,10 +310,13 @@ async def wait_fan_in(
     *,
     on_progress: ProgressFn | None = None,
     control: Control | None = None,
+    budget: int | None = None,
 ) -> FanIn:
     """Wait for one message from each listed agent; dead, idle or closed ones end early.
 
     Takes at most one message (the oldest) per listed agent; messages from others stay.
+    `budget` (characters of message bodies) ends the wait as "partial" once what it took
+    fills it: a message that would overflow it goes back to the inbox (the first is always taken).
     """
     timeout = check_timeout(timeout)
     if not from_agents:
@@ -334,8 +337,10 @@ async def wait_fan_in(
     )
     received = w.received
     state: dict[str, Agent] = {a.id: a for a in targets}
+    full = False
 
     async def step() -> bool:
+        nonlocal full
         waiting = [a_id for a_id in state if a_id not in received]
         # agents first, then the inbox: a message sent before a death or idle is then seen
         for a_id in waiting:
@@ -345,6 +350,11 @@ async def wait_fan_in(
         for ref in await bus.pending(caller):
             if ref.sender in wanted and ref.type in AGENT_ITEM_TYPES:
                 item = await bus.claim(caller, ref, w.id)
+                if item is not None and budget is not None and received:
+                    used = sum(len(i.body) for i in received.values())
+                    if used + len(item.body) > budget and await bus.unclaim(caller, ref, w.id):
+                        full = True
+                        return True
                 if item is not None:
                     received[ref.sender] = item
                     wanted.discard(ref.sender)
@@ -352,9 +362,11 @@ async def wait_fan_in(
 
     def progress() -> str:
         got = [state[a].name for a in state if a in received]
-        rest = [s.name for a, s in state.items() if a not in received]
+        rest = [s.name for a, s in state.items() if a not in received and s.status == "running"]
+        ended = [f"{s.name} {s.status}" for a, s in state.items() if a not in received and s.status != "running"]
         msg = f"{len(got)}/{len(state)} received"
         msg += f": {', '.join(got)}" if got else ""
+        msg += f" · {', '.join(ended)}" if ended else ""  # a death is news: it changes the message
         return msg + (f" · waiting on {', '.join(rest)}" if rest else "")
 
     outcome = await w.run(step, progress)
@@ -368,7 +380,7 @@ async def wait_fan_in(
                     agent_id=a_id, name=agent.name, status=agent.status, reason=agent.reason if agent.finished else None
                 )
             )
-    status = {"done": "complete", "timeout": "timeout", "interrupted": "interrupted"}[outcome]
+    status = {"done": "partial" if full else "complete", "timeout": "timeout", "interrupted": "interrupted"}[outcome]
     return FanIn(status=status, results=results, elapsed_sec=w.elapsed)
 
 

@@ -38,7 +38,8 @@ INSTRUCTIONS = (
 
 
 def error(message: str) -> CallToolResult:
-    return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
+    """An error the text alone says is one: Codex hands the model no error flag."""
+    return CallToolResult(content=[TextContent(type="text", text=f"Error: {message}")], is_error=True)
 
 
 def _allowed(prop: dict[str, Any]) -> str:
