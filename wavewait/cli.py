@@ -115,9 +115,21 @@ async def cmd_wait_event(bus: Bus, args: argparse.Namespace) -> int:
 
 
 async def cmd_notify(bus: Bus, args: argparse.Namespace) -> int:
+    """Report completion, once per round: a worker already idle (it reported, by the tool or an
+    earlier hook, and got no new input since) or closed is not reported again. So a Stop hook
+    after the model's own notify_completion sends nothing, and says so."""
+    worker = agents_mod.caller_id(args.agent)
+    known = await bus.get_agent(worker)
+    if known is not None and known.status in ("idle", "closed"):
+        print(
+            f"wavewait notify: {worker} already reported this round (it is {known.status}); nothing sent",
+            file=sys.stderr,
+        )
+        print(json.dumps({"success": True, "already_reported": True, "status": known.status}))
+        return 0
     item = await messages.notify_completion(
         bus,
-        agents_mod.caller_id(args.agent),
+        worker,
         status=args.status,
         message=args.message or "",
         changes=args.change,

@@ -15,7 +15,7 @@ import pytest
 
 from wavewait.core import messages
 
-from conftest import register_crew, wavewait_cmd
+from conftest import env_for, register_crew, until, wavewait_cmd
 from mcptools import data, error_text, mcp_client
 
 pytestmark = pytest.mark.anyio
@@ -107,3 +107,40 @@ def test_print_config_claude_loads_and_allows_the_tools_headless(tmp_path):
     assert flags == ["--mcp-config", str(tmp_path / ".mcp.json"), "--allowedTools", "mcp__wavewait"]
     everything = printed("claude", cwd=str(tmp_path))
     assert "--mcp-config" in everything and "settings.local.json" in everything and "mcp__wavewait" in everything
+
+
+async def test_a_stop_hook_after_notify_completion_reports_nothing_more(bus):
+    """One report per flight, whatever mix of the tool and the `wavewait notify` Stop hook sent it."""
+    await register_crew(bus, "worker-1")
+    ids = {"WAVEWAIT_AGENT_ID": "worker-1", "WAVEWAIT_PARENT_ID": "orchestrator"}
+    async with mcp_client(bus, env=ids) as c:
+        data(await c.call_tool("notify_completion", {"status": "success", "message": "done"}))
+    hook = subprocess.run(
+        wavewait_cmd("notify", "--message", "session stopped"), env=env_for(bus, **ids), capture_output=True, text=True
+    )
+    assert hook.returncode == 0 and json.loads(hook.stdout)["already_reported"] is True
+    assert "already reported" in hook.stderr and "nothing sent" in hook.stderr
+    taken = [i for i in await bus.peek("orchestrator") if i.type == "worker_complete"]
+    assert [i.body for i in taken] == ["done"]
+    await messages.send(bus, "orchestrator", "worker-1", "one more thing")  # a new round
+    again = subprocess.run(
+        wavewait_cmd("notify", "--message", "second"), env=env_for(bus, **ids), capture_output=True, text=True
+    )
+    assert again.returncode == 0 and "event_id" in json.loads(again.stdout)
+
+
+async def test_flights_of_a_session_that_ended_are_stopped_and_say_why(bus, tmp_path):
+    async with mcp_client(bus, cwd=str(tmp_path)) as c:
+        r = data(await c.call_tool("spawn_agent", {"name": "sleeper", "command": ["sleep", "60"]}))
+        done = data(await c.call_tool("spawn_agent", {"name": "quick", "command": ["true"]}))
+
+    # stdin closed: the session is over
+    async def stopped() -> bool:
+        a = await bus.get_agent(r["agent_id"])
+        return a is not None and a.status == "dead"
+
+    await until(stopped, 20, "the orphaned flight stopped")
+    a = await bus.get_agent(r["agent_id"])
+    assert a is not None and "the session that spawned it ended" in (a.reason or "")
+    q = await bus.get_agent(done["agent_id"])
+    assert q is not None and "session that spawned it ended" not in (q.reason or "")

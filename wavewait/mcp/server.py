@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+import os
 import socket
 import sys
 from typing import Any
@@ -24,7 +25,7 @@ from ..core import wait
 from ..core.bus import Bus, open_bus
 from ..core.errors import WavewaitError
 from .settings import Settings
-from .tools import register
+from .tools import register, stop_orphans
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +86,8 @@ def explain(tool: str, exc: ValidationError, schema: dict[str, Any]) -> str:
 class WaveServer(MCPServer):
     """`MCPServer` with strict arguments (no unknown fields) and the core's errors as `isError` results."""
 
+    spawned: list[str]  # the flights spawn_agent started in this session
+
     async def list_tools(self) -> list[MCPTool]:
         return [
             t.model_copy(update={"input_schema": {**t.input_schema, "additionalProperties": False}})
@@ -117,7 +120,7 @@ class WaveServer(MCPServer):
 def build(bus: Bus, settings: Settings) -> WaveServer:
     """A server whose tools all act on `bus` as `settings.caller`."""
     server = WaveServer("wavewait", instructions=INSTRUCTIONS, log_level="WARNING")
-    register(server, bus, settings)
+    server.spawned = register(server, bus, settings)
     return server
 
 
@@ -125,6 +128,9 @@ async def serve(settings: Settings) -> None:
     """Open the bus and serve on the chosen transport until the client or a signal ends it."""
     if settings.progress_every is not None:  # the engine's tunables come from Settings here only
         wait.PROGRESS_EVERY = settings.progress_every
+    here = os.path.dirname(os.path.abspath(sys.argv[0])) if sys.argv and sys.argv[0] else ""
+    if here and os.path.isfile(os.path.join(here, "wavewait")):  # flights inherit PATH: let them find us
+        os.environ["PATH"] = os.pathsep.join([here, os.environ.get("PATH", "")])
     bus = await open_bus(settings.bus)
     try:
         server = build(bus, settings)
@@ -132,6 +138,10 @@ async def serve(settings: Settings) -> None:
             await serve_http(server, settings.host, settings.port, settings.token)
         else:
             await server.run_stdio_async()
+            # stdin closed: the host's session is over, and with it the only one waiting on
+            # the flights it spawned (on HTTP there is no such end: the flights stay)
+            if stopped := await stop_orphans(bus, settings, server.spawned):
+                log.warning("wavewait mcp: session ended; stopped its running flights %s", ", ".join(stopped))
     finally:
         await bus.close()
 

@@ -305,8 +305,12 @@ def spawn_argv(s: Settings, command: Sequence[str] | None, prompt: str | None) -
 
 
 # --------------------------------------------------------------------------- the tools
-def register(server: MCPServer, bus: Bus, s: Settings) -> None:
-    """Every tool, acting on `bus` as `s.caller`. Waits that consume inbox items are not read-only."""
+def register(server: MCPServer, bus: Bus, s: Settings) -> list[str]:
+    """Every tool, acting on `bus` as `s.caller`. Waits that consume inbox items are not read-only.
+
+    Returns the list `spawn_agent` adds each flight's id to: the flights of this session.
+    """
+    spawned: list[str] = []
 
     def tool(name: str, doc: str, title: str, **hints: bool) -> Callable[[ToolFn], ToolFn]:
         return server.tool(name=name, title=title, description=doc, annotations=_ann(title, **hints))
@@ -464,6 +468,7 @@ def register(server: MCPServer, bus: Bus, s: Settings) -> None:
         argv = spawn_argv(s, command, prompt)
         await agents.ensure_agent(bus, s.caller)
         a = await agents.spawn(bus, name, argv, wave=wave, parent_id=s.caller, cwd=s.project_dir)
+        spawned.append(a.id)
         return reply(SpawnResult(agent_id=a.id, name=a.name, pid=a.pid))
 
     @tool("list_agents", LIST_DOC, "List agents", read_only=True, idempotent=True)
@@ -482,3 +487,20 @@ def register(server: MCPServer, bus: Bus, s: Settings) -> None:
     async def kill_agent(agent: AgentRef) -> Annotated[CallToolResult, KillResult]:
         a = await agents.kill(bus, await agents.resolve_agent(bus, agent, "agent"), by=s.caller)
         return reply(KillResult(agent_id=a.id, status=a.status))
+
+    return spawned
+
+
+async def stop_orphans(bus: Bus, s: Settings, spawned: list[str]) -> list[str]:
+    """The session that spawned these flights ended: stop the ones still running (docs/tools.md).
+
+    Nobody is left to wait for their reports, so they would run on unseen; each is recorded dead
+    with the reason, so `list_agents` and the TUI say why.
+    """
+    stopped = []
+    for agent_id in spawned:
+        a = await bus.get_agent(agent_id)
+        if a is not None and a.status == "running":
+            await agents.kill(bus, a, by=f"{s.caller}: the session that spawned it ended")
+            stopped.append(a.id)
+    return stopped
