@@ -251,7 +251,7 @@ def test_wait_cut_by_the_host_loses_nothing(host: Host, tmp_path: Path) -> None:
     left = [x for x in drain(p.bus) if x.get("from") == "slow"]
     seen = any("REPORT<slow>" in r for _, r, _ in got)
     record(
-        "a wait cut by the host (host limit 5 s, wait 15 s, no --max-block)",
+        "a wait cut by the host (host limit 5 s, wait 15 s, printed --max-block 240)",
         host,
         m,
         proc,

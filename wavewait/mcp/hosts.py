@@ -49,7 +49,8 @@ def claude(bus: str, max_block: float | None, project: str) -> str:
                 "# allow the tools (claude -p refuses MCP tools that are not allowed; the shared\n"
                 "# .claude/settings.json's allow rules are ignored by -p): .claude/settings.local.json\n"
                 + claude_settings(),
-                "# headless (claude -p) waits for the server only with --mcp-config; add these flags:\n"
+                "# headless (claude -p) waits for the server only with --mcp-config; add these flags\n"
+                "# after the prompt (--allowedTools takes every word that follows it):\n"
                 + claude_flags(project).strip(),
                 "# and this in .claude/settings.json, so every worker session reports when it stops:\n"
                 + claude_hooks(),
