@@ -389,6 +389,11 @@ def run_mcp(args: argparse.Namespace) -> int:
         shown = url if "://" in url else os.path.abspath(os.path.expanduser(url))
         sys.stdout.write(render(args.print_config, shown, args.max_block, os.getcwd()))
         return 0
+    front = None
+    if args.transport == "stdio":  # answer the host's first requests while the SDK imports
+        from .mcp.front import start as start_front
+
+        front = start_front()
     from .mcp.server import serve
     from .mcp.settings import Settings
 
@@ -407,7 +412,7 @@ def run_mcp(args: argparse.Namespace) -> int:
             port=args.port,
             token=_token(args.token) if args.transport == "http" else "",
         )
-        anyio.run(serve, settings)
+        anyio.run(serve, settings, front)
     except WavewaitError as e:
         print(f"wavewait mcp: error: {e}", file=sys.stderr)
         return BAD_INPUT

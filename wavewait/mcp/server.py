@@ -14,8 +14,10 @@ import socket
 import sys
 from typing import Any
 
+import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import CallToolResult, InputRequiredResult, TextContent
 from mcp.types import Tool as MCPTool
@@ -24,6 +26,7 @@ from pydantic import ValidationError
 from ..core import wait
 from ..core.bus import Bus, open_bus
 from ..core.errors import WavewaitError
+from .front import Front
 from .settings import Settings
 from .tools import register, stop_orphans
 
@@ -124,8 +127,11 @@ def build(bus: Bus, settings: Settings) -> WaveServer:
     return server
 
 
-async def serve(settings: Settings) -> None:
-    """Open the bus and serve on the chosen transport until the client or a signal ends it."""
+async def serve(settings: Settings, front: Front | None = None) -> None:
+    """Open the bus and serve on the chosen transport until the client or a signal ends it.
+
+    On stdio with a `front` (see `front`), the SDK reads and writes the front's pipes.
+    """
     if settings.progress_every is not None:  # the engine's tunables come from Settings here only
         wait.PROGRESS_EVERY = settings.progress_every
     here = os.path.dirname(os.path.abspath(sys.argv[0])) if sys.argv and sys.argv[0] else ""
@@ -136,6 +142,12 @@ async def serve(settings: Settings) -> None:
         server = build(bus, settings)
         if settings.transport == "http":
             await serve_http(server, settings.host, settings.port, settings.token)
+        elif front is not None:
+            stdin, stdout = anyio.wrap_file(front.sdk_stdin), anyio.wrap_file(front.sdk_stdout)
+            async with stdio_server(stdin=stdin, stdout=stdout) as (read, write):
+                low = server._lowlevel_server  # as MCPServer.run_stdio_async does, on other streams
+                await low.run(read, write, low.create_initialization_options())
+            front.sdk_stdout.close()
         else:
             await server.run_stdio_async()
             # stdin closed: the host's session is over, and with it the only one waiting on
