@@ -142,7 +142,8 @@ async def serve(settings: Settings, front: Front | None = None) -> None:
         server = build(bus, settings)
         if settings.transport == "http":
             await serve_http(server, settings.host, settings.port, settings.token)
-        elif front is not None:
+            return
+        if front is not None:
             stdin, stdout = anyio.wrap_file(front.sdk_stdin), anyio.wrap_file(front.sdk_stdout)
             async with stdio_server(stdin=stdin, stdout=stdout) as (read, write):
                 low = server._lowlevel_server  # as MCPServer.run_stdio_async does, on other streams
@@ -150,10 +151,10 @@ async def serve(settings: Settings, front: Front | None = None) -> None:
             front.sdk_stdout.close()
         else:
             await server.run_stdio_async()
-            # stdin closed: the host's session is over, and with it the only one waiting on
-            # the flights it spawned (on HTTP there is no such end: the flights stay)
-            if stopped := await stop_orphans(bus, settings, server.spawned):
-                log.warning("wavewait mcp: session ended; stopped its running flights %s", ", ".join(stopped))
+        # stdin closed: the host's session is over, and with it the only one waiting on the
+        # flights it spawned (on HTTP there is no such end: the flights stay)
+        if stopped := await stop_orphans(bus, settings, server.spawned):
+            log.warning("wavewait mcp: session ended; stopped its running flights %s", ", ".join(stopped))
     finally:
         await bus.close()
 
