@@ -20,4 +20,4 @@ def test_the_prerendered_answers_are_the_sdks_own():
 
 @pytest.mark.parametrize("version", [HANDSHAKE_PROTOCOL_VERSIONS[0], HANDSHAKE_PROTOCOL_VERSIONS[-1], "1999-01-01"])
 def test_a_server_with_the_front_answers_as_one_without(version):
-    assert ask_sdk(version, env={OFF: "1"}) == ask_sdk(version)
+    assert ask_sdk(version, env={OFF: "1"}) == ask_sdk(version)  # on vs off

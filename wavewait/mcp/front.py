@@ -21,7 +21,10 @@ from typing import Any, BinaryIO
 
 from . import prerendered
 
-OFF = "WAVEWAIT_MCP_PRERENDER"  # "0" turns the front off (the drift test compares both)
+# "1" turns the front on. Off by default: with it, Claude Code 2.1.330 ended in sessions whose
+# tools/call the SDK refused for a missing 2026-era `_meta` envelope (3 of 10 host scenarios;
+# not understood yet, see docs/hosts.md), so it stays opt-in until the host suite passes with it.
+OFF = "WAVEWAIT_MCP_PRERENDER"
 
 
 class Front:
@@ -98,8 +101,8 @@ class Front:
 
 
 def start() -> Front | None:
-    """The front on this process's stdio, running; None when turned off."""
-    if os.environ.get(OFF) == "0":
+    """The front on this process's stdio, running; None unless turned on."""
+    if os.environ.get(OFF) != "1":
         return None
     f = Front(sys.stdin.buffer, sys.stdout.buffer)
     f.start()
