@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel
+from pydantic import BaseModel, ConfigDict, Field, RootModel, model_validator
 
 from .model import TargetStatus, WaitRecord
 
@@ -81,17 +81,30 @@ class TargetResult(BaseModel):
 class FanIn(Result):
     """`wait` with `from_agents`: one entry per requested agent, in request order."""
 
-    status: Literal["complete", "timeout", "interrupted"]
+    status: Literal["complete", "partial", "timeout", "interrupted"]
     results: list[TargetResult]
     elapsed_sec: float
+    more_waiting: int | None = Field(
+        default=None,
+        description="Listed agents whose message is queued but was not taken: it did not fit this "
+        "result's output budget. Call wait again to get them.",
+    )
 
     def outcome(self) -> Outcome:
+        if self.status == "partial":  # not satisfied yet: call again for the rest
+            return "timeout"
         return "satisfied" if self.status == "complete" else self.status
 
     def summary(self) -> str:
         got = sum(r.status == "received" for r in self.results)
-        word = {"complete": "fan-in complete", "timeout": "fan-in timed out", "interrupted": "interrupted"}
-        return f"{word[self.status]}: {got}/{len(self.results)} received"
+        word = {
+            "complete": "fan-in complete",
+            "partial": "fan-in partial",
+            "timeout": "fan-in timed out",
+            "interrupted": "interrupted",
+        }
+        more = f", {self.more_waiting} more waiting" if self.more_waiting else ""
+        return f"{word[self.status]}: {got}/{len(self.results)} received{more}"
 
 
 class WaitResult(RootModel[NextMessage | FanIn]):
@@ -151,10 +164,17 @@ class AgentWait(Result):
 
     wait_id: str = Field(validation_alias="waitId", serialization_alias="waitId")
     agent_id: str = Field(validation_alias="agentId", serialization_alias="agentId")
-    status: Literal["resolved"] = "resolved"
+    status: Literal["resolved", "pending"] = "resolved"
     kind: Literal["agent-closed", "agent-idle"]
     match: Literal["any", "all"]
     resolution: Resolution
+
+    @model_validator(mode="after")
+    def _pending_unless_resolved(self) -> AgentWait:
+        """A wait that timed out or was interrupted is not resolved: say so at the top too."""
+        if self.resolution.status in ("timed_out", "interrupted"):
+            self.status = "pending"
+        return self
 
     def outcome(self) -> Outcome:
         s = self.resolution.status

@@ -401,10 +401,13 @@ class OnePerAgent(Condition[FanIn]):
     tool = "wait"
     uses_inbox = True
 
-    def __init__(self, targets: Sequence[Agent]) -> None:
+    def __init__(self, targets: Sequence[Agent], budget: int | None = None) -> None:
         super().__init__(f"a message from each of {_names(targets)}", targets)
         self.state: dict[str, Agent] = {a.id: a for a in targets}
         self.got: dict[str, Item] = {}  # claims by sender
+        self.budget = budget  # characters of message bodies one result may carry
+        self.used = 0
+        self.full = False  # the budget ended the wait: the rest stays queued
 
     async def step(self, w: Waiting) -> FanIn | None:
         waiting = [a_id for a_id in self.state if a_id not in self.got]
@@ -416,18 +419,29 @@ class OnePerAgent(Condition[FanIn]):
         for ref in await w.bus.pending(w.caller):
             if ref.sender in wanted and ref.type in AGENT_ITEM_TYPES:
                 item = await w.bus.claim(w.caller, ref, w.id)
-                if item is not None:
-                    self.got[ref.sender] = item
-                    wanted.discard(ref.sender)
+                if item is None:
+                    continue
+                if self._overflows(item) and await w.bus.unclaim(w.caller, ref, w.id):
+                    self.full = True
+                    return self._result("partial", w)
+                self.got[ref.sender] = item
+                self.used += len(item.body)
+                wanted.discard(ref.sender)
         if all(a_id in self.got or a.status != "running" for a_id, a in self.state.items()):
             return self._result("complete", w)
         return None
 
+    def _overflows(self, item: Item) -> bool:
+        """Would `item` push the result past the budget? The first message is always taken."""
+        return self.budget is not None and bool(self.got) and self.used + len(item.body) > self.budget
+
     def progress(self) -> str:
         got = [self.state[a].name for a in self.state if a in self.got]
-        rest = [s.name for a, s in self.state.items() if a not in self.got]
+        rest = [s.name for a, s in self.state.items() if a not in self.got and s.status == "running"]
+        ended = [f"{s.name} {s.status}" for a, s in self.state.items() if a not in self.got and s.status != "running"]
         msg = f"{len(got)}/{len(self.state)} received"
         msg += f": {', '.join(got)}" if got else ""
+        msg += f" · {', '.join(ended)}" if ended else ""  # a death is news: it changes the line
         return msg + (f" · waiting on {', '.join(rest)}" if rest else "")
 
     def ended(self, why: Ending, w: Waiting) -> FanIn:
@@ -436,7 +450,7 @@ class OnePerAgent(Condition[FanIn]):
     def received(self) -> tuple[str, ...]:
         return tuple(self.got)
 
-    def _result(self, status: Literal["complete", "timeout", "interrupted"], w: Waiting) -> FanIn:
+    def _result(self, status: Literal["complete", "partial", "timeout", "interrupted"], w: Waiting) -> FanIn:
         results = []
         for a_id, agent in self.state.items():
             if a_id in self.got:
@@ -458,8 +472,13 @@ async def wait_fan_in(
     on_progress: ProgressFn | None = None,
     control: Control | None = None,
     settings: WaitSettings | None = None,
+    budget: int | None = None,
 ) -> FanIn:
-    """Wait for one message from each listed agent; dead, idle or closed ones end early."""
+    """Wait for one message from each listed agent; dead, idle or closed ones end early.
+
+    `budget` (characters of message bodies) ends the wait as "partial" once what it took
+    fills it: a message that would overflow it goes back to the inbox (the first is always taken).
+    """
     timeout = check_timeout(timeout)
     if not from_agents:
         raise BadInput("from_agents: list at least one agent id or prefix (or omit it for the next message)")
@@ -468,7 +487,7 @@ async def wait_fan_in(
     return await run(
         bus,
         caller,
-        OnePerAgent(targets),
+        OnePerAgent(targets, budget),
         timeout=timeout,
         on_progress=on_progress,
         control=control,

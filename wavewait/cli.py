@@ -119,9 +119,21 @@ async def cmd_wait_event(bus: Bus, args: argparse.Namespace) -> int:
 
 
 async def cmd_notify(bus: Bus, args: argparse.Namespace) -> int:
+    """Report completion, once per round: a worker already idle (it reported, by the tool or an
+    earlier hook, and got no new input since) or closed is not reported again. So a Stop hook
+    after the model's own notify_completion sends nothing, and says so."""
+    worker = agents_mod.caller_id(args.agent)
+    known = await bus.get_agent(worker)
+    if known is not None and known.status in ("idle", "closed"):
+        print(
+            f"wavewait notify: {worker} already reported this round (it is {known.status}); nothing sent",
+            file=sys.stderr,
+        )
+        print(json.dumps({"success": True, "already_reported": True, "status": known.status}))
+        return 0
     item = await messages.notify_completion(
         bus,
-        agents_mod.caller_id(args.agent),
+        worker,
         status=args.status,
         message=args.message or "",
         changes=args.change,
@@ -220,7 +232,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-block",
         type=_seconds,
         metavar="SECONDS",
-        help="return longer waits at this point as a normal timeout (hosts that cut long calls)",
+        help="return longer waits at this point as a normal timeout that says to call again "
+        "(default 240, below Codex's 300 s; $WAVEWAIT_MAX_BLOCK; never above Claude Code's $MCP_TOOL_TIMEOUT)",
+    )
+    s.add_argument(
+        "--output-budget",
+        type=_whole(1000, 10_000_000, "a whole number of characters ≥ 1000"),
+        metavar="CHARS",
+        help="most message text one result carries; the rest stays queued for the next call "
+        "(default 30000, what both Claude Code and Codex show whole; $WAVEWAIT_OUTPUT_BUDGET)",
     )
     s.add_argument(
         "--allow-path",
@@ -371,8 +391,13 @@ def run_mcp(args: argparse.Namespace) -> int:
         from .mcp.hosts import render
 
         shown = url if "://" in url else os.path.abspath(os.path.expanduser(url))
-        sys.stdout.write(render(args.print_config, shown, args.max_block))
+        sys.stdout.write(render(args.print_config, shown, args.max_block, os.getcwd()))
         return 0
+    front = None
+    if args.transport == "stdio":  # answer the host's first requests while the SDK imports
+        from .mcp.front import start as start_front
+
+        front = start_front()
     from .mcp.server import serve
     from .mcp.settings import Settings
 
@@ -381,7 +406,8 @@ def run_mcp(args: argparse.Namespace) -> int:
             bus=url,
             caller=agents_mod.caller_id(args.agent),
             project_dir=_project_dir(),
-            max_block=args.max_block,
+            max_block=_max_block(args.max_block),
+            output_budget=args.output_budget or _env_whole("WAVEWAIT_OUTPUT_BUDGET") or 30_000,
             allow_paths=tuple(args.allow_path),
             agent_command=args.agent_command or os.environ.get("WAVEWAIT_AGENT_COMMAND") or None,
             progress_every=args.progress_every or _env_seconds("WAVEWAIT_PROGRESS_EVERY"),
@@ -390,7 +416,7 @@ def run_mcp(args: argparse.Namespace) -> int:
             port=args.port,
             token=_token(args.token) if args.transport == "http" else "",
         )
-        anyio.run(serve, settings)
+        anyio.run(serve, settings, front)
     except WavewaitError as e:
         print(f"wavewait mcp: error: {e}", file=sys.stderr)
         return BAD_INPUT
@@ -403,6 +429,32 @@ def _project_dir() -> str:
     """Where relative signal paths start: WAVEWAIT_PROJECT_DIR, else CLAUDE_PROJECT_DIR, else cwd."""
     d = os.environ.get("WAVEWAIT_PROJECT_DIR") or os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
     return os.path.realpath(os.path.expanduser(d))
+
+
+def _max_block(given: float | None) -> float:
+    """--max-block, else $WAVEWAIT_MAX_BLOCK, else 240 s; kept below Claude Code's $MCP_TOOL_TIMEOUT.
+
+    Claude Code passes its environment to the server and, at MCP_TOOL_TIMEOUT, drops the call
+    without telling the server (no notifications/cancelled): a wait still running then could
+    take a report nobody sees. So every wait returns before that cut.
+    """
+    from .mcp.hosts import DEFAULT_MAX_BLOCK
+
+    block = given or _env_seconds("WAVEWAIT_MAX_BLOCK") or DEFAULT_MAX_BLOCK
+    raw = os.environ.get("MCP_TOOL_TIMEOUT", "")
+    if raw.isdigit() and int(raw) >= 1000:  # milliseconds; the host ignores values below 1 s
+        cut = int(raw) / 1000
+        block = min(block, max(cut * 0.5, cut - max(1.0, cut * 0.1)))
+    return block
+
+
+def _env_whole(name: str) -> int | None:
+    value = os.environ.get(name)
+    if not value:
+        return None
+    if not value.isdigit() or int(value) < 1000:
+        raise BadInput(f"{name}: must be a whole number of characters ≥ 1000, got {value!r}")
+    return int(value)
 
 
 def _env_seconds(name: str) -> float | None:

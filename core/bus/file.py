@@ -548,6 +548,17 @@ class FileBus:
             folder.rmdir()
         return count
 
+    async def unclaim(self, inbox: str, ref: ItemRef, wait_id: str) -> bool:
+        """Return one claim of `wait_id` to the inbox (a wait that took more than it can hand on)."""
+        box = self._inbox(inbox)
+        name = _name(ref)
+        self._claimed.get((inbox, wait_id), {}).pop(name, None)
+        try:
+            os.rename(box / "claims" / check_id(wait_id, "wait") / name, box / "new" / name)
+        except FileNotFoundError:
+            return False
+        return True
+
     async def take(self, inbox: str, wait_id: str, taker: str) -> list[Item]:
         """Move a wait's claims into history in one rename of its claim folder.
 

@@ -377,6 +377,16 @@ class PostgresBus:
             await self._notify(f"i:{inbox}")
         return n
 
+    async def unclaim(self, inbox: str, ref: ItemRef, wait_id: str) -> bool:
+        """Return one claim of `wait_id` to the inbox (a wait that took more than it can hand on)."""
+        n = await self._count(
+            "UPDATE items SET claimed_by = NULL WHERE inbox = %s AND seq = %s AND claimed_by = %s",
+            [check_id(inbox, "inbox"), ref.seq, check_id(wait_id, "wait")],
+        )
+        if n:
+            await self._notify(f"i:{inbox}")
+        return bool(n)
+
     async def take(self, inbox: str, wait_id: str, taker: str) -> list[Item]:
         """Move the wait's claims to history. On a retry (the first commit's answer was lost)
         the items this wait already moved are read back, so none goes missing."""

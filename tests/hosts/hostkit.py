@@ -12,6 +12,7 @@ import asyncio
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -78,13 +79,14 @@ def install(host: Host) -> Path:
     return host.exe
 
 
-def printed_config(kind: str, bus: Path, *flags: str) -> str:
-    """What `wavewait mcp --print-config KIND` says to paste (the user's copy-paste)."""
+def printed_config(kind: str, bus: Path, *flags: str, cwd: Path | None = None) -> str:
+    """What `wavewait mcp --print-config KIND` says to paste (the user's copy-paste), run from `cwd`."""
     return subprocess.run(
         [str(VENV_BIN / "wavewait"), "mcp", "--print-config", kind, "--bus", str(bus), *flags],
         capture_output=True,
         text=True,
         check=True,
+        cwd=cwd,
     ).stdout
 
 
@@ -104,21 +106,20 @@ class Project:
     server_args: list[str] = field(default_factory=list)  # appended to wavewait's args in the config
     codex_server_extra: str = ""  # extra keys for [mcp_servers.wavewait]
     hooks: bool = False  # the Stop hooks from --print-config claude-hooks
-    claude_allow: list[str] = field(default_factory=list)  # permissions.allow, .claude/settings.local.json
 
     def configure(self, model_url: str) -> None:
         """Write the host's files exactly as --print-config prints them (plus the model endpoint)."""
         self.root.mkdir(parents=True, exist_ok=True)
         if self.host is CLAUDE:
-            cfg = json.loads(printed_config("claude-json", self.bus))
+            cfg = json.loads(printed_config("claude-json", self.bus, cwd=self.root))
             cfg["mcpServers"]["wavewait"]["args"] += self.server_args
             (self.root / ".mcp.json").write_text(json.dumps(cfg, indent=2))
             (self.root / ".claude").mkdir(exist_ok=True)
             if self.hooks:
                 (self.root / ".claude" / "settings.json").write_text(printed_config("claude-hooks", self.bus))
-            if self.claude_allow:  # -p ignores allow rules in the shared .claude/settings.json
-                local = {"permissions": {"allow": self.claude_allow}}
-                (self.root / ".claude" / "settings.local.json").write_text(json.dumps(local, indent=2))
+            local = printed_config("claude-settings", self.bus)  # -p ignores the shared settings.json's allow
+            (self.root / ".claude" / "settings.local.json").write_text(local)
+            self.args = [*shlex.split(printed_config("claude-flags", self.bus, cwd=self.root)), *self.args]
             self.env |= {"ANTHROPIC_BASE_URL": model_url, "ANTHROPIC_API_KEY": "sk-scripted"}
         else:
             codex_home = self.home / ".codex"
@@ -341,9 +342,9 @@ def render_transcript() -> str:
         "turn* is how wavewait reached the model's first request: *callable* (in the tools list),",
         "*named* (listed as deferred, loaded through the host's tool search), *connecting* (the host",
         "says the server is still starting) or *absent*. Results are the text the model got, filler",
-        "collapsed (`x…(N)`) and cut in the middle. Past the first-turn and permission scenarios, each",
-        'run adds what `--print-config` does not emit yet: `permissions.allow: ["mcp__wavewait"]` in',
-        "`.claude/settings.local.json` for Claude Code, `required = true` for Codex.",
+        "collapsed (`x…(N)`) and cut in the middle. Every run uses the printed set-up as it is:",
+        "for Claude Code `.mcp.json`, `.claude/settings.local.json` and the `claude-flags`",
+        "(`--mcp-config FILE --allowedTools mcp__wavewait`); for Codex the `[mcp_servers.wavewait]` block.",
         "",
         "| scenario | host | first turn | wavewait results seen by the model | note |",
         "|---|---|---|---|---|",

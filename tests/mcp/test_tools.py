@@ -49,7 +49,7 @@ async def test_tools_list_publishes_schemas_and_honest_annotations(bus):
     sig = tools["wave_wait_for_signal"].input_schema["properties"]
     assert sig["timeout_sec"]["default"] == 1800 and sig["min_count"]["default"] == 1
     assert set(tools["wait_agent"].input_schema["required"]) == {"id", "agentId", "kind", "description"}
-    assert tools["wait_for_event"].input_schema["properties"]["timeout_secs"]["default"] == 300
+    assert tools["wait_for_event"].input_schema["properties"]["timeout_secs"]["default"] == 240
     # waits that consume are not read-only; watching is; kill and close are destructive
     assert tools["wait"].annotations.read_only_hint is False
     assert tools["wait_for_event"].annotations.read_only_hint is False

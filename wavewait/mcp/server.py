@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import hmac
 import logging
+import os
 import socket
 import sys
 from typing import Any
 
+import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import CallToolResult, InputRequiredResult, TextContent
 from mcp.types import Tool as MCPTool
@@ -22,8 +25,9 @@ from pydantic import ValidationError
 
 from ..core.bus import Bus, open_bus
 from ..core.errors import WavewaitError
+from .front import Front
 from .settings import Settings
-from .tools import register
+from .tools import register, stop_orphans
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +41,8 @@ INSTRUCTIONS = (
 
 
 def error(message: str) -> CallToolResult:
-    return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
+    """An error the text alone says is one: Codex hands the model no error flag."""
+    return CallToolResult(content=[TextContent(type="text", text=f"Error: {message}")], is_error=True)
 
 
 def _allowed(prop: dict[str, Any]) -> str:
@@ -83,6 +88,8 @@ def explain(tool: str, exc: ValidationError, schema: dict[str, Any]) -> str:
 class WaveServer(MCPServer):
     """`MCPServer` with strict arguments (no unknown fields) and the core's errors as `isError` results."""
 
+    spawned: list[str]  # the flights spawn_agent started in this session
+
     async def list_tools(self) -> list[MCPTool]:
         return [
             t.model_copy(update={"input_schema": {**t.input_schema, "additionalProperties": False}})
@@ -115,19 +122,36 @@ class WaveServer(MCPServer):
 def build(bus: Bus, settings: Settings) -> WaveServer:
     """A server whose tools all act on `bus` as `settings.caller`."""
     server = WaveServer("wavewait", instructions=INSTRUCTIONS, log_level="WARNING")
-    register(server, bus, settings)
+    server.spawned = register(server, bus, settings)
     return server
 
 
-async def serve(settings: Settings) -> None:
-    """Open the bus and serve on the chosen transport until the client or a signal ends it."""
+async def serve(settings: Settings, front: Front | None = None) -> None:
+    """Open the bus and serve on the chosen transport until the client or a signal ends it.
+
+    On stdio with a `front` (see `front`), the SDK reads and writes the front's pipes.
+    """
+    here = os.path.dirname(os.path.abspath(sys.argv[0])) if sys.argv and sys.argv[0] else ""
+    if here and os.path.isfile(os.path.join(here, "wavewait")):  # flights inherit PATH: let them find us
+        os.environ["PATH"] = os.pathsep.join([here, os.environ.get("PATH", "")])
     bus = await open_bus(settings.bus)
     try:
         server = build(bus, settings)
         if settings.transport == "http":
             await serve_http(server, settings.host, settings.port, settings.token)
+            return
+        if front is not None:
+            stdin, stdout = anyio.wrap_file(front.sdk_stdin), anyio.wrap_file(front.sdk_stdout)
+            async with stdio_server(stdin=stdin, stdout=stdout) as (read, write):
+                low = server._lowlevel_server  # as MCPServer.run_stdio_async does, on other streams
+                await low.run(read, write, low.create_initialization_options())
+            front.sdk_stdout.close()
         else:
             await server.run_stdio_async()
+        # stdin closed: the host's session is over, and with it the only one waiting on the
+        # flights it spawned (on HTTP there is no such end: the flights stay)
+        if stopped := await stop_orphans(bus, settings, server.spawned):
+            log.warning("wavewait mcp: session ended; stopped its running flights %s", ", ".join(stopped))
     finally:
         await bus.close()
 

@@ -16,6 +16,7 @@ class Settings:
     caller: str  # who calls the tools
     project_dir: str  # where relative signal paths start
     max_block: float | None = None  # longer waits return at this point as a normal timeout
+    output_budget: int | None = None  # characters of message text one result may carry
     allow_paths: tuple[str, ...] = ()  # more folders wave_wait_for_signal may watch
     agent_command: str | None = None  # how spawn_agent runs a prompt
     progress_every: float | None = None  # the engine's progress beat; None keeps the core's default

@@ -47,14 +47,17 @@ log = logging.getLogger(__name__)
 
 
 def reply(result: Result, hint: str | None = None) -> CallToolResult:
-    """`structuredContent` and the same JSON as text (for hosts that read text)."""
+    """`structuredContent`, and as text one line: the summary and the hint.
+
+    Claude Code and Codex show the model the structured content of a success and never its
+    text (tests/hosts), so a second copy of the JSON would only double what crosses the wire
+    and count twice against what the host keeps; the line serves clients that read text.
+    """
     if hint:
         result.hint = hint.strip()
     data = result.to_json()
-    return CallToolResult(
-        content=[TextContent(type="text", text=json.dumps(data, ensure_ascii=False))],
-        structured_content=data,
-    )
+    line = result.summary() + (f". {result.hint}" if result.hint else "")
+    return CallToolResult(content=[TextContent(type="text", text=line)], structured_content=data)
 
 
 class Reporter:
@@ -233,6 +236,11 @@ def fan_hint(s: Settings, r: FanIn, asked: float, cut: bool) -> str | None:
     parts = []
     if r.status == "interrupted":
         parts.append("A person interrupted this wait (TUI or `wavewait interrupt`).")
+    elif r.status == "partial":
+        parts.append(
+            f"{r.more_waiting or 'Some'} more message(s) are waiting: they did not fit in this result "
+            "and stay queued, nothing is lost. Call wait again for them."
+        )
     elif r.status == "timeout":
         parts.append(
             cut_hint(s, asked).strip() if cut else "Timed out; this is a normal result and the flights keep running."
@@ -297,8 +305,12 @@ def spawn_argv(s: Settings, command: Sequence[str] | None, prompt: str | None) -
 
 
 # --------------------------------------------------------------------------- the tools
-def register(server: MCPServer, bus: Bus, s: Settings) -> None:
-    """Every tool, acting on `bus` as `s.caller`. Waits that consume inbox items are not read-only."""
+def register(server: MCPServer, bus: Bus, s: Settings) -> list[str]:
+    """Every tool, acting on `bus` as `s.caller`. Waits that consume inbox items are not read-only.
+
+    Returns the list `spawn_agent` adds each flight's id to: the flights of this session.
+    """
+    spawned: list[str] = []
 
     ws = s.wait_settings()
 
@@ -314,7 +326,12 @@ def register(server: MCPServer, bus: Bus, s: Settings) -> None:
         if from_agents is None:
             nxt = await wait.wait_next(bus, s.caller, eff, on_progress=Reporter(ctx, eff), settings=ws)
             return reply(nxt, next_hint(s, nxt, timeout, cut))
-        fan = await wait.wait_fan_in(bus, s.caller, eff, from_agents, on_progress=Reporter(ctx, eff), settings=ws)
+        fan = await wait.wait_fan_in(
+            bus, s.caller, eff, from_agents, on_progress=Reporter(ctx, eff), settings=ws, budget=s.output_budget
+        )
+        if fan.status == "partial":
+            left = {t.agent_id for t in fan.results if t.status != "received"}
+            fan.more_waiting = len({r.sender for r in await bus.pending(s.caller) if r.sender in left})
         return reply(fan, fan_hint(s, fan, timeout, cut))
 
     @tool("wave_wait_for_signal", SIGNAL_DOC, "Wait for signal files", read_only=True, idempotent=True)
@@ -357,6 +374,9 @@ def register(server: MCPServer, bus: Bus, s: Settings) -> None:
             str | None, Field(description="ISO-8601 time at which the wait times out, e.g. 2026-01-31T12:00:00Z.")
         ] = None,
     ) -> Annotated[CallToolResult, AgentWait]:
+        # resolved here first so an unknown id is named as the caller gave it (agentId or agentIds[i])
+        first = (await agents.resolve_agent(bus, agentId, "agentId")).id
+        more = [a.id for a in await agents.resolve_agents(bus, agentIds or [], "agentIds")]
         asked = wait.parse_deadline(timeoutAt)
         eff_at, eff, cut = timeoutAt, asked, False
         if s.max_block is not None and (asked is None or asked - now() > s.max_block):
@@ -366,8 +386,8 @@ def register(server: MCPServer, bus: Bus, s: Settings) -> None:
             bus,
             s.caller,
             id=id,
-            agent_id=agentId,
-            agent_ids=agentIds or [],
+            agent_id=first,
+            agent_ids=more,
             kind=kind,
             description=description,
             match=match,
@@ -379,9 +399,11 @@ def register(server: MCPServer, bus: Bus, s: Settings) -> None:
         res = r.resolution
         if cut and res.status == "timed_out":
             res.timeout_at = iso(asked)
+            until = "no timeoutAt" if timeoutAt is None else f"timeoutAt {iso(asked)}"
             hint = (
-                cut_hint(s, None if asked is None else asked - now())
-                + "Call wait_agent again with the same arguments to keep waiting."
+                f"Returned after this server's max-block of {s.max_block:g} s ({until}); this is a normal "
+                "timeout, nothing is lost and the agents keep running. Call wait_agent again with the same "
+                "arguments to keep waiting."
             )
         elif res.status == "timed_out":
             hint = (
@@ -400,7 +422,7 @@ def register(server: MCPServer, bus: Bus, s: Settings) -> None:
         types: Annotated[
             list[str] | None, Field(description="Event types to take, e.g. ['worker_complete']; default: all.")
         ] = None,
-        timeout_secs: Annotated[float, Field(ge=0, description="Seconds to wait at most (0 = instant check).")] = 300,
+        timeout_secs: Annotated[float, Field(ge=0, description="Seconds to wait at most (0 = instant check).")] = 240,
     ) -> Annotated[CallToolResult, Event]:
         timeout = wait.check_timeout(timeout_secs, "timeout_secs")
         eff, cut = clamp(s, timeout)
@@ -449,6 +471,7 @@ def register(server: MCPServer, bus: Bus, s: Settings) -> None:
         argv = spawn_argv(s, command, prompt)
         await agents.ensure_agent(bus, s.caller)
         a = await agents.spawn(bus, name, argv, wave=wave, parent_id=s.caller, cwd=s.project_dir)
+        spawned.append(a.id)
         return reply(SpawnResult(agent_id=a.id, name=a.name, pid=a.pid))
 
     @tool("list_agents", LIST_DOC, "List agents", read_only=True, idempotent=True)
@@ -467,3 +490,20 @@ def register(server: MCPServer, bus: Bus, s: Settings) -> None:
     async def kill_agent(agent: AgentRef) -> Annotated[CallToolResult, KillResult]:
         a = await agents.kill(bus, await agents.resolve_agent(bus, agent, "agent"), by=s.caller)
         return reply(KillResult(agent_id=a.id, status=a.status))
+
+    return spawned
+
+
+async def stop_orphans(bus: Bus, s: Settings, spawned: list[str]) -> list[str]:
+    """The session that spawned these flights ended: stop the ones still running (docs/tools.md).
+
+    Nobody is left to wait for their reports, so they would run on unseen; each is recorded dead
+    with the reason, so `list_agents` and the TUI say why.
+    """
+    stopped = []
+    for agent_id in spawned:
+        a = await bus.get_agent(agent_id)
+        if a is not None and a.status == "running":
+            await agents.kill(bus, a, by=f"{s.caller}: the session that spawned it ended")
+            stopped.append(a.id)
+    return stopped

@@ -1,0 +1,109 @@
+"""Answer a host's first requests while the MCP SDK is still importing (standard library only).
+
+Hosts give a starting server little time (Claude Code -p about 2 s, Codex about 1 s without
+`required`), and importing the SDK takes 0.5 s idle and several seconds under load. So
+`wavewait mcp` on stdio starts this front first: a thread reads the real stdin and forwards
+every line, unchanged and in order, to the SDK server through a pipe; until the SDK answers,
+the front itself answers `initialize` (for the handshake-era protocol versions) and
+`tools/list` (no cursor) from `prerendered`, which is generated from the real tool
+definitions and compared with the SDK's own answers by tests/mcp/test_front.py. The SDK's
+answers to those ids are dropped, so the client sees exactly one answer per request, and the
+SDK's session goes through the same requests as without the front.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+from typing import Any, BinaryIO
+
+from . import prerendered
+
+# "1" turns the front on. Off by default: with it, Claude Code 2.1.330 ended in sessions whose
+# tools/call the SDK refused for a missing 2026-era `_meta` envelope (3 of 10 host scenarios;
+# not understood yet, see docs/hosts.md), so it stays opt-in until the host suite passes with it.
+OFF = "WAVEWAIT_MCP_PRERENDER"
+
+
+class Front:
+    """The pipes the SDK server reads and writes, and the threads that join them to stdio."""
+
+    def __init__(self, stdin: BinaryIO, stdout: BinaryIO) -> None:
+        self.stdin, self.stdout = stdin, stdout
+        to_sdk_r, self._to_sdk_w = os.pipe()
+        self._from_sdk_r, from_sdk_w = os.pipe()
+        self.sdk_stdin = os.fdopen(to_sdk_r, "r", encoding="utf-8", errors="replace")
+        self.sdk_stdout = os.fdopen(from_sdk_w, "w", encoding="utf-8")
+        self._answered: set[str] = set()  # ids whose answer the front sent: the SDK's is dropped
+        self._sdk_spoke = threading.Event()  # the SDK answered something: it is up, stop answering
+        self._handshake = False  # this session's initialize was answered here
+        self._lock = threading.Lock()
+        self._data: dict[str, Any] = json.loads(prerendered.PAYLOAD)
+
+    def start(self) -> None:
+        threading.Thread(target=self._pump_in, name="wavewait-front-in", daemon=True).start()
+        threading.Thread(target=self._pump_out, name="wavewait-front-out", daemon=True).start()
+
+    def _write(self, line: bytes) -> None:
+        with self._lock:
+            self.stdout.write(line)
+            self.stdout.flush()
+
+    def _early(self, msg: dict[str, Any]) -> dict[str, Any] | None:
+        """The answer the SDK would give, for the requests answered here; else None."""
+        if self._sdk_spoke.is_set() or "id" not in msg:
+            return None
+        method, params = msg.get("method"), msg.get("params") or {}
+        if method == "initialize":
+            version = params.get("protocolVersion") if isinstance(params, dict) else None
+            if version not in self._data["versions"]:
+                return None
+            self._handshake = True
+            return {"protocolVersion": version, **self._data["initialize"]}
+        if method == "tools/list" and self._handshake and isinstance(params, dict) and not params.get("cursor"):
+            return dict(self._data["tools_list"])
+        return None
+
+    def _pump_in(self) -> None:
+        out = os.fdopen(self._to_sdk_w, "wb", buffering=0)
+        try:
+            for raw in self.stdin:
+                try:
+                    msg = json.loads(raw)
+                except ValueError:
+                    msg = None
+                if isinstance(msg, dict) and (result := self._early(msg)) is not None:
+                    self._answered.add(json.dumps(msg["id"]))
+                    self._write((json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}) + "\n").encode())
+                out.write(raw if raw.endswith(b"\n") else raw + b"\n")
+        except (BrokenPipeError, OSError):
+            pass  # the SDK side is gone: the server is ending
+        finally:
+            out.close()  # end of input for the SDK, as the host's EOF
+
+    def _pump_out(self) -> None:
+        with os.fdopen(self._from_sdk_r, "rb") as sdk:
+            for raw in sdk:
+                try:
+                    msg = json.loads(raw)
+                except ValueError:
+                    msg = None
+                if isinstance(msg, dict) and "id" in msg and "method" not in msg:
+                    key = json.dumps(msg["id"])
+                    if key in self._answered:
+                        self._answered.discard(key)
+                        self._sdk_spoke.set()
+                        continue
+                    self._sdk_spoke.set()
+                self._write(raw)
+
+
+def start() -> Front | None:
+    """The front on this process's stdio, running; None unless turned on."""
+    if os.environ.get(OFF) != "1":
+        return None
+    f = Front(sys.stdin.buffer, sys.stdout.buffer)
+    f.start()
+    return f
