@@ -146,7 +146,10 @@ async def role_send(a: argparse.Namespace) -> None:
     to = a.to.split(",")
     await asyncio.to_thread(sys.stdin.readline)  # go
     t0 = time.time()
+    sent = 0
     for i in range(a.count):
+        if a.seconds and time.time() - t0 > a.seconds:
+            break  # the machine cannot keep the rate: stop on time, say how many went
         if a.rate:
             ahead = t0 + i / a.rate - time.time()
             if ahead > 0:
@@ -154,7 +157,8 @@ async def role_send(a: argparse.Namespace) -> None:
         inbox = to[i % len(to)] if a.rr else random.choice(to)
         body = json.dumps({"t": time.time(), "id": f"{a.tag}-{i}"})
         await bus.deliver(Item(id=new_id(), type="message", to=inbox, sender=a.sender, body=body))
-    print(json.dumps({"start": t0, "end": time.time(), "sent": a.count}), flush=True)
+        sent += 1
+    print(json.dumps({"start": t0, "end": time.time(), "sent": sent}), flush=True)
     await bus.close()
 
 
@@ -331,6 +335,8 @@ class Run:
                 str(per),
                 "--rate",
                 str(a.load_rate / a.senders),
+                "--seconds",
+                str(a.duration),
                 "--tag",
                 f"s{k}",
                 "--sender",
@@ -510,6 +516,7 @@ async def main(args: argparse.Namespace) -> None:
             put(f"{head}: send -> return p50 / p99 ms", kind, f"{1000 * r['p50']:.1f} / {1000 * r['p99']:.1f}")
             lost, dup = r["sent"] - r["distinct"], r["received"] - r["distinct"]
             put(f"{head}: lost / duplicated", kind, f"{lost} / {dup} (of {r['sent']:,})")
+            put(f"{head}: rate the senders reached, msg/s", kind, f"{r['sent'] / args.duration:.0f}")
             put(f"{head}: RSS first / end MB", kind, f"{fmt(r['rss_first'], '.0f')} / {r['rss_end']:.0f}")
             if args.tracemalloc:
                 put(f"{head}: traced MB first / end", kind, f"{fmt(r['traced_first'], '.1f')} / {r['traced_end']:.1f}")
@@ -548,6 +555,7 @@ def parse() -> argparse.Namespace:
     p.add_argument("--timeout", type=float, default=30.0)
     p.add_argument("--first", type=float, default=60.0)
     p.add_argument("--window", type=float, default=10.0)
+    p.add_argument("--seconds", type=float, default=0.0, help="a sender stops after this many seconds")
     p.add_argument("--quick", action="store_true")
     p.add_argument("--buses", default="files,pg")
     p.add_argument("--only", default="fanin,load,throughput,idle")
