@@ -128,10 +128,10 @@ async def role_server(a: argparse.Namespace) -> None:
         "traced_end": tracemalloc.get_traced_memory()[0] / 1e6 if a.tracemalloc else None,
         "cpu": cpu() - cpu0,
     }
+    print(json.dumps(out), flush=True)  # before the cancellations: 200 waits give back their claims
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
-    print(json.dumps(out), flush=True)
     await bus.close()
 
 
@@ -358,8 +358,10 @@ class Run:
                 break
             await asyncio.sleep(0.5)
         await asyncio.sleep(1.0)
-        out, _ = await asyncio.to_thread(server.communicate, "stop\n", 120)
-        r = json.loads(out.strip().splitlines()[-1])
+        server.stdin.write("stop\n")
+        server.stdin.flush()
+        r = json.loads(await asyncio.to_thread(server.stdout.readline))
+        await asyncio.to_thread(server.wait, 600)
         await self.drop(kind, url, bus)
         r["sent"] = sent
         return r
