@@ -87,7 +87,10 @@ async def resolve_agents(bus: Bus, tokens: Iterable[str], field: str = "agents")
     tokens = list(tokens)
     if not tokens:
         return []
-    agents = {a.id: a for a in await bus.list_agents()}
+    # exact ids in one read; the whole list only when some token is a prefix (or unknown)
+    agents = await bus.get_agents([t for t in tokens if _plausible(t)])
+    if len(agents) < len(set(tokens)):
+        agents = {a.id: a for a in await bus.list_agents()}
     out: dict[str, Agent] = {}
     for i, token in enumerate(tokens):
         agent_id = resolve(token, agents, f"{field}[{i}]")

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import glob
 import inspect
+import itertools
 import math
 import os
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Generic, Literal, TypeVar, cast
@@ -30,7 +31,7 @@ import anyio
 
 from . import signals, watch
 from .agents import SWEEP_INTERVAL, ensure_agent, resolve_agents, sweep
-from .bus import Bus, Changes
+from .bus import Bus, Changes, inbox_key, wait_key
 from .errors import BadInput
 from .ids import check_id, check_type, new_id
 from .limits import check_path
@@ -123,6 +124,19 @@ class Waiting:
     id: str
     started: float = field(default_factory=time.monotonic)
     deadline: float | None = None  # on time.monotonic(); None: no deadline
+    #: the keys that changed since the last step (`i:<inbox>`, `a:<agent>`, `w:<wait>`);
+    #: None: anything may have changed (the first step, a rescan, an overflow): read it all
+    changed: set[str] | None = None
+
+    def touched(self, key: str) -> bool:
+        """True when `key` may have changed since the last step."""
+        return self.changed is None or key in self.changed
+
+    def agents_changed(self, among: Collection[str]) -> list[str]:
+        """Those of `among` whose record may have changed since the last step."""
+        if self.changed is None:
+            return list(among)
+        return [k[2:] for k in self.changed if k.startswith("a:") and k[2:] in among]
 
     @property
     def elapsed(self) -> float:
@@ -168,6 +182,10 @@ class Condition(Generic[R]):
     def received(self) -> tuple[str, ...]:
         """Ids of the targets received so far, for progress reports."""
         return ()
+
+    def live_targets(self) -> list[Agent]:
+        """The targets whose liveness still matters (swept on the engine's timer)."""
+        return [a for a in self.targets if not a.finished]
 
     def record(self, w: Waiting, timeout: float | None) -> WaitRecord:
         pid, start = me()
@@ -235,7 +253,7 @@ class _Engine(Generic[R]):
         self.written = record.progress
         await w.bus.register_wait(record)
         changes = await w.bus.subscribe(
-            inboxes=[w.caller] if c.uses_inbox else [], agents=bool(c.targets), wait_id=w.id
+            inboxes=[w.caller] if c.uses_inbox else [], agents=[a.id for a in c.targets], wait_id=w.id
         )
         self.control._changes = changes
         files: watch.Subscription | None = None
@@ -247,6 +265,8 @@ class _Engine(Generic[R]):
                 await w.bus.recover(w.caller)
             if c.targets:
                 await sweep(w.bus, c.targets)
+            _changed(changes)  # the first step reads everything: what changed so far is in it
+            w.changed = None
             result = await self._loop(changes)
             cancelled = False
             return result
@@ -263,7 +283,9 @@ class _Engine(Generic[R]):
             await self._progress(self.c.progress(), done=result is not None)
             if result is not None:
                 return result
-            if self.control.interrupted or await self.w.bus.interrupted(self.w.id):
+            if self.control.interrupted or (
+                self.w.touched(wait_key(self.w.id)) and await self.w.bus.interrupted(self.w.id)
+            ):
                 return self.c.ended("interrupted", self.w)
             if not await self._sleep(changes):
                 return self.c.ended("timeout", self.w)
@@ -282,30 +304,35 @@ class _Engine(Generic[R]):
             wake_at = min(x for x in (*timers, self.next_sweep if self.c.targets else None) if x is not None)
             with anyio.move_on_after(max(0.0, wake_at - t)):
                 await anext(changes)
+                self.w.changed = _changed(changes)
                 return True
             t = time.monotonic()
-            if t >= self.next_progress or (self.next_write is not None and t >= self.next_write):
-                return True
-            if t >= self.next_rescan:
+            if t >= self.next_rescan:  # the backstop: read everything once
                 self.next_rescan = t + self.s.rescan_every
                 if self.c.uses_inbox:
                     await self.w.bus.recover(self.w.caller)
+                self.w.changed = None
+                return True
+            if t >= self.next_progress or (self.next_write is not None and t >= self.next_write):
+                self.w.changed = set()  # a beat: nothing new to read
                 return True
             if self.c.targets and t >= self.next_sweep:
                 self.next_sweep = t + self.s.sweep_every
-                await sweep(self.w.bus, [a for a in self.c.targets if not a.finished])
+                await sweep(self.w.bus, self.c.live_targets())
 
     async def _progress(self, msg: str, done: bool) -> None:
         """Write the progress line to the wait's record (at most every `progress_write_every`,
-        so a fan-in over 1,000 flights does not rewrite it on every wake) and report it to
-        the face when it changed or a beat is due."""
+        so a fan-in over 1,000 flights does not rewrite it on every wake; a record naming
+        more than 1,000 targets, longer in proportion: each write is a whole record) and
+        report it to the face when it changed or a beat is due."""
         t = time.monotonic()
         if msg != self.written and not done:  # a finished wait's record is about to go
-            if t - self.written_at >= self.s.progress_write_every:
+            every = self.s.progress_write_every * max(1.0, len(self.c.targets) / 1000)
+            if t - self.written_at >= every:
                 await self.w.bus.update_wait(self.w.id, msg)
                 self.written, self.written_at, self.next_write = msg, t, None
             else:
-                self.next_write = self.written_at + self.s.progress_write_every
+                self.next_write = self.written_at + every
         if msg != self.reported or t >= self.next_progress:
             self.reported, self.next_progress = msg, t + self.s.progress_every
             if self.on_progress is not None:
@@ -327,16 +354,31 @@ class _Engine(Generic[R]):
             await bus.end_wait(self.w.id)
 
 
+def _changed(changes: Changes) -> set[str] | None:
+    """What changed, by key; None (read everything) from a stream that does not say."""
+    changed: Callable[[], set[str] | None] | None = getattr(changes, "changed", None)
+    return changed() if changed is not None else None
+
+
 def _names(agents: Sequence[Agent]) -> str:
     return ", ".join(a.name for a in agents)
 
 
-async def _claim_oldest(w: Waiting, wanted: Callable[[ItemRef], bool]) -> Item | None:
-    """Claim the oldest pending item of the caller's inbox that `wanted` accepts (FIFO)."""
-    for ref in await w.bus.pending(w.caller):
-        if wanted(ref) and (item := await w.bus.claim(w.caller, ref, w.id)):
-            return item
-    return None
+_AGENT_TYPES = sorted(AGENT_ITEM_TYPES)
+#: a progress line names at most this many targets per list ("... and 9,980 more")
+NAMES_SHOWN = 20
+
+
+async def _claim_oldest(w: Waiting, types: Sequence[str] | None) -> Item | None:
+    """Claim the oldest pending item of these types in the caller's inbox (FIFO), when the
+    inbox may have changed since the last step (a step before found nothing to claim)."""
+    if not w.touched(inbox_key(w.caller)):
+        return None
+    refs = await w.bus.pending(w.caller)
+    wanted = None if types is None else set(types)
+    if not any(wanted is None or ref.type in wanted for ref in refs):
+        return None
+    return await w.bus.claim_first(w.caller, w.id, types, refs)
 
 
 # --------------------------------------------------------------------------- next message
@@ -352,7 +394,7 @@ class NextItem(Condition[NextMessage]):
         self.got: Item | None = None
 
     async def step(self, w: Waiting) -> NextMessage | None:
-        item = self.got = await _claim_oldest(w, lambda ref: ref.type in AGENT_ITEM_TYPES)
+        item = self.got = await _claim_oldest(w, _AGENT_TYPES)
         if item is None:
             return None
         sender = await w.bus.get_agent(item.sender)
@@ -404,45 +446,86 @@ class OnePerAgent(Condition[FanIn]):
     def __init__(self, targets: Sequence[Agent], budget: int | None = None) -> None:
         super().__init__(f"a message from each of {_names(targets)}", targets)
         self.state: dict[str, Agent] = {a.id: a for a in targets}
-        self.got: dict[str, Item] = {}  # claims by sender
+        self.got: dict[str, Item] = {}  # claims by sender, in the order received
         self.budget = budget  # characters of message bodies one result may carry
         self.used = 0
         self.full = False  # the budget ended the wait: the rest stays queued
+        # targets without a message yet, in target order; how many of them still run
+        self.waiting: dict[str, None] = dict.fromkeys(self.state)
+        self.running = sum(1 for a in targets if a.status == "running")
+
+    def _update(self, agent: Agent) -> bool:
+        """Keep the record and the count of running targets; True if it stopped running."""
+        old = self.state[agent.id]
+        self.state[agent.id] = agent
+        if agent.id in self.waiting and (old.status == "running") != (agent.status == "running"):
+            self.running += 1 if agent.status == "running" else -1
+            return agent.status != "running"
+        return False
 
     async def step(self, w: Waiting) -> FanIn | None:
-        waiting = [a_id for a_id in self.state if a_id not in self.got]
-        # agents first, then the inbox: a message sent before a death or idle is then seen
-        for a_id in waiting:
-            self.state[a_id] = await w.bus.get_agent(a_id) or self.state[a_id]
-        self.targets = list(self.state.values())
-        wanted = set(waiting)
+        """Re-read only the targets whose records changed, and the inbox only when it changed
+        or a target stopped running (agents first: a message sent before a death is seen)."""
+        stopped = False
+        if changed := w.agents_changed(self.waiting):
+            for agent in (await w.bus.get_agents(changed)).values():
+                stopped = self._update(agent) or stopped
+        if stopped or w.touched(inbox_key(w.caller)):
+            await self._claim(w)
+            if self.full:
+                return self._result("partial", w)
+        return self._result("complete", w) if self.running == 0 else None
+
+    async def _claim(self, w: Waiting) -> None:
+        """The oldest pending message of each waited-on target, claimed in one go; where
+        another wait took one first, that target's next one."""
+        queued: dict[str, list[ItemRef]] = {}
         for ref in await w.bus.pending(w.caller):
-            if ref.sender in wanted and ref.type in AGENT_ITEM_TYPES:
-                item = await w.bus.claim(w.caller, ref, w.id)
-                if item is None:
+            if ref.sender in self.waiting and ref.type in AGENT_ITEM_TYPES:
+                queued.setdefault(ref.sender, []).append(ref)
+        while queued:
+            tries = {sender: refs.pop(0) for sender, refs in queued.items()}
+            for item in await w.bus.claim_many(w.caller, list(tries.values()), w.id):
+                if self._overflows(item) and await w.bus.unclaim(w.caller, tries[item.sender], w.id):
+                    self.full = True  # it stays queued, at its place, for the next call
                     continue
-                if self._overflows(item) and await w.bus.unclaim(w.caller, ref, w.id):
-                    self.full = True
-                    return self._result("partial", w)
-                self.got[ref.sender] = item
-                self.used += len(item.body)
-                wanted.discard(ref.sender)
-        if all(a_id in self.got or a.status != "running" for a_id, a in self.state.items()):
-            return self._result("complete", w)
-        return None
+                self._got(item)
+            if self.full:
+                return
+            queued = {s: refs for s, refs in queued.items() if s in self.waiting and refs}
+
+    def _got(self, item: Item) -> None:
+        self.got[item.sender] = item
+        self.used += len(item.body)
+        del self.waiting[item.sender]
+        if self.state[item.sender].status == "running":
+            self.running -= 1
+
+    def live_targets(self) -> list[Agent]:
+        return [a for a_id in self.waiting if not (a := self.state[a_id]).finished]
+
+    def _names_of(self, ids: Collection[str], with_status: bool = False) -> str:
+        shown = [self.state[a] for a in itertools.islice(ids, NAMES_SHOWN)]
+        names = [f"{a.name} {a.status}" if with_status else a.name for a in shown]
+        more = len(ids) - len(names)
+        return ", ".join(names) + (f" and {more:,} more" if more > 0 else "")
 
     def _overflows(self, item: Item) -> bool:
         """Would `item` push the result past the budget? The first message is always taken."""
         return self.budget is not None and bool(self.got) and self.used + len(item.body) > self.budget
 
     def progress(self) -> str:
-        got = [self.state[a].name for a in self.state if a in self.got]
-        rest = [s.name for a, s in self.state.items() if a not in self.got and s.status == "running"]
-        ended = [f"{s.name} {s.status}" for a, s in self.state.items() if a not in self.got and s.status != "running"]
-        msg = f"{len(got)}/{len(self.state)} received"
-        msg += f": {', '.join(got)}" if got else ""
-        msg += f" · {', '.join(ended)}" if ended else ""  # a death is news: it changes the line
-        return msg + (f" · waiting on {', '.join(rest)}" if rest else "")
+        """Built from counts and at most NAMES_SHOWN names per list, not from every name."""
+        got: Collection[str] = self.got
+        if len(self.state) <= NAMES_SHOWN:  # few: in target order, as people read the list
+            got = [a for a in self.state if a in self.got]
+        msg = f"{len(self.got)}/{len(self.state)} received"
+        msg += f": {self._names_of(got)}" if got else ""
+        # a target that stopped is news, never "waiting on": a death changes the line
+        ended = [a for a in self.waiting if self.state[a].status != "running"]
+        running = [a for a in self.waiting if self.state[a].status == "running"]
+        msg += f" · {self._names_of(ended, with_status=True)}" if ended else ""
+        return msg + (f" · waiting on {self._names_of(running)}" if running else "")
 
     def ended(self, why: Ending, w: Waiting) -> FanIn:
         return self._result(why, w)
@@ -526,7 +609,7 @@ class OneEvent(Condition[Event]):
         self.got: Item | None = None
 
     async def step(self, w: Waiting) -> Event | None:
-        self.got = await _claim_oldest(w, lambda ref: self.wanted is None or ref.type in self.wanted)
+        self.got = await _claim_oldest(w, None if self.wanted is None else sorted(self.wanted))
         return None if self.got is None else Event(**event_view(self.got))
 
     def progress(self) -> str:
@@ -586,8 +669,10 @@ class AgentsState(Condition[AgentWait]):
         return ok, pending, dead
 
     async def step(self, w: Waiting) -> AgentWait | None:
-        for a_id in self.state:
-            self.state[a_id] = await w.bus.get_agent(a_id) or self.state[a_id]
+        changed = w.agents_changed(self.state)
+        if not changed and w.changed is not None:
+            return None  # nothing it depends on changed since the last step said "not yet"
+        self.state.update(await w.bus.get_agents(changed))
         self.targets = list(self.state.values())
         ok, pending, dead = self._split()
         if pending and (self.match == "all" or not ok):

@@ -20,7 +20,7 @@ import asyncio
 import logging
 import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Protocol, Self
 
@@ -64,21 +64,152 @@ class Wakeup:
         """Sleep until something changed (or a poke); the same as one step of the iteration."""
         await self.__anext__()
 
+    def changed(self) -> set[str] | None:
+        """The keys that changed since the last call; None: unknown, re-read everything."""
+        return None
+
+
+#: a subscription that collected more keys than this since its last step re-reads everything
+MAX_KEYS = 4096
+#: the key that means "anything may have changed" (an overflow, a reconnect, a lost root)
+EVERYTHING = "*"
+
+
+class Keyed(Wakeup):
+    """A subscription to keys of a bus (`i:<inbox>`, `a:<agent>`, `w:<wait>`, ...) that
+    also says which of them changed, so a wake re-reads only those.
+
+    A poke (an interrupt from this process) or an overflow means "anything": `changed`
+    then returns None once, and the wait re-reads all it needs.
+    """
+
+    def __init__(self, fanout: Fanout, keys: Iterable[str] = (), prefixes: Iterable[str] = ()) -> None:
+        super().__init__()
+        self.keys = frozenset(keys)
+        self.prefixes = tuple(prefixes)
+        self._fanout = fanout
+        self._changed: set[str] = set()
+        self._all = False
+
+    def _note(self, keys: Iterable[str]) -> None:
+        """Record changed keys and wake (on the subscriber's loop)."""
+        if not self._all:
+            self._changed.update(keys)
+            if EVERYTHING in self._changed or len(self._changed) > MAX_KEYS:
+                self._all = True
+                self._changed = set()
+        self._event.set()
+
+    def _note_all(self) -> None:
+        self._all, self._changed = True, set()
+        self._event.set()
+
+    def poke(self) -> None:
+        self.loop.call_soon_threadsafe(self._note_all)
+
+    def changed(self) -> set[str] | None:
+        out, everything = self._changed, self._all
+        self._changed, self._all = set(), False
+        return None if everything else out
+
+    def close(self) -> None:
+        self._fanout.remove(self)
+
+
+class Fanout:
+    """A process's changes, handed to the subscriptions that asked for them by key (a dict
+    lookup per key, not a match against every subscription). Thread-safe: a watcher thread
+    and an event loop may both dispatch; each subscriber is woken on its own loop."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_key: dict[str, set[Keyed]] = {}
+        self._by_prefix: dict[str, set[Keyed]] = {}
+        self._subs: set[Keyed] = set()
+
+    def __len__(self) -> int:
+        return len(self._subs)
+
+    def add(self, sub: Keyed) -> Keyed:
+        with self._lock:
+            self._subs.add(sub)
+            for k in sub.keys:
+                self._by_key.setdefault(k, set()).add(sub)
+            for p in sub.prefixes:
+                self._by_prefix.setdefault(p, set()).add(sub)
+        return sub
+
+    def remove(self, sub: Keyed) -> None:
+        with self._lock:
+            self._subs.discard(sub)
+            for table, names in ((self._by_key, sub.keys), (self._by_prefix, sub.prefixes)):
+                for name in names:
+                    subs = table.get(name)
+                    if subs is not None:
+                        subs.discard(sub)
+                        if not subs:
+                            del table[name]
+
+    def dispatch(self, keys: Iterable[str]) -> None:
+        """Wake the subscriptions of these keys (EVERYTHING wakes all, to re-read all)."""
+        hits: dict[Keyed, list[str]] = {}
+        with self._lock:
+            for key in keys:
+                if key == EVERYTHING:
+                    hits = {sub: [EVERYTHING] for sub in self._subs}
+                    break
+                for sub in self._by_key.get(key, ()):
+                    hits.setdefault(sub, []).append(key)
+                for prefix, subs in self._by_prefix.items():
+                    if key.startswith(prefix):
+                        for sub in subs:
+                            hits.setdefault(sub, []).append(key)
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[Keyed, list[str]]]] = {}
+        for sub, ks in hits.items():
+            by_loop.setdefault(sub.loop, []).append((sub, ks))
+        for loop, batch in by_loop.items():
+            try:
+                loop.call_soon_threadsafe(_note_each, batch)
+            except RuntimeError:  # that subscriber's loop is closed: nobody waits there any more
+                continue
+
+    def everything(self) -> None:
+        self.dispatch([EVERYTHING])
+
+
+def _note_each(batch: list[tuple[Keyed, list[str]]]) -> None:
+    for sub, keys in batch:
+        sub._note(keys)
+
 
 class Subscription(Wakeup):
-    """A set of path prefixes and a flag that the watcher raises when one of them changes."""
+    """A set of path prefixes and a flag that the watcher raises when one of them changes.
 
-    def __init__(self, prefixes: Iterable[str], wakes: _Pokeable | None = None) -> None:
+    With `on_paths`, the changed paths under the prefixes are handed to it instead (in the
+    watcher's thread): the directory bus turns them into keys for its `Fanout`.
+    """
+
+    def __init__(
+        self,
+        prefixes: Iterable[str],
+        wakes: _Pokeable | None = None,
+        on_paths: Callable[[set[str]], None] | None = None,
+    ) -> None:
         super().__init__()
         self.prefixes = tuple(os.path.abspath(p) for p in prefixes)
         self._wakes: _Pokeable = wakes if wakes is not None else self
+        self._on_paths = on_paths
         self._watchers: list[_RootWatcher] = []
 
     def _matches(self, path: str) -> bool:
         return any(path == p or path.startswith(p + os.sep) for p in self.prefixes)
 
     def _notify(self, paths: set[str]) -> None:
-        if any(self._matches(p) for p in paths):
+        if self._on_paths is not None:
+            mine = {p for p in paths if self._matches(p)}
+            if mine:
+                self._on_paths(mine)
+        elif any(self._matches(p) for p in paths):
             self._wakes.poke()
 
     def close(self) -> None:
@@ -112,7 +243,10 @@ class _RootWatcher:
         except Exception:  # the watcher must never die silently
             log.exception("watcher of %s failed; waits on it fall back to their timers", self.roots)
             for sub in list(self.subscribers):
-                sub._wakes.poke()
+                if sub._on_paths is not None:
+                    sub._on_paths({EVERYTHING})
+                else:
+                    sub._wakes.poke()
         finally:
             self._notify.close()
 
@@ -139,16 +273,18 @@ def subscribe(
     prefixes: Iterable[str | Path] | None = None,
     *,
     wakes: _Pokeable | None = None,
+    on_paths: Callable[[set[str]], None] | None = None,
 ) -> Subscription:
     """Watch `roots` recursively and wake the returned subscription on changes under `prefixes`.
 
     Call this *before* reading state. `prefixes` default to the roots themselves. Callers
     that pass the same set of roots share one watcher (one inotify descriptor, one thread).
     With `wakes`, changes wake that stream instead (a signal wait adds its folder to the
-    bus's change stream this way); close the subscription all the same.
+    bus's change stream this way); with `on_paths`, the changed paths go to it (called in
+    the watcher's thread). Close the subscription all the same.
     """
     paths = [os.path.abspath(r) for r in roots]
-    sub = Subscription([str(p) for p in (prefixes if prefixes is not None else paths)], wakes)
+    sub = Subscription([str(p) for p in (prefixes if prefixes is not None else paths)], wakes, on_paths)
     key = tuple(sorted({_watch_root(r) for r in paths}))
     with _lock:
         w = _watchers.get(key)

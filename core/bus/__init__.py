@@ -20,8 +20,10 @@ class Changes(Protocol):
     """A subscription to changes on the bus, as one async iterator.
 
     `async for _ in changes:` steps once something changed since the last step (changes in
-    between coalesce). Steps are hints: re-read after each. `poke` wakes it from this
-    process (an interrupt); `close` ends the subscription.
+    between coalesce). Steps are hints: re-read after each. `changed()` says what changed
+    since its last call, as keys (`i:<inbox>`, `a:<agent>`, `w:<wait>`), so a step re-reads
+    only those; None means "anything may have changed" (a poke, an overflow, a reconnect):
+    re-read everything. `poke` wakes it from this process (an interrupt); `close` ends it.
     """
 
     def __aiter__(self) -> Self: ...
@@ -30,8 +32,21 @@ class Changes(Protocol):
         """One step of the iteration (kept for callers that sleep on it directly)."""
         ...
 
+    def changed(self) -> set[str] | None: ...
     def poke(self) -> None: ...
     def close(self) -> None: ...
+
+
+def inbox_key(inbox: str) -> str:
+    return f"i:{inbox}"
+
+
+def agent_key(agent_id: str) -> str:
+    return f"a:{agent_id}"
+
+
+def wait_key(wait_id: str) -> str:
+    return f"w:{wait_id}"
 
 
 class Bus(Protocol):
@@ -43,6 +58,10 @@ class Bus(Protocol):
     # agents
     async def put_agent(self, agent: Agent) -> None: ...
     async def get_agent(self, agent_id: str) -> Agent | None: ...
+    async def get_agents(self, agent_ids: Sequence[str]) -> dict[str, Agent]:
+        """The records of those of `agent_ids` that exist, in one read where the backend can."""
+        ...
+
     async def list_agents(self) -> list[Agent]: ...
     async def update_agent(self, agent_id: str, **changes: Any) -> Agent | None: ...
     async def note_preview(self, agent_id: str, **changes: Any) -> None:
@@ -58,6 +77,19 @@ class Bus(Protocol):
     async def deliver(self, item: Item) -> Item: ...
     async def pending(self, inbox: str) -> list[ItemRef]: ...
     async def claim(self, inbox: str, ref: ItemRef, wait_id: str) -> Item | None: ...
+    async def claim_many(self, inbox: str, refs: Sequence[ItemRef], wait_id: str) -> list[Item]:
+        """Claim these items for `wait_id` (one statement where the backend can); returns
+        those it got, in FIFO order; the others went to another wait."""
+        ...
+
+    async def claim_first(
+        self, inbox: str, wait_id: str, types: Sequence[str] | None = None, refs: Sequence[ItemRef] | None = None
+    ) -> Item | None:
+        """Claim the oldest unclaimed item of these types (any type when None), skipping
+        items other waits are claiming: one statement where the backend can. `refs`: the
+        pending items as just read, where the backend claims by reference."""
+        ...
+
     async def release(self, inbox: str, wait_id: str) -> int: ...
     async def unclaim(self, inbox: str, ref: ItemRef, wait_id: str) -> bool: ...
     async def take(self, inbox: str, wait_id: str, taker: str) -> list[Item]: ...
@@ -79,7 +111,7 @@ class Bus(Protocol):
         self,
         *,
         inboxes: Sequence[str] = (),
-        agents: bool = False,
+        agents: bool | Sequence[str] = False,
         waits: bool = False,
         wait_id: str | None = None,
     ) -> Changes: ...

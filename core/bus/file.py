@@ -157,7 +157,7 @@ def _read_file(path: str | os.PathLike[str], limit: int = MAX_ITEM_FILE_BYTES) -
         os.close(fd)
 
 
-def _write_new(path: Path, data: bytes) -> None:
+def _write_new(path: Path, data: bytes, *, durable: bool = True) -> None:
     """Create `path` holding all of `data`, flushed to disk, or leave no file at all.
 
     os.write may write less than asked (a full disk does that first): loop until all is
@@ -169,7 +169,7 @@ def _write_new(path: Path, data: bytes) -> None:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
-        if DURABLE:
+        if DURABLE and durable:
             os.fsync(fd)
     except BaseException:
         os.close(fd)
@@ -241,7 +241,11 @@ class FileBus:
                 "pass --bus PATH (or set WAVEWAIT_BUS) to a writable folder"
             ) from e
         self._agent_cache: dict[str, tuple[tuple[int, int, int], Agent]] = {}
-        self._keepalive: watch.Subscription | None = None
+        self._watcher: watch.Subscription | None = None  # one per bus, for every subscription
+        self._fanout = watch.Fanout()
+        #: waits of this process, registered and not ended: their records, kept so a progress
+        #: update neither reads nor parses the file (a fan-in's record names every target)
+        self._my_waits: dict[str, WaitRecord] = {}
         self._boxes: dict[str, tuple[Path, str]] = {}  # inbox id -> (its folder, its new/ as str)
         self._agent_paths: dict[str, Path] = {}
         self._locks = str(self.root / "locks")
@@ -264,18 +268,22 @@ class FileBus:
             why, todo = e.strerror or str(e), "check the bus folder and try again"
         return BusError(f"could not write {what} to the bus at {self.root}: {why}; nothing was written; {todo}")
 
-    def _write_json(self, dest: Path, data: str) -> None:
-        """Replace `dest` atomically (complete tmp file, fsync, rename, folder fsync), mode 0600."""
+    def _write_json(self, dest: Path, data: str, *, durable: bool = True) -> None:
+        """Replace `dest` atomically (complete tmp file, fsync, rename, folder fsync), mode 0600.
+
+        `durable=False` skips the fsyncs (still atomic): for wait records, which describe a
+        running process and mean nothing after a power cut that ended it."""
         tmp = self.root / "tmp" / f"{dest.name}.{new_id()}"
         try:
-            _write_new(tmp, data.encode())
+            _write_new(tmp, data.encode(), durable=durable)
             try:
                 os.rename(tmp, dest)
             except BaseException:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp)
                 raise
-            _sync_dir(dest.parent)
+            if durable:
+                _sync_dir(dest.parent)
         except OSError as e:
             raise self._write_failed(e, dest.name) from e
 
@@ -371,6 +379,14 @@ class FileBus:
 
     async def get_agent(self, agent_id: str) -> Agent | None:
         return self._read_agent(self._agent_path(agent_id))
+
+    async def get_agents(self, agent_ids: Sequence[str]) -> dict[str, Agent]:
+        found = {}
+        for agent_id in agent_ids:
+            agent = self._read_agent(self._agent_path(agent_id))
+            if agent is not None:
+                found[agent_id] = agent
+        return found
 
     async def list_agents(self) -> list[Agent]:
         agents = []
@@ -535,6 +551,23 @@ class FileBus:
             claimed[dest.name] = item
         return item
 
+    async def claim_many(self, inbox: str, refs: Sequence[ItemRef], wait_id: str) -> list[Item]:
+        got = []
+        for ref in sorted(refs, key=lambda r: r.seq):
+            item = await self.claim(inbox, ref, wait_id)
+            if item is not None:
+                got.append(item)
+        return got
+
+    async def claim_first(
+        self, inbox: str, wait_id: str, types: Sequence[str] | None = None, refs: Sequence[ItemRef] | None = None
+    ) -> Item | None:
+        wanted = None if types is None else set(types)
+        for ref in await self.pending(inbox) if refs is None else refs:
+            if (wanted is None or ref.type in wanted) and (item := await self.claim(inbox, ref, wait_id)):
+                return item
+        return None
+
     async def release(self, inbox: str, wait_id: str) -> int:
         box = self._inbox(inbox)
         folder = box / "claims" / wait_id
@@ -635,18 +668,27 @@ class FileBus:
         return self.root / "waits" / f"{check_id(wait_id, 'wait')}{suffix}"
 
     async def register_wait(self, record: WaitRecord) -> None:
-        self._write_json(self._wait_path(record.id), record.model_dump_json())
+        self._write_json(self._wait_path(record.id), record.model_dump_json(), durable=False)
+        self._my_waits[record.id] = record
 
     async def update_wait(self, wait_id: str, progress: str) -> None:
         path = self._wait_path(wait_id)
-        try:
-            record = WaitRecord.model_validate_json(_read_file(path))
-        except (FileNotFoundError, _Unfit, ValidationError, ValueError):
-            return  # gone, or not ours: list_waits quarantines what is not a wait record
+        record = self._my_waits.get(wait_id)
+        if record is not None and not path.exists():
+            return  # ended meanwhile: never bring a record back
+        if record is None:
+            try:
+                record = WaitRecord.model_validate_json(_read_file(path))
+            except (FileNotFoundError, _Unfit, ValidationError, ValueError):
+                return  # gone, or not ours: list_waits quarantines what is not a wait record
         if record.progress != progress:
-            self._write_json(path, record.model_copy(update={"progress": progress}).model_dump_json())
+            record = record.model_copy(update={"progress": progress})
+            if wait_id in self._my_waits:
+                self._my_waits[wait_id] = record
+            self._write_json(path, record.model_dump_json(), durable=False)
 
     async def end_wait(self, wait_id: str) -> None:
+        self._my_waits.pop(wait_id, None)
         for suffix in (".json", ".interrupt"):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self._wait_path(wait_id, suffix))
@@ -709,21 +751,47 @@ class FileBus:
         self,
         *,
         inboxes: Sequence[str] = (),
-        agents: bool = False,
+        agents: bool | Sequence[str] = False,
         waits: bool = False,
         wait_id: str | None = None,
-    ) -> watch.Subscription:
-        prefixes: list[Path] = [self._inbox(i) / "new" for i in inboxes]
-        if agents:
-            prefixes.append(self.root / "agents")
+    ) -> watch.Keyed:
+        """Changes by key, from the bus's one watcher (shared by every wait of this bus)."""
+        keys = {f"i:{check_id(i, 'inbox')}" for i in inboxes}
+        for i in inboxes:
+            self._inbox(i)  # its new/ must exist for the watcher to see into it
+        prefixes = []
+        if agents is True:
+            prefixes.append("a:")
+        elif agents:
+            keys.update(f"a:{check_id(a, 'agent')}" for a in agents)
         if waits:
-            prefixes.append(self.root / "waits")
+            prefixes.append("w:")
         if wait_id is not None:
-            prefixes += [self._wait_path(wait_id), self._wait_path(wait_id, ".interrupt")]
-        roots = [self.root / d for d in _WATCHED]
-        if self._keepalive is None:  # keep the shared watcher warm while the bus is open
-            self._keepalive = watch.subscribe(roots, prefixes=[])
-        return watch.subscribe(roots, prefixes=prefixes)
+            keys.add(f"w:{check_id(wait_id, 'wait')}")
+        sub = self._fanout.add(watch.Keyed(self._fanout, keys, prefixes))
+        if self._watcher is None:  # before the caller reads: the inotify watches are in place
+            roots = [self.root / d for d in _WATCHED]
+            self._watcher = watch.subscribe(roots, on_paths=self._changed_paths)
+        return sub
+
+    def _changed_paths(self, paths: set[str]) -> None:
+        """Paths the watcher saw (in its thread) as keys for the fan-out; a path of no
+        known shape (a root itself, say) means anything may have changed."""
+        keys = set()
+        root = self.url + os.sep
+        for path in paths:
+            parts = path[len(root) :].split(os.sep) if path.startswith(root) else []
+            if len(parts) == 2 and parts[0] == "agents" and parts[1].endswith(".json"):
+                keys.add(f"a:{parts[1][:-5]}")
+            elif len(parts) >= 2 and parts[0] == "inbox":
+                if len(parts) == 2 or parts[2] == "new":
+                    keys.add(f"i:{parts[1]}")
+            elif len(parts) == 2 and parts[0] == "waits":
+                keys.add(f"w:{parts[1].rpartition('.')[0]}")
+            else:
+                keys.add(watch.EVERYTHING)
+        if keys:
+            self._fanout.dispatch(keys)
 
     async def recover(self, inbox: str | None = None) -> int:
         """Return claims whose wait is gone or whose process died (the recovery sweep).
@@ -788,6 +856,8 @@ class FileBus:
         return False
 
     def _wait_alive(self, wait_id: str) -> bool:
+        if wait_id in self._my_waits:  # registered by this process and not ended: no read, no /proc
+            return True
         try:
             rec = WaitRecord.model_validate_json(_read_file(self._wait_path(wait_id)))
         except (FileNotFoundError, _Unfit, ValidationError, ValueError):
@@ -858,6 +928,6 @@ class FileBus:
     async def close(self) -> None:
         for agent_id in list(self._previews):
             self._flush_preview(agent_id)
-        if self._keepalive is not None:
-            self._keepalive.close()
-            self._keepalive = None
+        if self._watcher is not None:
+            self._watcher.close()
+            self._watcher = None

@@ -5,7 +5,7 @@ takes an optional condition or an identifier, it is a `psycopg.sql.SQL` template
 part is composed in with `.format()`; the parts are the fixed fragments below or
 `sql.Identifier`. A statement that changes what a wait may be waiting on also calls
 `pg_notify` on the bus's channel, with a payload naming what changed (`i:<inbox>`,
-`a:<agent>`, `w:<wait>`).
+`a:<agent>`, `w:<wait>`; several keys in one payload are separated by spaces).
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ PUT_AGENT: Final = (
     "SELECT pg_notify(%s, %s) FROM u"
 )
 GET_AGENT: Final = "SELECT record FROM agents WHERE id = %s"
+GET_AGENTS: Final = "SELECT id, record FROM agents WHERE id = ANY(%s)"
 LIST_AGENTS: Final = "SELECT record FROM agents ORDER BY created_at, id"
 #: patch, id{, statuses}: {} is STATUS_GUARD or nothing. A lease renewal wakes nobody.
 PATCH_AGENT_QUIETLY: Final = sql.SQL("UPDATE agents SET record = record || %s::jsonb WHERE id = %s{} RETURNING record")
@@ -66,6 +67,12 @@ PEEK: Final = "SELECT seq, record FROM items WHERE inbox = %s AND claimed_by IS 
 CLAIM: Final = (
     "UPDATE items SET claimed_by = %(w)s WHERE seq = (SELECT seq FROM items "
     "WHERE seq = %(seq)s AND inbox = %(inbox)s AND (claimed_by IS NULL OR claimed_by = %(w)s) "
+    "FOR UPDATE SKIP LOCKED) RETURNING seq, record"
+)
+#: many items by seq in one statement; rows other waits are claiming are skipped
+CLAIM_MANY: Final = (
+    "UPDATE items SET claimed_by = %(w)s WHERE seq IN (SELECT seq FROM items "
+    "WHERE seq = ANY(%(seqs)s) AND inbox = %(inbox)s AND (claimed_by IS NULL OR claimed_by = %(w)s) "
     "FOR UPDATE SKIP LOCKED) RETURNING seq, record"
 )
 #: {} is TYPE_FILTER or nothing

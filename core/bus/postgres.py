@@ -45,7 +45,7 @@ from ..errors import BusError
 from ..ids import check_id, new_id
 from ..model import SYSTEM_EVENTS_KEPT, SYSTEM_ITEM_TYPES, Agent, Item, ItemRef, WaitRecord, now
 from ..proc import alive, hostname
-from ..watch import Wakeup
+from ..watch import Fanout, Keyed
 from . import pg_queries as q
 from .pg_schema import SCHEMA_VERSION, current_version, migrate
 
@@ -109,23 +109,26 @@ def redact(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-class PgSubscription(Wakeup):
-    """Woken by the notifications that concern it (inboxes, agents, waits), or by a poke."""
+#: a PostgreSQL subscription is a keyed one: the NOTIFY payloads are its keys
+PgSubscription = Keyed
+#: NOTIFY payloads must stay under 8,000 bytes; keys are joined by spaces up to this
+PAYLOAD_BYTES = 7900
 
-    def __init__(self, bus: PostgresBus, keys: set[str], prefixes: tuple[str, ...]) -> None:
-        super().__init__()
-        self._bus = bus
-        self.keys = keys
-        self.prefixes = prefixes
 
-    def matches(self, payload: str) -> bool:
-        return payload in self.keys or payload.startswith(self.prefixes)
-
-    def _wake(self) -> None:
-        self._event.set()  # called on the bus's own event loop
-
-    def close(self) -> None:
-        self._bus._subs.discard(self)
+def payloads(keys: Sequence[str]) -> list[str]:
+    """Keys coalesced into as few NOTIFY payloads as fit (space-separated, each < 8,000 bytes)."""
+    out: list[str] = []
+    chunk: list[str] = []
+    size = 0
+    for key in dict.fromkeys(keys):
+        if chunk and size + 1 + len(key) > PAYLOAD_BYTES:
+            out.append(" ".join(chunk))
+            chunk, size = [], 0
+        chunk.append(key)
+        size += len(key) + (1 if size else 0)
+    if chunk:
+        out.append(" ".join(chunk))
+    return out
 
 
 class PostgresBus:
@@ -149,7 +152,7 @@ class PostgresBus:
             configure=self._configure,
             name=f"wavewait-{schema}",
         )
-        self._subs: set[PgSubscription] = set()
+        self._fanout = Fanout()  # every subscription of this process, by key
         self._listener: asyncio.Task[None] | None = None
         self._listening = asyncio.Event()
         self._listen_error: BaseException | None = None
@@ -243,9 +246,9 @@ class PostgresBus:
 
         return await self._run(go)
 
-    async def _notify(self, *payloads: str) -> None:
-        if payloads:
-            await self._rows(q.NOTIFY, [self.channel, list(payloads)])
+    async def _notify(self, *keys: str) -> None:
+        if keys:
+            await self._rows(q.NOTIFY, [self.channel, payloads(keys)])
 
     # ------------------------------------------------------------------ agents
     async def put_agent(self, agent: Agent) -> None:
@@ -258,6 +261,14 @@ class PostgresBus:
     async def get_agent(self, agent_id: str) -> Agent | None:
         rows = await self._rows(q.GET_AGENT, [check_id(agent_id, "agent")])
         return Agent.model_validate(rows[0][0]) if rows else None
+
+    async def get_agents(self, agent_ids: Sequence[str]) -> dict[str, Agent]:
+        """One SELECT for many records (`id = ANY(...)`), not one per agent."""
+        ids = [check_id(a, "agent") for a in agent_ids]
+        if not ids:
+            return {}
+        rows = await self._rows(q.GET_AGENTS, [ids])
+        return {i: Agent.model_validate(r) for i, r in rows}
 
     async def list_agents(self) -> list[Agent]:
         rows = await self._rows(q.LIST_AGENTS)
@@ -352,6 +363,24 @@ class PostgresBus:
             {"w": check_id(wait_id, "wait"), "seq": ref.seq, "inbox": check_id(inbox, "inbox")},
         )
         return Item.model_validate(rows[0][1] | {"seq": rows[0][0]}) if rows else None
+
+    async def claim_many(self, inbox: str, refs: Sequence[ItemRef], wait_id: str) -> list[Item]:
+        """Claim these items in one statement (rows other waits are claiming are skipped)."""
+        if not refs:
+            return []
+        rows = await self._rows(
+            q.CLAIM_MANY,
+            {"w": check_id(wait_id, "wait"), "seqs": [r.seq for r in refs], "inbox": check_id(inbox, "inbox")},
+        )
+        return sorted((Item.model_validate(r | {"seq": s}) for s, r in rows), key=lambda i: i.seq)
+
+    async def claim_first(
+        self, inbox: str, wait_id: str, types: Sequence[str] | None = None, refs: Sequence[ItemRef] | None = None
+    ) -> Item | None:
+        """The oldest unclaimed item in one statement, not one attempt per pending item
+        (`refs` is not needed: rows other waits are claiming are skipped)."""
+        got = await self.claim_next(inbox, wait_id, types)
+        return got[0] if got else None
 
     async def claim_next(
         self,
@@ -550,29 +579,27 @@ class PostgresBus:
         self,
         *,
         inboxes: Sequence[str] = (),
-        agents: bool = False,
+        agents: bool | Sequence[str] = False,
         waits: bool = False,
         wait_id: str | None = None,
-    ) -> PgSubscription:
+    ) -> Keyed:
         """A subscription that is listening when this returns (subscribe before reading)."""
         keys = {f"i:{check_id(i, 'inbox')}" for i in inboxes}
         if wait_id is not None:
             keys.add(f"w:{check_id(wait_id, 'wait')}")
-        prefixes = tuple(p for p, on in (("a:", agents), ("w:", waits)) if on)
-        sub = PgSubscription(self, keys, prefixes)
-        self._subs.add(sub)
-        try:
-            await self._ensure_listening()
-        except BaseException:
-            sub.close()
-            raise
-        return sub
+        prefixes = []
+        if agents is True:
+            prefixes.append("a:")
+        elif agents:
+            keys.update(f"a:{check_id(a, 'agent')}" for a in agents)
+        if waits:
+            prefixes.append("w:")
+        return await self.subscribe_payloads(sorted(keys), prefixes)
 
-    async def subscribe_payloads(self, keys: Sequence[str] = (), prefixes: Sequence[str] = ()) -> PgSubscription:
+    async def subscribe_payloads(self, keys: Sequence[str] = (), prefixes: Sequence[str] = ()) -> Keyed:
         """Like `subscribe`, for stores beside the bus that notify on its channel with their own
         payloads (the task queue's `q:<queue>`)."""
-        sub = PgSubscription(self, set(keys), tuple(prefixes))
-        self._subs.add(sub)
+        sub = self._fanout.add(Keyed(self._fanout, keys, prefixes))
         try:
             await self._ensure_listening()
         except BaseException:
@@ -608,8 +635,7 @@ class PostgresBus:
                 delay = 0.05
                 if connected_before:  # anything may have changed while we were deaf: re-read
                     log.warning("wavewait: PostgreSQL bus connection back; waits re-read")
-                    for sub in list(self._subs):
-                        sub._wake()
+                    self._fanout.everything()
                 connected_before = True
                 while True:
                     async for n in conn.notifies(timeout=LISTEN_CHECK):
@@ -634,9 +660,8 @@ class PostgresBus:
                 delay = min(delay * 2, 1.0)
 
     def _dispatch(self, payload: str) -> None:
-        for sub in list(self._subs):
-            if sub.matches(payload):
-                sub._wake()
+        """A payload names one key or several (space-separated); each goes to its waits."""
+        self._fanout.dispatch(payload.split(" "))
 
     # ------------------------------------------------------------------ upkeep
     async def recover(self, inbox: str | None = None) -> int:
@@ -675,5 +700,4 @@ class PostgresBus:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
         self._listener = self._renewer = None
-        self._subs.clear()
         await self.pool.close()

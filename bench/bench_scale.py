@@ -1,0 +1,590 @@
+"""Waves of many flights and many concurrent waits, on both buses, in one table (issue 13).
+
+    python bench/bench_scale.py                      # both buses, 60 s under load (~6 min)
+    python bench/bench_scale.py --quick              # 1,000 flights, 20 s under load
+    python bench/bench_scale.py --duration 600       # the issue's 10-minute RSS run
+    python bench/bench_scale.py --code /tmp/old/pkg  # the same bench against other code
+    python bench/bench_scale.py --tracemalloc        # also traced Python memory, first vs end
+    WAVEWAIT_TEST_PG=postgresql://...                # the server (default postgres@127.0.0.1/test)
+
+Every measured process is a child (`--role ...`), so `--code DIR` (a folder holding a
+`wavewait` package with `core/` inside, e.g. an older commit unpacked) runs the same
+measurements against that code: before/after figures come from one script, back to back.
+
+Rows (goals from issue 13):
+- waiter CPU per report, fan-in over F flights reporting at 500/s (small and large F), and
+  their ratio (goal <= 1.5x between 100 and 10,000 flights);
+- last report -> fan-in returns, at the large F (goal <= 50 ms files, <= 100 ms PostgreSQL);
+- 200 concurrent next-message waits in one process, 1,000 messages/s in all from 4 sending
+  processes: send -> return p50/p99 (goal <= 50 ms files, <= 100 ms PostgreSQL), lost and
+  duplicated (goal 0), and that process's RSS after its first minute (or a third of the
+  run, if shorter) and at the end (goal: growth <= 20 MB);
+- messages/s end to end, 4 senders unpaced, 8 consumer processes each looping a
+  next-message wait on one shared inbox (files with and without fsync);
+- idle CPU of one process holding 100 waits (goal <= 1 % of a core).
+The flights' records are written without fsync (setup, not measured); the senders of the
+load rows use the bus's default (fsync on the directory bus) unless the row says otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+PG_URL = os.environ.get("WAVEWAIT_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
+HERE = os.path.abspath(__file__)
+
+
+def pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, round(q * (len(values) - 1)))] if values else float("nan")
+
+
+def rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
+
+
+def cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def with_schema(url: str, schema: str) -> str:
+    parts = urlsplit(url)
+    query = [(k, v) for k, v in parse_qsl(parts.query) if k != "schema"] + [("schema", schema)]
+    return urlunsplit(parts._replace(query=urlencode(query)))
+
+
+# ----------------------------------------------------------------------------- child roles
+async def role_fanin(a: argparse.Namespace) -> None:
+    """Wait once for a message from each flight; print CPU used and when it returned."""
+    from wavewait.core import wait
+    from wavewait.core.bus import open_bus
+
+    bus = await open_bus(a.bus)
+    flights = [f"flight-{i:05d}" for i in range(a.n)]
+    c0 = cpu()
+    r = await wait.wait_fan_in(bus, "orchestrator", 600, flights)
+    t = time.time()
+    c1 = cpu()
+    got = sum(1 for x in r.results if x.status == "received")
+    print(json.dumps({"cpu": c1 - c0, "returned": t, "status": r.status, "received": got}), flush=True)
+    await bus.close()
+
+
+async def role_server(a: argparse.Namespace) -> None:
+    """`a.n` concurrent next-message waits (one per inbox) in this process until stdin says stop."""
+    import tracemalloc
+
+    from wavewait.core import wait
+    from wavewait.core.bus import open_bus
+
+    if a.tracemalloc:
+        tracemalloc.start()
+    bus = await open_bus(a.bus)
+    lat: list[float] = []
+    seen: list[str] = []
+    stop = asyncio.Event()
+
+    async def consume(inbox: str) -> None:
+        while not stop.is_set():
+            r = await wait.wait_next(bus, inbox, a.timeout)
+            if r.status == "received" and r.message:
+                body = json.loads(r.message)
+                lat.append(time.time() - body["t"])
+                seen.append(body["id"])
+
+    tasks = [asyncio.create_task(consume(f"c{i:03d}")) for i in range(a.n)]
+    print("ready", flush=True)
+    t0, rss_first, traced_first = time.monotonic(), None, None
+    cpu0 = cpu()
+    reader = asyncio.create_task(asyncio.to_thread(sys.stdin.readline))
+    while not reader.done():
+        await asyncio.sleep(1.0)
+        if rss_first is None and time.monotonic() - t0 >= a.first:
+            rss_first = rss_mb()
+            traced_first = tracemalloc.get_traced_memory()[0] / 1e6 if a.tracemalloc else None
+    stop.set()
+    out = {
+        "received": len(seen),
+        "distinct": len(set(seen)),
+        "p50": pct(lat, 0.5),
+        "p99": pct(lat, 0.99),
+        "rss_first": rss_first,
+        "rss_end": rss_mb(),
+        "traced_first": traced_first,
+        "traced_end": tracemalloc.get_traced_memory()[0] / 1e6 if a.tracemalloc else None,
+        "cpu": cpu() - cpu0,
+    }
+    print(json.dumps(out), flush=True)  # before the cancellations: 200 waits give back their claims
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    await bus.close()
+
+
+async def role_send(a: argparse.Namespace) -> None:
+    """Send `a.count` messages to the inboxes in `a.to` (round robin), paced at `a.rate`/s
+    (0: as fast as it can); the body carries the send time and a unique id."""
+    from wavewait.core.bus import open_bus
+    from wavewait.core.ids import new_id
+    from wavewait.core.model import Item
+
+    bus = await open_bus(a.bus)
+    to = a.to.split(",")
+    await asyncio.to_thread(sys.stdin.readline)  # go
+    t0 = time.time()
+    sent = 0
+    for i in range(a.count):
+        if a.seconds and time.time() - t0 > a.seconds:
+            break  # the machine cannot keep the rate: stop on time, say how many went
+        if a.rate:
+            ahead = t0 + i / a.rate - time.time()
+            if ahead > 0:
+                await asyncio.sleep(ahead)
+        inbox = to[i % len(to)] if a.rr else random.choice(to)
+        body = json.dumps({"t": time.time(), "id": f"{a.tag}-{i}"})
+        await bus.deliver(Item(id=new_id(), type="message", to=inbox, sender=a.sender, body=body))
+        sent += 1
+    print(json.dumps({"start": t0, "end": time.time(), "sent": sent}), flush=True)
+    await bus.close()
+
+
+async def role_consume(a: argparse.Namespace) -> None:
+    """Loop next-message waits on one shared inbox until one times out after the senders are done."""
+    from wavewait.core import wait
+    from wavewait.core.bus import open_bus
+
+    bus = await open_bus(a.bus)
+    print("ready", flush=True)
+    n, last = 0, 0.0
+    while True:
+        r = await wait.wait_next(bus, "work", a.timeout)
+        if r.status != "received":
+            break
+        n, last = n + 1, time.time()
+    print(json.dumps({"n": n, "last": last}), flush=True)
+    await bus.close()
+
+
+async def role_idle(a: argparse.Namespace) -> None:
+    """Hold `a.n` waits, then measure this process's CPU over an idle window."""
+    from wavewait.core import wait
+    from wavewait.core.bus import open_bus
+
+    bus = await open_bus(a.bus)
+    tasks = [asyncio.create_task(wait.wait_next(bus, f"c{i:03d}", 3600)) for i in range(a.n)]
+    while len(await bus.list_waits()) < a.n:
+        await asyncio.sleep(0.2)
+    await asyncio.sleep(2.0)  # let start-up settle
+    c0, t0 = cpu(), time.monotonic()
+    await asyncio.sleep(a.window)
+    share = (cpu() - c0) / (time.monotonic() - t0)
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    print(json.dumps({"cpu": share}), flush=True)
+    await bus.close()
+
+
+async def role_listen(a: argparse.Namespace) -> None:
+    """One process standing in for one machine: one subscription on the inbox `fan`; print
+    the wall-clock time of every wake (the parent compares it with the send time)."""
+    from wavewait.core.bus import open_bus
+
+    bus = await open_bus(a.bus)
+    sub = await bus.subscribe(inboxes=["fan"])
+    print("ready", flush=True)
+    stop = asyncio.create_task(asyncio.to_thread(sys.stdin.readline))
+    while True:
+        step = asyncio.create_task(anext(sub))
+        done, _ = await asyncio.wait({step, stop}, return_when=asyncio.FIRST_COMPLETED)
+        if stop in done:
+            step.cancel()
+            break
+        print(f"{time.time():.6f}", flush=True)
+    sub.close()
+    await bus.close()
+
+
+ROLES = {
+    "listen": role_listen,
+    "fanin": role_fanin,
+    "server": role_server,
+    "send": role_send,
+    "consume": role_consume,
+    "idle": role_idle,
+}
+
+
+# ----------------------------------------------------------------------------- the parent
+class Run:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.env = dict(os.environ)
+        if args.code:
+            self.env["PYTHONPATH"] = os.path.abspath(args.code)
+
+    def child(self, *argv: str, fsync: bool = True) -> subprocess.Popen[str]:
+        env = self.env | {"WAVEWAIT_FSYNC": "1" if fsync else "0"}
+        return subprocess.Popen(
+            [sys.executable, HERE, *argv],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    async def fresh_bus(self, kind: str) -> tuple[str, Any]:
+        from wavewait.core.bus import open_bus
+
+        if kind == "files":
+            url = tempfile.mkdtemp(prefix="bench-scale-")
+        else:
+            url = with_schema(PG_URL, f"bs_{uuid.uuid4().hex[:10]}")
+        return url, await open_bus(url)
+
+    async def drop(self, kind: str, url: str, bus: Any) -> None:
+        await bus.close()
+        if kind == "pg":
+            import psycopg
+            from psycopg import sql
+
+            from wavewait.core.bus.postgres import split_url
+
+            conninfo, schema = split_url(url)
+            async with await psycopg.AsyncConnection.connect(conninfo, autocommit=True) as conn:
+                await conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+
+    @staticmethod
+    async def register(bus: Any, ids: list[str]) -> None:
+        from wavewait.core.agents import register
+
+        for i in range(0, len(ids), 200):
+            await asyncio.gather(*(register(bus, x) for x in ids[i : i + 200]))
+
+    @staticmethod
+    async def until_waits(bus: Any, n: int, deadline: float = 120) -> None:
+        end = time.monotonic() + deadline
+        while len(await bus.list_waits()) < n:
+            if time.monotonic() > end:
+                raise RuntimeError(f"only {len(await bus.list_waits())} of {n} waits registered")
+            await asyncio.sleep(0.1)
+
+    async def fanin(self, kind: str, n: int) -> dict[str, Any]:
+        from wavewait.core.messages import send
+
+        url, bus = await self.fresh_bus(kind)
+        flights = [f"flight-{i:05d}" for i in range(n)]
+        await self.register(bus, ["orchestrator", *flights])
+        p = self.child("--role", "fanin", "--bus", url, "--n", str(n))
+        await self.until_waits(bus, 1)
+        rate = self.args.rate
+        t0 = time.time()
+        order = flights[:]
+        random.shuffle(order)
+        for i, f in enumerate(order):
+            ahead = t0 + i / rate - time.time()
+            if ahead > 0:
+                await asyncio.sleep(ahead)
+            await send(bus, f, "orchestrator", f"report of {f}")
+        last = time.time()
+        out, _ = await asyncio.to_thread(p.communicate, timeout=600)
+        r = json.loads(out.strip().splitlines()[-1])
+        await self.drop(kind, url, bus)
+        return {
+            "cpu_ms": 1000 * r["cpu"] / n,
+            "return_ms": 1000 * (r["returned"] - last),
+            "ok": r["status"] == "complete" and r["received"] == n,
+            "send_rate": n / max(1e-9, last - t0),
+        }
+
+    async def load(self, kind: str) -> dict[str, Any]:
+        a = self.args
+        url, bus = await self.fresh_bus(kind)
+        inboxes = [f"c{i:03d}" for i in range(a.waits)]
+        await self.register(bus, ["sender", *inboxes])
+        first = min(60.0, a.duration / 3)
+        argv = ["--role", "server", "--bus", url, "--n", str(a.waits), "--first", str(first), "--timeout", "30"]
+        server = self.child(*argv, *(["--tracemalloc"] if a.tracemalloc else []))
+        assert server.stdout is not None and server.stdin is not None
+        await asyncio.to_thread(server.stdout.readline)
+        await self.until_waits(bus, a.waits)
+        per = int(a.load_rate * a.duration / a.senders)
+        senders = [
+            self.child(
+                "--role",
+                "send",
+                "--bus",
+                url,
+                "--to",
+                ",".join(inboxes),
+                "--count",
+                str(per),
+                "--rate",
+                str(a.load_rate / a.senders),
+                "--seconds",
+                str(a.duration),
+                "--tag",
+                f"s{k}",
+                "--sender",
+                "sender",
+            )
+            for k in range(a.senders)
+        ]
+        for s in senders:
+            assert s.stdin is not None
+            s.stdin.write("go\n")
+            s.stdin.flush()
+        sent = 0
+        for s in senders:
+            out, _ = await asyncio.to_thread(s.communicate, timeout=a.duration * 3 + 120)
+            sent += json.loads(out.strip().splitlines()[-1])["sent"]
+        end = time.monotonic() + 30  # drain: until every inbox is empty
+        while time.monotonic() < end:
+            if not any([await bus.pending(i) for i in inboxes]):
+                break
+            await asyncio.sleep(0.5)
+        await asyncio.sleep(1.0)
+        server.stdin.write("stop\n")
+        server.stdin.flush()
+        r = json.loads(await asyncio.to_thread(server.stdout.readline))
+        await asyncio.to_thread(server.wait, 600)
+        await self.drop(kind, url, bus)
+        r["sent"] = sent
+        return r
+
+    async def throughput(self, kind: str, fsync: bool) -> float:
+        a = self.args
+        url, bus = await self.fresh_bus(kind)
+        await self.register(bus, ["work", "sender"])
+        consumers = [self.child("--role", "consume", "--bus", url, "--timeout", "3") for _ in range(8)]
+        for c in consumers:
+            assert c.stdout is not None
+            await asyncio.to_thread(c.stdout.readline)
+        per = a.messages // 4
+        senders = [
+            self.child(
+                "--role",
+                "send",
+                "--bus",
+                url,
+                "--to",
+                "work",
+                "--count",
+                str(per),
+                "--rate",
+                "0",
+                "--tag",
+                f"s{k}",
+                "--sender",
+                "sender",
+                fsync=fsync,
+            )
+            for k in range(4)
+        ]
+        await self.until_waits(bus, 8)
+        for s in senders:
+            assert s.stdin is not None
+            s.stdin.write("go\n")
+            s.stdin.flush()
+        starts = []
+        for s in senders:
+            out, _ = await asyncio.to_thread(s.communicate, timeout=600)
+            starts.append(json.loads(out.strip().splitlines()[-1])["start"])
+        got, last = 0, 0.0
+        for c in consumers:
+            out, _ = await asyncio.to_thread(c.communicate, timeout=600)
+            r = json.loads(out.strip().splitlines()[-1])
+            got, last = got + r["n"], max(last, r["last"])
+        await self.drop(kind, url, bus)
+        if got != per * 4:
+            print(f"  ({kind}: {got} of {per * 4} messages taken)", file=sys.stderr)
+        return got / max(1e-9, last - min(starts))
+
+    async def idle(self, kind: str) -> float:
+        url, bus = await self.fresh_bus(kind)
+        await self.register(bus, [f"c{i:03d}" for i in range(100)])
+        p = self.child("--role", "idle", "--bus", url, "--n", "100", "--window", str(self.args.idle_window))
+        out, _ = await asyncio.to_thread(p.communicate, timeout=600)
+        await self.drop(kind, url, bus)
+        return float(json.loads(out.strip().splitlines()[-1])["cpu"])
+
+
+async def listeners(run: Run, ks: list[int], rounds: int) -> list[tuple[int, float, float, int, float]]:
+    """k listening processes on one database: wake latency (deliver -> each process woken),
+    the server's connections (pg_stat_activity) and the CPU its processes used per round."""
+    from wavewait.core.ids import new_id
+    from wavewait.core.model import Item
+
+    out = []
+    for k in ks:
+        url, bus = await run.fresh_bus("pg")
+        before = await connections()
+        kids = [run.child("--role", "listen", "--bus", url) for _ in range(k)]
+        for c in kids:
+            assert c.stdout is not None
+            await asyncio.to_thread(c.stdout.readline)
+        conns = await connections() - before
+        # the server is shared: its CPU over an equal quiet window is taken off
+        t0, cpu0 = time.monotonic(), server_cpu()
+        await asyncio.sleep(rounds * 0.06)
+        quiet = (server_cpu() - cpu0) / (time.monotonic() - t0)
+        t0, cpu0 = time.monotonic(), server_cpu()
+        lat: list[float] = []
+        for _ in range(rounds):
+            t = time.time()
+            await bus.deliver(Item(id=new_id(), type="message", to="fan", sender="bench", body="x"))
+            for c in kids:
+                assert c.stdout is not None
+                woke = float(await asyncio.to_thread(c.stdout.readline))
+                lat.append(woke - t)
+            await asyncio.sleep(0.05)
+        cpu_ms = 1000 * max(0.0, server_cpu() - cpu0 - quiet * (time.monotonic() - t0)) / rounds
+        for c in kids:
+            await asyncio.to_thread(c.communicate, "stop\n", 60)
+        await run.drop("pg", url, bus)
+        out.append((k, 1000 * pct(lat, 0.5), 1000 * pct(lat, 0.99), conns, cpu_ms))
+        print(f"  listeners {k}: {out[-1]}", file=sys.stderr, flush=True)
+    return out
+
+
+async def connections() -> int:
+    """Connections to the bench's database (pg_stat_activity)."""
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(PG_URL, autocommit=True) as conn:
+        cur = await conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()")
+        row = await cur.fetchone()
+        return int(row[0]) if row else 0
+
+
+def server_cpu() -> float:
+    """CPU seconds used so far by the processes named postgres on this machine (loopback)."""
+    total = 0
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)
+            if not fields[0].endswith("(postgres"):
+                continue
+            rest = fields[1].split()
+            total += int(rest[11]) + int(rest[12])  # utime, stime
+        except (OSError, IndexError, ValueError):
+            continue
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def fmt(x: float | None, spec: str = ".2f") -> str:
+    return "-" if x is None else format(x, spec)
+
+
+async def main(args: argparse.Namespace) -> None:
+    run = Run(args)
+    buses = args.buses.split(",")
+    rows: dict[str, dict[str, str]] = {}
+
+    def put(name: str, kind: str, value: str) -> None:
+        rows.setdefault(name, {})[kind] = value
+        print(f"  {kind:5} {name}: {value}", file=sys.stderr, flush=True)
+
+    small, large = args.small, args.flights
+    for kind in buses:
+        if "fanin" in args.only:
+            s = await run.fanin(kind, small)
+            b = await run.fanin(kind, large)
+            put(f"waiter CPU ms/report, {small:,} flights", kind, fmt(s["cpu_ms"], ".3f"))
+            put(f"waiter CPU ms/report, {large:,} flights", kind, fmt(b["cpu_ms"], ".3f"))
+            put(f"ratio {large:,} / {small:,} (goal <= 1.5x)", kind, f"{b['cpu_ms'] / s['cpu_ms']:.2f}x")
+            put(f"last report -> return, {large:,} flights, ms", kind, fmt(b["return_ms"], ".1f"))
+            put("  (reports sent/s; all received)", kind, f"{b['send_rate']:.0f}; {s['ok'] and b['ok']}")
+        if "load" in args.only:
+            r = await run.load(kind)
+            head = f"{args.waits} waits, {args.load_rate:,} msg/s, {args.duration:.0f} s"
+            put(f"{head}: send -> return p50 / p99 ms", kind, f"{1000 * r['p50']:.1f} / {1000 * r['p99']:.1f}")
+            lost, dup = r["sent"] - r["distinct"], r["received"] - r["distinct"]
+            put(f"{head}: lost / duplicated", kind, f"{lost} / {dup} (of {r['sent']:,})")
+            put(f"{head}: rate the senders reached, msg/s", kind, f"{r['sent'] / args.duration:.0f}")
+            put(f"{head}: RSS first / end MB", kind, f"{fmt(r['rss_first'], '.0f')} / {r['rss_end']:.0f}")
+            if args.tracemalloc:
+                put(f"{head}: traced MB first / end", kind, f"{fmt(r['traced_first'], '.1f')} / {r['traced_end']:.1f}")
+            put(f"{head}: server CPU % of a core", kind, f"{100 * r['cpu'] / args.duration:.0f}")
+        if "throughput" in args.only:
+            put("messages/s, 8 consumers", kind, f"{await run.throughput(kind, True):.0f}")
+            if kind == "files":
+                put("messages/s, 8 consumers, WAVEWAIT_FSYNC=0", kind, f"{await run.throughput(kind, False):.0f}")
+        if "idle" in args.only:
+            put("idle CPU, 100 waits, % of a core", kind, f"{100 * await run.idle(kind):.2f}")
+    if "listeners" in args.only:
+        ks = [int(k) for k in args.listeners.split(",")]
+        for k, p50, p99, conns, cpu_ms in await listeners(run, ks, args.rounds):
+            rows.setdefault(f"{k} listening processes: wake p50 / p99 ms", {})["pg"] = f"{p50:.1f} / {p99:.1f}"
+            rows.setdefault(f"{k} listening processes: server connections added", {})["pg"] = str(conns)
+            rows.setdefault(f"{k} listening processes: server CPU ms per change", {})["pg"] = f"{cpu_ms:.2f}"
+    code = args.code or "this checkout"
+    print(f"\nbench_scale ({code}; {args.duration:.0f} s load; {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f})")
+    print(f"| measure | {' | '.join(buses)} |")
+    print(f"|---|{'---|' * len(buses)}")
+    for name, values in rows.items():
+        print(f"| {name} | {' | '.join(values.get(b, '-') for b in buses)} |")
+
+
+def parse() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--role", choices=sorted(ROLES))
+    p.add_argument("--bus")
+    p.add_argument("--n", type=int, default=0)
+    p.add_argument("--to", default="")
+    p.add_argument("--count", type=int, default=0)
+    p.add_argument("--rate", type=float, default=500.0, help="reports/s into the fan-in")
+    p.add_argument("--rr", action="store_true")
+    p.add_argument("--tag", default="s")
+    p.add_argument("--sender", default="sender")
+    p.add_argument("--timeout", type=float, default=30.0)
+    p.add_argument("--first", type=float, default=60.0)
+    p.add_argument("--window", type=float, default=10.0)
+    p.add_argument("--seconds", type=float, default=0.0, help="a sender stops after this many seconds")
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--buses", default="files,pg")
+    p.add_argument("--only", default="fanin,load,throughput,idle")
+    p.add_argument("--small", type=int, default=100)
+    p.add_argument("--flights", type=int, default=10_000)
+    p.add_argument("--waits", type=int, default=200)
+    p.add_argument("--load-rate", type=float, default=1000.0)
+    p.add_argument("--senders", type=int, default=4)
+    p.add_argument("--duration", type=float, default=60.0, help="seconds under load (the issue: 600)")
+    p.add_argument("--messages", type=int, default=20_000, help="messages in the throughput row")
+    p.add_argument("--idle-window", type=float, default=10.0)
+    p.add_argument("--code", help="a folder with the wavewait package to measure instead")
+    p.add_argument("--tracemalloc", action="store_true")
+    p.add_argument("--listeners", default="1,4,16,64", help="with --only listeners: k processes on one database")
+    p.add_argument("--rounds", type=int, default=30)
+    args = p.parse_args()
+    if args.quick:
+        args.flights, args.duration, args.messages, args.idle_window = 1000, 20.0, 5000, 5.0
+    return args
+
+
+if __name__ == "__main__":
+    a = parse()
+    if a.role:
+        asyncio.run(ROLES[a.role](a))
+    else:
+        if a.code:  # the parent sets up buses with the measured code too
+            sys.path.insert(0, os.path.abspath(a.code))
+        os.environ["WAVEWAIT_FSYNC"] = "0"  # setup writes (10,000 flight records) are not measured
+        asyncio.run(main(a))
