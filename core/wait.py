@@ -361,11 +361,13 @@ async def wait_fan_in(
     results = []
     for a_id, agent in state.items():
         if a_id in received:
-            results.append(TargetResult(agent_id=a_id, name=agent.name, status="received", message=received[a_id].body))
+            item = received[a_id]
+            word = "needs_input" if item.type == "question" else "received"  # a question awaits an answer
+            results.append(TargetResult(agent_id=a_id, name=agent.name, status=word, message=item.body))
         else:
             results.append(
                 TargetResult(
-                    agent_id=a_id, name=agent.name, status=agent.status, reason=agent.reason if agent.finished else None
+                    agent_id=a_id, name=agent.name, status=agent.state, reason=agent.reason if agent.finished else None
                 )
             )
     status = {"done": "complete", "timeout": "timeout", "interrupted": "interrupted"}[outcome]

@@ -13,6 +13,7 @@ import os
 import secrets
 import signal
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from typing import NoReturn
 
@@ -30,10 +31,12 @@ from .core.results import (
     InterruptResult,
     KillResult,
     NotifyResult,
+    OutputResult,
     Result,
     SendResult,
     SpawnResult,
     WaitList,
+    iso,
 )
 from .mcp.hosts import HOSTS
 
@@ -139,9 +142,28 @@ async def cmd_agents(bus: Bus, args: argparse.Namespace) -> int:
 
 
 async def cmd_kill(bus: Bus, args: argparse.Namespace) -> int:
+    before = await agents_mod.resolve_agent(bus, args.id, "agent")
+    agent = await agents_mod.kill(bus, before, by=agents_mod.caller_id(args.agent))
+    return _print(KillResult(agent_id=agent.id, status=agent.status, hint=agents_mod.kill_said(before, agent)))
+
+
+async def cmd_output(bus: Bus, args: argparse.Namespace) -> int:
     agent = await agents_mod.resolve_agent(bus, args.id, "agent")
-    agent = await agents_mod.kill(bus, agent, by=agents_mod.caller_id(args.agent))
-    return _print(KillResult(agent_id=agent.id, status=agent.status))
+    lines = await agents_mod.read_output(bus, agent, args.lines)
+    return _print(OutputResult(agent_id=agent.id, name=agent.name, state=agent.state, lines=lines))
+
+
+async def cmd_ask(bus: Bus, args: argparse.Namespace) -> int:
+    """Ask the parent a question, then wait for the answer (the flight needs input meanwhile)."""
+    me = agents_mod.caller_id(args.agent)
+    timeout = wait.check_timeout(args.timeout)
+    await messages.ask(bus, me, args.question, to=args.to)
+    return await _interruptible(lambda c: wait.wait_event(bus, me, timeout, [messages.ANSWER], control=c))
+
+
+async def cmd_reply(bus: Bus, args: argparse.Namespace) -> int:
+    item = await messages.answer(bus, agents_mod.caller_id(args.agent), args.id, args.answer)
+    return _print(SendResult(message_id=item.id))
 
 
 async def cmd_close(bus: Bus, args: argparse.Namespace) -> int:
@@ -160,7 +182,19 @@ async def cmd_interrupt(bus: Bus, args: argparse.Namespace) -> int:
 
 
 async def cmd_waits(bus: Bus, args: argparse.Namespace) -> int:
-    return _print(WaitList(waits=await bus.list_waits()))
+    """Waits in progress, with their ages and ISO times rather than epoch seconds."""
+    waits = await bus.list_waits()
+    t = time.time()
+    shown = []
+    for w in waits:
+        view = w.model_dump(mode="json")
+        view["started_at"] = iso(w.started_at)
+        view["age_sec"] = round(max(0.0, t - w.started_at), 1)
+        view["deadline"] = iso(w.deadline)
+        view["left_sec"] = None if w.deadline is None else round(max(0.0, w.deadline - t), 1)
+        shown.append(view)
+    print(json.dumps({"waits": shown}, ensure_ascii=False))
+    return WaitList(waits=waits).exit_code
 
 
 COMMANDS: dict[str, Callable[[Bus, argparse.Namespace], Awaitable[int]]] = {
@@ -175,6 +209,9 @@ COMMANDS: dict[str, Callable[[Bus, argparse.Namespace], Awaitable[int]]] = {
     "close": cmd_close,
     "interrupt": cmd_interrupt,
     "waits": cmd_waits,
+    "output": cmd_output,
+    "ask": cmd_ask,
+    "reply": cmd_reply,
 }
 
 
@@ -192,7 +229,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = Parser(
         prog="wavewait",
         parents=[globals_(None)],
-        description="Fan work out to agents, then sit still until they report.",
+        description="Fan work out to agents, then sit still until they report. With no command, "
+        "`wavewait` opens the TUI (a live panel of every flight, /wait, /help) on the bus; "
+        "`wavewait demo` shows it with a simulated wave.",
     )
     sub = p.add_subparsers(dest="command", parser_class=Parser)
     # given after the command too; SUPPRESS keeps a value given before it (`--bus X agents`)
@@ -297,7 +336,17 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("id")
     s = cmd("interrupt", "interrupt a wait in progress (it returns its partial state)")
     s.add_argument("wait", help="wait id or unique prefix (see `wavewait waits`)")
-    cmd("waits", "list waits in progress")
+    cmd("waits", "list waits in progress (with their ages)")
+    s = cmd("output", "show a flight's recent output (stdout and stderr, the last lines)")
+    s.add_argument("id", help="flight id or unique prefix")
+    s.add_argument("--lines", type=_whole(1, agents_mod.OUTPUT_LINES, "a whole number 1-1000"), default=50)
+    s = cmd("ask", "as a flight: ask your parent a question and wait for the answer (you need input meanwhile)")
+    s.add_argument("question")
+    s.add_argument("--timeout", default="1800", help="seconds (default 1800)")
+    s.add_argument("--to", help="who to ask (default: $WAVEWAIT_PARENT_ID)")
+    s = cmd("reply", "answer a flight's open question: reply ID ANSWER")
+    s.add_argument("id", help="the asking flight's id or unique prefix")
+    s.add_argument("answer")
     return p
 
 
