@@ -41,6 +41,7 @@ from ..core.results import (
     WaitResult,
     iso,
 )
+from .flight_tools import SpawnCwd, SpawnEnv, register_flight_tools, spawn_place
 from .settings import Settings
 
 log = logging.getLogger(__name__)
@@ -442,10 +443,13 @@ def register(server: MCPServer, bus: Bus, s: Settings) -> None:
             str | None, Field(description="A task for an agent, run through the server's agent command.")
         ] = None,
         wave: Annotated[str | None, Field(description="A wave name to group flights, e.g. 'wave-7'.")] = None,
+        cwd: SpawnCwd = None,
+        env: SpawnEnv = None,
     ) -> Annotated[CallToolResult, SpawnResult]:
         argv = spawn_argv(s, command, prompt)
+        where, child_env = spawn_place(s, cwd, env)
         await agents.ensure_agent(bus, s.caller)
-        a = await agents.spawn(bus, name, argv, wave=wave, parent_id=s.caller, cwd=s.project_dir)
+        a = await agents.spawn(bus, name, argv, wave=wave, parent_id=s.caller, cwd=where, env=child_env)
         return reply(SpawnResult(agent_id=a.id, name=a.name, pid=a.pid))
 
     @tool("list_agents", LIST_DOC, "List agents", read_only=True, idempotent=True)
@@ -462,5 +466,8 @@ def register(server: MCPServer, bus: Bus, s: Settings) -> None:
 
     @tool("kill_agent", KILL_DOC, "Kill an agent", read_only=False, destructive=True, idempotent=True)
     async def kill_agent(agent: AgentRef) -> Annotated[CallToolResult, KillResult]:
-        a = await agents.kill(bus, await agents.resolve_agent(bus, agent, "agent"), by=s.caller)
-        return reply(KillResult(agent_id=a.id, status=a.status))
+        before = await agents.resolve_agent(bus, agent, "agent")
+        a = await agents.kill(bus, before, by=s.caller)
+        return reply(KillResult(agent_id=a.id, status=a.status), agents.kill_said(before, a))
+
+    register_flight_tools(server, bus, s)  # read_output, reply
