@@ -56,6 +56,11 @@ class FollowLog(RichLog):
         elif new_value < old_value:  # the person scrolled up to read
             self.following = False
 
+    def on_resize(self) -> None:
+        """Shrunk (the wait's status appearing): the newest lines stay in view while following."""
+        if self.following:
+            self.call_after_refresh(self.scroll_end, animate=False, immediate=True, x_axis=False)
+
     def clear(self) -> FollowLog:
         super().clear()
         self._follow_again()

@@ -8,7 +8,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from ...core.ids import short
-from ..state import ago, spinner
+from ..state import ago, one_line, spinner
 
 
 class WaitStatus(Static):
@@ -42,8 +42,10 @@ class WaitStatus(Static):
             status, reason = states.get(agent_id, ("running", ""))
             if agent_id in received:
                 out.append("[✓] received", style=roles["received"])
+            elif status == "needs_input":
+                out.append("? needs input", style=roles["needs_input"])
             elif status == "dead":
-                out.append(f"✖ dead ({reason or 'dead'})", style=roles["dead"])
+                out.append(f"✖ dead ({one_line(reason or 'dead')})", style=roles["dead"])
             elif status == "running":
                 out.append(f"{spinner(t)} running", style=roles["running"])
             else:
