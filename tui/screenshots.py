@@ -26,7 +26,7 @@ async def render(name: str, out: Path) -> Path:
         if seed is not None:
             await seed(bus)
         app = scenes.frozen_app(bus)
-        async with app.run_test(size=SIZE) as pilot:
+        async with app.run_test(size=scenes.SIZES.get(name, SIZE)) as pilot:
             await steps(pilot)
             path = app.save_screenshot(filename=f"{name}.svg", path=str(out))
         await bus.close()

@@ -331,7 +331,7 @@ async def test_help_opens_the_help_screen_with_every_command(file_bus):
         ("/wait soon a1b2", "TIMEOUT: must be a"),
         ("/wait -1", "TIMEOUT: must be a"),
         ("/wait 60 zzzz9", "no agent matches"),
-        ("/send a1b2", "give a flight id and a message"),
+        ("/send a1b2", "give a flight id, then the message"),
         ("/send zzzz9 hello", "no agent matches"),
         ("/spawn x", "put the command after --"),
         ("/spawn a b -- true", "give one NAME"),
