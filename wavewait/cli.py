@@ -44,7 +44,7 @@ BAD_INPUT = 2
 
 
 class Parser(argparse.ArgumentParser):
-    """Bad arguments exit 2 (DESIGN's bad-input code), naming the command and the fault."""
+    """Bad arguments exit 2 (the bad-input code), naming the command and the fault."""
 
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
@@ -230,8 +230,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="wavewait",
         parents=[globals_(None)],
         description="Fan work out to agents, then sit still until they report. With no command, "
-        "`wavewait` opens the TUI (a live panel of every flight, /wait, /help) on the bus; "
-        "`wavewait demo` shows it with a simulated wave.",
+        "'wavewait' opens the TUI (a live panel of every flight, /wait, /help) on the bus; "
+        "'wavewait demo' shows it with a simulated wave.",
     )
     sub = p.add_subparsers(dest="command", parser_class=Parser)
     # given after the command too; SUPPRESS keeps a value given before it (`--bus X agents`)
@@ -244,7 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=None, help="make the simulated wave repeatable")
     s = cmd(
         "mcp",
-        "MCP server (stdio by default; `wavewait mcp --help` for its options)",
+        "MCP server (stdio by default; 'wavewait mcp --help' for its options)",
         "MCP server: the wait tools an orchestrating agent calls.",
     )
     s.add_argument("--transport", choices=("stdio", "http"), default="stdio")
@@ -283,7 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s = cmd(
         "serve",
-        "serve the TUI in a browser: `wavewait demo` by default, the TUI on a bus with "
+        "serve the TUI in a browser: 'wavewait demo' by default, the TUI on a bus with "
         "--bus ($WAVEWAIT_BUS alone does not switch); needs pip install 'wavewait[serve]'",
     )
     s.add_argument(
@@ -303,7 +303,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--demo",
         action="store_true",
-        help="serve `wavewait demo`, one temporary bus per session (the default without --bus)",
+        help="serve 'wavewait demo', one temporary bus per session (the default without --bus)",
     )
     s.add_argument("--seed", type=int, default=None, help="make the demo's wave repeatable")
     s = cmd("send", "send a message to an agent")
@@ -335,7 +335,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = cmd("close", "mark an agent closed (done for good)")
     s.add_argument("id")
     s = cmd("interrupt", "interrupt a wait in progress (it returns its partial state)")
-    s.add_argument("wait", help="wait id or unique prefix (see `wavewait waits`)")
+    s.add_argument("wait", help="wait id or unique prefix (see 'wavewait waits')")
     cmd("waits", "list waits in progress (with their ages)")
     s = cmd("output", "show a flight's recent output (stdout and stderr, the last lines)")
     s.add_argument("id", help="flight id or unique prefix")
@@ -382,7 +382,7 @@ def _notify_hook_guard(args: argparse.Namespace) -> int | None:
     if not (args.agent or os.environ.get("WAVEWAIT_AGENT_ID")):
         print(
             "wavewait notify: WAVEWAIT_AGENT_ID is not set, so there is no worker to report; "
-            "nothing sent (run under `wavewait spawn`, or pass --agent)",
+            "nothing sent (run under 'wavewait spawn', or pass --agent)",
             file=sys.stderr,
         )
         return 0
