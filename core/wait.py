@@ -28,7 +28,7 @@ from .agents import SWEEP_INTERVAL, ensure_agent, resolve_agents, sweep
 from .bus import Bus, Changes
 from .errors import BadInput
 from .ids import check_id, check_type, new_id
-from .model import AGENT_ITEM_TYPES, Agent, Item, WaitKind, WaitRecord, now
+from .model import AGENT_ITEM_TYPES, Agent, Item, TargetStatus, WaitKind, WaitRecord, now
 from .proc import hostname, me
 from .results import (
     AgentWait,
@@ -362,7 +362,7 @@ async def wait_fan_in(
     for a_id, agent in state.items():
         if a_id in received:
             item = received[a_id]
-            word = "needs_input" if item.type == "question" else "received"  # a question awaits an answer
+            word: TargetStatus = "needs_input" if item.type == "question" else "received"  # awaits an answer
             results.append(TargetResult(agent_id=a_id, name=agent.name, status=word, message=item.body))
         else:
             results.append(

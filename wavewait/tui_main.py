@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import shutil
 import sys
@@ -39,10 +40,9 @@ def run_tui(args: argparse.Namespace) -> int:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
     if result is not None:
-        try:
+        # the terminal may be gone (a hangup): no one is left to read it; the exit code says it
+        with contextlib.suppress(OSError):
             print(json.dumps(result, ensure_ascii=False), flush=True)
-        except OSError:  # the terminal is gone (a hangup): no one is left to read it; the exit code says it
-            pass
     return app.return_code or 0
 
 

@@ -246,9 +246,9 @@ received. **F1** shows the help of the focused part.
                 events.add(w.waiter, Text(f"⧗ wait {short(w.id)} of {who} ended", style="dim"))
         self._first_read = False
         for a in asks:
-            line = f"{a.name} ({short(a.id)}) needs input: {a.question} · /reply {short(a.id)} ANSWER"
-            events.add(a.id, Text(f"? {line}", style=roles["needs_input"]))
-            self.wave_app.notice(line, severity="warning")
+            said = f"{a.name} ({short(a.id)}) needs input: {a.question} · /reply {short(a.id)} ANSWER"
+            events.add(a.id, Text(f"? {said}", style=roles["needs_input"]))
+            self.wave_app.notice(said, severity="warning")
         if len(deaths) > DEATH_TOASTS:
             self.wave_app.notice(f"{len(deaths)} flights died", severity="error")
         else:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import RenderableType
+from textual import events
 from textual.widgets import RichLog
 
 
@@ -56,8 +57,9 @@ class FollowLog(RichLog):
         elif new_value < old_value:  # the person scrolled up to read
             self.following = False
 
-    def on_resize(self) -> None:
+    def on_resize(self, event: events.Resize) -> None:
         """Shrunk (the wait's status appearing): the newest lines stay in view while following."""
+        super().on_resize(event)
         if self.following:
             self.call_after_refresh(self.scroll_end, animate=False, immediate=True, x_axis=False)
 
