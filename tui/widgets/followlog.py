@@ -61,7 +61,11 @@ class FollowLog(RichLog):
         """Shrunk (the wait's status appearing): the newest lines stay in view while following."""
         super().on_resize(event)
         if self.following:
-            self.call_after_refresh(self.scroll_end, animate=False, immediate=True, x_axis=False)
+            self.call_after_refresh(self._keep_end)
+
+    def _keep_end(self) -> None:
+        if self.following:  # the person may have scrolled up since the resize
+            self.scroll_end(animate=False, immediate=True, x_axis=False)
 
     def clear(self) -> FollowLog:
         super().clear()
