@@ -223,8 +223,8 @@ async def kill(bus: Bus, agent: Agent, by: str | None = None) -> Agent:
     """Mark the agent dead, then end its process group (TERM, then KILL after a grace).
 
     An agent that already ended keeps its word (`closed` or `dead`, and why): dead means it
-    died. A closed agent's process that still runs is ended all the same. `killed_now` on
-    the answer (see `kill_said`) tells the two apart for people.
+    died. A closed agent's process that still runs is ended all the same. `kill_said` gives
+    the words for people when nothing was marked dead.
     """
     if agent.host not in (None, hostname()) and agent.pid:
         raise BadInput(f"agent: {agent.name} runs on host {agent.host}; kill it from there")
