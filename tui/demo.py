@@ -64,7 +64,7 @@ def command(f: DemoFlight) -> list[str]:
 async def launch(bus: Bus, me: str, demo: DemoPlan, say: Callable[[str], None]) -> list[Agent]:
     """Spawn the wave as real supervised processes; return their records."""
     say(
-        f"demo: spawning {len(demo.flights)} flights in {WAVE}{f' (seed {demo.seed})' if demo.seed is not None else ''}"
+        f"demo: spawning {len(demo.flights)} flights in {WAVE}{f' (--seed {demo.seed})' if demo.seed is not None else ''}"
     )
     out = []
     for f in demo.flights:

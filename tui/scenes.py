@@ -49,7 +49,7 @@ async def put_flight(bus: Bus, name: str, i: int, **fields: Any) -> Agent:
     return agent
 
 
-async def seed_wave(bus: Bus) -> None:
+async def put_wave(bus: Bus) -> None:
     """A wave of five: two reported, one dead, two still running."""
     await register(bus, "orchestrator")
     await put_flight(bus, "file-reader", 1)
@@ -76,9 +76,9 @@ async def seed_wave(bus: Bus) -> None:
         await bus.update_agent(IDS[name], last_message=body, last_message_at=at)
 
 
-async def seed_question(bus: Bus) -> None:
+async def put_question(bus: Bus) -> None:
     """The wave, with doc-writer asking the person a question (it needs input)."""
-    await seed_wave(bus)
+    await put_wave(bus)
     qid = "00000000000000000000000000000200"
     await bus.deliver(
         Item(
@@ -96,15 +96,15 @@ async def seed_question(bus: Bus) -> None:
     )
 
 
-async def seed_two(bus: Bus) -> None:
+async def put_two(bus: Bus) -> None:
     await register(bus, "orchestrator")
     await put_flight(bus, "file-reader", 1)
     await put_flight(bus, "linter", 3)
 
 
-async def seed_mirror(bus: Bus) -> None:
+async def put_mirror(bus: Bus) -> None:
     """The wave plus a wait that another process (a planner agent) makes on two flights."""
-    await seed_wave(bus)
+    await put_wave(bus)
     await bus.put_agent(Agent(id="planner", name="planner", created_at=T0 + 6))
     pid, start = me()  # alive, so the bus keeps the record
     await bus.register_wait(
@@ -231,15 +231,15 @@ async def wave(pilot: AppPilot) -> None:
 Scene = tuple[Callable[[Bus], Awaitable[None]] | None, Callable[[AppPilot], Awaitable[None]]]
 SCENES: dict[str, Scene] = {
     "empty-bus": (None, empty),
-    "running-wave": (seed_wave, wave),
-    "waiting": (seed_wave, start_fan_in),
-    "after-escape": (seed_wave, after_escape),
-    "dead-flight": (seed_two, a_death),
-    "mirror": (seed_mirror, mirror),
+    "running-wave": (put_wave, wave),
+    "waiting": (put_wave, start_fan_in),
+    "after-escape": (put_wave, after_escape),
+    "dead-flight": (put_two, a_death),
+    "mirror": (put_mirror, mirror),
     "help": (None, help_screen),
-    "flight-detail": (seed_wave, flight_detail),
-    "needs-input": (seed_question, needs_input),
-    "small-terminal": (seed_mirror, waiting_with_mirror),
+    "flight-detail": (put_wave, flight_detail),
+    "needs-input": (put_question, needs_input),
+    "small-terminal": (put_mirror, waiting_with_mirror),
 }
 #: scenes shown at another size than the default (a newcomer's 80x24 terminal)
 SIZES: dict[str, tuple[int, int]] = {"small-terminal": (80, 24)}

@@ -20,11 +20,11 @@ SIZE = (120, 36)
 
 
 async def render(name: str, out: Path) -> Path:
-    seed, steps = scenes.SCENES[name]
+    setup, steps = scenes.SCENES[name]
     with tempfile.TemporaryDirectory(prefix="wavewait-shot-") as tmp:
         bus = FileBus(Path(tmp) / "bus")
-        if seed is not None:
-            await seed(bus)
+        if setup is not None:
+            await setup(bus)
         app = scenes.frozen_app(bus)
         async with app.run_test(size=scenes.SIZES.get(name, SIZE)) as pilot:
             await steps(pilot)

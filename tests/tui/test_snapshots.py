@@ -27,9 +27,9 @@ def snap_bus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FileBus:
 
 
 def snap(snap_compare, bus: FileBus, scene: str) -> bool:
-    seed, run_before = scenes.SCENES[scene]
-    if seed is not None:
-        asyncio.run(seed(bus))
+    setup, run_before = scenes.SCENES[scene]
+    if setup is not None:
+        asyncio.run(setup(bus))
     return snap_compare(scenes.frozen_app(bus), run_before=run_before, terminal_size=scenes.SIZES.get(scene, SIZE))
 
 
