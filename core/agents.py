@@ -136,6 +136,7 @@ async def spawn(
     await bus.put_agent(agent)
     child_env = dict(os.environ if env is None else env)
     child_env.update(WAVEWAIT_BUS=bus.url, WAVEWAIT_AGENT_ID=agent.id, WAVEWAIT_PARENT_ID=parent_id)
+    child_env.update(reach_wavewait(child_env.get("PATH", "")))
     supervisor = subprocess.Popen(
         [sys.executable, "-m", "wavewait.core.supervise", agent.id, "--", *command],
         env=child_env,
@@ -159,6 +160,57 @@ async def spawn(
     return updated or agent
 
 
+def wavewait_bin() -> str | None:
+    """The `wavewait` program of this installation (next to this Python), if there is one."""
+    here = os.path.join(os.path.dirname(sys.executable), "wavewait")
+    return here if os.access(here, os.X_OK) else None
+
+
+def reach_wavewait(path: str) -> dict[str, str]:
+    """PATH and WAVEWAIT_BIN for a child, so it runs the same `wavewait` that spawned it.
+
+    A newcomer's venv is often not activated: the child would find no `wavewait` (exit 127)
+    or another one. This installation's directory goes first on PATH.
+    """
+    program = wavewait_bin()
+    if program is None:
+        return {}
+    first = os.path.dirname(program)
+    rest = [p for p in path.split(os.pathsep) if p and p != first]
+    return {"PATH": os.pathsep.join([first, *rest]), "WAVEWAIT_BIN": program}
+
+
+OUTPUT_LINES = 1000  # the most lines `read_output` returns
+OUTPUT_BYTES = 256 * 1024  # and the most bytes it reads from the end of the log
+
+
+def output_tail(path: str | None, lines: int = 50, max_bytes: int = OUTPUT_BYTES) -> list[str]:
+    """The last `lines` lines of an output log (reading at most `max_bytes` from its end)."""
+    if not path:
+        return []
+    try:
+        with open(path, "rb") as f:
+            size = f.seek(0, os.SEEK_END)
+            f.seek(max(0, size - max_bytes))
+            data = f.read()
+    except FileNotFoundError:
+        return []
+    text = data.decode("utf-8", "replace").splitlines()
+    if size > max_bytes and text:
+        text = text[1:]  # the first line read is cut
+    return text[-lines:] if lines > 0 else []
+
+
+async def read_output(bus: Bus, agent: Agent, lines: int = 50) -> list[str]:
+    """A flight's recent stdout and stderr (its output log): the last `lines`, bounded."""
+    if isinstance(lines, bool) or not isinstance(lines, int) or not 1 <= lines <= OUTPUT_LINES:
+        raise BadInput(f"lines: give a whole number from 1 to {OUTPUT_LINES}, got {lines!r}")
+    path = agent.log_path or bus.log_path(agent.id)
+    if agent.host not in (None, hostname()) and not os.path.exists(path or ""):
+        raise BadInput(f"agent: {agent.name} ran on host {agent.host}; its output log is there")
+    return await asyncio.to_thread(output_tail, path, lines)
+
+
 async def close(bus: Bus, agent: Agent, reason: str = "closed") -> Agent:
     """Mark an agent closed (terminal). Its process, if any, is left to finish."""
     closed = await bus.transition(agent.id, "closed", ("running", "idle"), reason=reason, ended_at=now())
@@ -171,13 +223,18 @@ async def close(bus: Bus, agent: Agent, reason: str = "closed") -> Agent:
 
 
 async def kill(bus: Bus, agent: Agent, by: str | None = None) -> Agent:
-    """Mark the agent dead, then end its process group (TERM, then KILL after a grace)."""
+    """Mark the agent dead, then end its process group (TERM, then KILL after a grace).
+
+    An agent that already ended keeps its word (`closed` or `dead`, and why): dead means it
+    died. A closed agent's process that still runs is ended all the same. `kill_said` gives
+    the words for people when nothing was marked dead.
+    """
     if agent.host not in (None, hostname()) and agent.pid:
         raise BadInput(f"agent: {agent.name} runs on host {agent.host}; kill it from there")
     dead = await bus.transition(
         agent.id,
         "dead",
-        ("running", "idle", "closed"),
+        ("running", "idle"),
         reason=f"killed by {by or 'request'}",
         ended_at=now(),
     )
@@ -258,6 +315,14 @@ async def list_swept(bus: Bus, wave: str | None = None) -> list[Agent]:
     return [a for a in await bus.list_agents() if wave is None or a.wave == wave]
 
 
+def kill_said(before: Agent, after: Agent) -> str | None:
+    """The hint a kill answers with when the agent had already ended (nothing marked dead)."""
+    if not before.finished and after.status == "dead":
+        return None
+    why = f" ({after.reason})" if after.reason else ""
+    return f"{after.name} had already ended: it is {after.status}{why}; nothing was marked dead"
+
+
 def agent_view(a: Agent) -> dict[str, Any]:
     """What `wavewait agents` and the `list_agents` tool show of an agent (one shape for both)."""
     return {
@@ -265,6 +330,8 @@ def agent_view(a: Agent) -> dict[str, Any]:
         "name": a.name,
         "wave": a.wave,
         "status": a.status,
+        "state": a.state,
+        "question": a.question if a.state == "needs_input" else None,
         "age_sec": round(max(0.0, now() - a.created_at), 1),
         "last_message": a.last_message,
         "last_message_at": iso(a.last_message_at),

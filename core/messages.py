@@ -44,7 +44,78 @@ async def send(
         bus, Item(id=new_id(), type=type, to=recipient.id, sender=sender, body=message, data=data or {})
     )
     await bus.transition(recipient.id, "running", ("idle",))  # new input: back to work
+    if type == "question":
+        await _mark_question(bus, item)
     return item
+
+
+ANSWER = "answer"  # the item type of a reply to a question; the asker waits for it
+
+
+async def _mark_question(bus: Bus, item: Item) -> None:
+    """The asker needs input until its question is answered (`Agent.state`)."""
+    preview = item.body if len(item.body) <= PREVIEW else item.body[: PREVIEW - 1] + "…"
+    await bus.update_agent(item.sender, question=preview, question_id=item.id)
+
+
+async def ask(bus: Bus, asker: str, question: str, to: str | None = None) -> Item:
+    """Ask `to` (default: the asker's parent) a question; the asker needs input until answered.
+
+    The question is a `question` item in the recipient's inbox (its `data.question_id` is the
+    item's id); the answer comes back as an `answer` item with the same `question_id`.
+    """
+    check_text(question, "question")
+    me = await ensure_agent(bus, check_id(asker, "agent"))
+    parent = to or me.parent_id or os.environ.get("WAVEWAIT_PARENT_ID")
+    if not parent:
+        raise BadInput("to: the asker has no parent to ask; pass who to ask (or set WAVEWAIT_PARENT_ID)")
+    recipient = await ensure_agent(bus, check_id(parent, "to"))
+    qid = new_id()
+    item = await _deliver(
+        bus,
+        Item(id=qid, type="question", to=recipient.id, sender=me.id, body=question, data={"question_id": qid}),
+    )
+    await _mark_question(bus, item)
+    return item
+
+
+async def answer(bus: Bus, sender: str, asker: str, text: str, question_id: str | None = None) -> Item:
+    """Answer the open question of `asker` (id or prefix): an `answer` item to its inbox.
+
+    With `question_id`, only that question is answered (a stale id is an error, so an answer
+    never lands on a newer question it was not meant for). Answering clears `needs_input`.
+    """
+    check_text(text, "answer")
+    agent = await resolve_agent(bus, asker, "agent")
+    if agent.question_id is None or agent.finished:
+        raise BadInput(f"agent: {agent.name} ({agent.id[:8]}) has no open question; send it a message instead")
+    if question_id is not None and question_id != agent.question_id:
+        raise BadInput(
+            f"question_id: {question_id!r} is not {agent.name}'s open question ({agent.question_id}); it was "
+            "answered already or replaced"
+        )
+    await ensure_agent(bus, sender)
+    item = await _deliver(
+        bus,
+        Item(
+            id=new_id(),
+            type=ANSWER,
+            to=agent.id,
+            sender=sender,
+            body=text,
+            data={"question_id": agent.question_id, "question": agent.question or ""},
+        ),
+    )
+    await bus.update_agent(agent.id, question=None, question_id=None)
+    return item
+
+
+async def find_question_asker(bus: Bus, question_id: str) -> str:
+    """The agent whose open question has this id (for a reply given by question id only)."""
+    for a in await bus.list_agents():
+        if a.question_id == question_id and not a.finished:
+            return a.id
+    raise BadInput(f"question_id: no open question {question_id!r}; it was answered already, or its asker ended")
 
 
 async def notify_completion(

@@ -13,7 +13,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 AgentStatus = Literal["running", "idle", "closed", "dead"]
-TargetStatus = Literal["received", "running", "idle", "dead", "closed"]
+TargetStatus = Literal["received", "running", "idle", "dead", "closed", "needs_input"]
+#: a flight's one word in every face (panel, CLI, MCP results, docs): its lifecycle status,
+#: or `needs_input` while a question it asked is unanswered (`Agent.state`)
+FlightState = Literal["running", "idle", "needs_input", "closed", "dead"]
 WaitKind = Literal["next", "fan_in", "agents", "signal", "event"]
 
 #: Items that agents send; `wait` takes these. System events are only for `wait_for_event`.
@@ -55,10 +58,17 @@ class Agent(Record):
     lease_expires_at: float | None = None  # agents not spawned here keep a lease
     last_message: str | None = None  # last item this agent sent (shortened)
     last_message_at: float | None = None
+    question: str | None = None  # an open question this agent asked (shortened); None once answered
+    question_id: str | None = None
 
     @property
     def finished(self) -> bool:
         return self.status in ("closed", "dead")
+
+    @property
+    def state(self) -> FlightState:
+        """The word every face shows: `needs_input` while it waits for an answer, else its status."""
+        return "needs_input" if self.question_id and not self.finished else self.status
 
 
 class Item(Record):

@@ -224,6 +224,8 @@ class AgentInfo(BaseModel):
     name: str
     wave: str | None = None
     status: str = Field(description="running | idle | closed | dead")
+    state: str = Field(default="running", description="running | idle | needs_input | closed | dead")
+    question: str | None = Field(default=None, description="the open question while it needs input")
     age_sec: float
     last_message: str | None = None
     last_message_at: str | None = None
@@ -231,6 +233,18 @@ class AgentInfo(BaseModel):
     exit_code: int | None = None
     reason: str | None = Field(default=None, description="why it is dead or closed")
     parent_id: str | None = None
+
+
+class OutputResult(ToolResult):
+    """`read_output` / `wavewait output`: the last lines of a flight's stdout and stderr."""
+
+    agent_id: str
+    name: str
+    state: str
+    lines: list[str]
+
+    def summary(self) -> str:
+        return f"{len(self.lines)} line(s) of output from {self.name}"
 
 
 class AgentList(ToolResult):

@@ -13,19 +13,30 @@ import signal
 import subprocess
 import sys
 
-from .agents import AGENT_LEASE, mark_dead
+from .agents import AGENT_LEASE, mark_dead, output_tail
 from .bus import Bus, open_bus
 from .model import now
 from .proc import pid_start
 
+TAIL_LINES = 5  # of the output log, in a death's reason: what the flight last said
+TAIL_CHARS = 600
 
-def _describe(code: int) -> str:
+
+def _describe(code: int, log_path: str | None = None) -> str:
+    """Why it died, for people: the exit code or signal, then the last lines it wrote."""
     if code < 0:
         try:
-            return f"killed by {signal.Signals(-code).name}"
+            why = f"killed by {signal.Signals(-code).name}"
         except ValueError:
-            return f"killed by signal {-code}"
-    return f"exited with code {code}"
+            why = f"killed by signal {-code}"
+    else:
+        why = f"exited with code {code}"
+        if code == 127:
+            why += " (command not found)"
+    tail = "\n".join(line for line in output_tail(log_path, TAIL_LINES) if line.strip())
+    if len(tail) > TAIL_CHARS:
+        tail = "…" + tail[-(TAIL_CHARS - 1) :]
+    return f"{why}; last output:\n{tail}" if tail else why
 
 
 async def supervise(agent_id: str, command: list[str]) -> int:
@@ -71,12 +82,14 @@ async def _supervise(bus: Bus, agent_id: str, command: list[str]) -> int:
             log.write(f"\nwavewait supervise: could not renew the lease of {agent_id}: {e}\n".encode())
     code = await ended_task
     ended = {"exit_code": code, "ended_at": now()}
-    # an agent that reported completion (idle) and then exits cleanly has finished, not died
-    if code == 0 and await bus.transition(agent_id, "closed", ("idle",), reason="finished", **ended):
-        pass
-    elif await mark_dead(bus, agent_id, _describe(code), exit_code=code) is None:
-        await bus.update_agent(agent_id, exit_code=code)  # already closed or killed: keep the code
     log.close()
+    # a clean exit is closed, whatever it sent; dead means it died
+    if code == 0:
+        ended_now = await bus.transition(agent_id, "closed", ("running", "idle"), reason="exited with code 0", **ended)
+    else:
+        ended_now = await mark_dead(bus, agent_id, _describe(code, agent.log_path), exit_code=code)
+    if ended_now is None:
+        await bus.update_agent(agent_id, exit_code=code)  # already closed or killed: keep the code
     return 0
 
 

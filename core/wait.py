@@ -35,7 +35,7 @@ from .bus import Bus, Changes, inbox_key, wait_key
 from .errors import BadInput
 from .ids import check_id, check_type, new_id
 from .limits import check_path
-from .model import AGENT_ITEM_TYPES, Agent, Item, ItemRef, WaitKind, WaitRecord, now
+from .model import AGENT_ITEM_TYPES, Agent, Item, ItemRef, TargetStatus, WaitKind, WaitRecord, now
 from .proc import hostname, me
 from .results import (
     AgentWait,
@@ -537,12 +537,12 @@ class OnePerAgent(Condition[FanIn]):
         results = []
         for a_id, agent in self.state.items():
             if a_id in self.got:
-                results.append(
-                    TargetResult(agent_id=a_id, name=agent.name, status="received", message=self.got[a_id].body)
-                )
+                item = self.got[a_id]
+                word: TargetStatus = "needs_input" if item.type == "question" else "received"  # awaits an answer
+                results.append(TargetResult(agent_id=a_id, name=agent.name, status=word, message=item.body))
             else:
                 reason = agent.reason if agent.finished else None
-                results.append(TargetResult(agent_id=a_id, name=agent.name, status=agent.status, reason=reason))
+                results.append(TargetResult(agent_id=a_id, name=agent.name, status=agent.state, reason=reason))
         return FanIn(status=status, results=results, elapsed_sec=w.elapsed)
 
 

@@ -140,3 +140,25 @@ def clean_env(**extra: str) -> dict[str, str]:
 def env_for(bus: Bus, **extra: str) -> dict[str, str]:
     """A clean environment (`clean_env`) that names `bus`, plus `extra`."""
     return clean_env(**({"WAVEWAIT_BUS": bus.url} | extra))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """`restarts_server` tests restart the local PostgreSQL server: opt-in outside CI.
+
+    They run under CI=true or WAVEWAIT_TEST_RESTARTS=1; otherwise they are deselected, with
+    the reason said once, so a plain `pytest` never drops other sessions' connections.
+    """
+    if os.environ.get("CI") == "true" or os.environ.get("WAVEWAIT_TEST_RESTARTS") == "1":
+        return
+    keep, drop = [], []
+    for item in items:
+        (drop if item.get_closest_marker("restarts_server") else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(
+                f"deselected {len(drop)} test(s) marked restarts_server: they restart the local "
+                "PostgreSQL server; set WAVEWAIT_TEST_RESTARTS=1 (or CI=true) to run them"
+            )

@@ -61,7 +61,7 @@ class WaveApp(App[dict[str, Any] | None]):
     TITLE = "wavewait"
     COMMANDS = App.COMMANDS | {SlashProvider}
     BINDINGS = [
-        Binding("f1", "help", "Help"),
+        Binding("f1", "help_here", "Help", tooltip="Help for the part that has focus (again: hide it)"),
         Binding("ctrl+l", "screen.toggle_log", "Log"),  # the main screen's; bound here for the footer's order
         Binding("ctrl+q", "quit", "Quit", priority=True),
     ]
@@ -193,8 +193,19 @@ class WaveApp(App[dict[str, Any] | None]):
 
     # ------------------------------------------------------------------ screens, quitting
     def action_help(self) -> None:
+        """`/help`: every command and key."""
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
+
+    def action_help_here(self) -> None:
+        """F1: the help of the focused part (its text and keys) beside it; F1 again hides it."""
+        from textual.widgets import HelpPanel
+
+        panels = self.screen.query(HelpPanel)
+        if panels:
+            panels.remove()
+        else:
+            self.action_show_help_panel()
 
     def exit_value(self) -> tuple[dict[str, Any] | None, int]:
         result = self.main.last_result

@@ -28,6 +28,12 @@ COMMANDS: tuple[SlashCommand, ...] = (
         takes_ids=True,
     ),
     SlashCommand("/send", "/send ID MESSAGE", "send a message to a flight", takes_ids=True),
+    SlashCommand(
+        "/reply",
+        "/reply ID ANSWER",
+        "answer the open question of a flight that needs input (Enter on it starts this)",
+        takes_ids=True,
+    ),
     SlashCommand("/spawn", "/spawn NAME [--wave W] -- CMD ...", "run a command as a supervised flight"),
     SlashCommand("/kill", "/kill ID", "kill a flight's process group and mark it dead", takes_ids=True),
     SlashCommand("/close", "/close ID", "mark a flight closed (done for good)", takes_ids=True),
@@ -68,10 +74,10 @@ def parse(line: str) -> Parsed:
         known = ", ".join(c.name for c in COMMANDS)
         raise Usage(f"unknown command {head!r}; commands: {known}")
     body = line[len(head) :].strip()
-    if cmd.name == "/send":
+    if cmd.name in ("/send", "/reply"):
         parts = body.split(maxsplit=1)
         if len(parts) < 2:
-            raise usage_error(cmd, "give a flight id and a message")
+            raise usage_error(cmd, "give a flight id, then the " + ("message" if cmd.name == "/send" else "answer"))
         return Parsed(cmd, [parts[0], parts[1]])
     try:
         words = shlex.split(body)

@@ -1,11 +1,11 @@
 """`wavewait demo`: a simulated wave of real processes, so a newcomer sees everything at once.
 
 Six flights start as real child processes (`python -m wavewait.tui.demo_flight`), each
-supervised like any spawned agent. Four report back at different times (three through the
-core, one through the `wavewait notify` CLI, as a shell-only agent would), one dies with an
-error, and one stays slow: it makes a wait of its own, which the mirror panel shows and a
-person can interrupt. The TUI then runs a fan-in wait on the whole wave. `--seed` fixes
-the timings.
+supervised like any spawned agent. Three report back at different times (two through the
+core, one through the `wavewait notify` CLI, as a shell-only agent would), one asks a
+question and needs input until the person answers it (`/reply`), one dies with an error,
+and one stays slow: it makes a wait of its own, which the mirror panel shows and a person
+can interrupt. The TUI then runs a fan-in wait on the whole wave. `--seed` fixes the timings.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ WAVE = "wave-1"
 @dataclass(frozen=True)
 class DemoFlight:
     name: str
-    role: str  # report | report-cli | die | slow
+    role: str  # report | report-cli | ask | die | slow
     delay: float  # seconds of "work" before it reports, dies or starts waiting
     message: str
 
@@ -50,7 +50,7 @@ def plan(seed: int | None = None) -> DemoPlan:
         DemoFlight("file-reader", "report", delays[0], f"read 42 files; found {issues} issues in src/provider/"),
         DemoFlight("schema-check", "report", delays[1], f"{fks} foreign keys, 3 without an index"),
         DemoFlight("test-runner", "report-cli", delays[2], f"{tests} tests pass, 0 fail"),
-        DemoFlight("doc-writer", "report", delays[3], "wrote docs/orchestration.md (1.2k words)"),
+        DemoFlight("doc-writer", "ask", delays[3], "put the guide in docs/ or in the wiki?"),
         DemoFlight("linter", "die", round(rng.uniform(3.0, 6.0), 1), "ruff crashed: config error"),
         DemoFlight("migrator", "slow", round(rng.uniform(1.0, 3.0), 1), "waiting for a go-ahead"),
     )
@@ -64,15 +64,16 @@ def command(f: DemoFlight) -> list[str]:
 async def launch(bus: Bus, me: str, demo: DemoPlan, say: Callable[[str], None]) -> list[Agent]:
     """Spawn the wave as real supervised processes; return their records."""
     say(
-        f"demo: spawning {len(demo.flights)} flights in {WAVE}{f' (seed {demo.seed})' if demo.seed is not None else ''}"
+        f"demo: spawning {len(demo.flights)} flights in {WAVE}{f' (--seed {demo.seed})' if demo.seed is not None else ''}"
     )
     out = []
     for f in demo.flights:
         agent = await agents_mod.spawn(bus, f.name, command(f), wave=WAVE, parent_id=me)
         say(f"  spawned {agent.name} ({short(agent.id)}), pid {agent.pid}")
         out.append(agent)
-    say("demo: a fan-in wait on the whole wave follows. Escape interrupts it; Enter on a flight")
-    say("      opens it; migrator's own wait shows below: /interrupt ID (or select it, i) ends it")
+    say("demo: a fan-in wait on the whole wave follows; Escape interrupts it. Shift+Tab reaches")
+    say("      the flights: Enter opens one; doc-writer will ask a question: Enter on it (or")
+    say("      /reply ID ANSWER) answers. migrator's own wait shows below: /interrupt ID ends it")
     return out
 
 

@@ -51,6 +51,22 @@ async def slow(message: str) -> None:
         await bus.close()
 
 
+async def ask(question: str) -> None:
+    """Ask the person a question (the flight needs input), wait for the answer, report it."""
+    bus = await open_bus()
+    me = os.environ["WAVEWAIT_AGENT_ID"]
+    try:
+        await messages.ask(bus, me, question)
+        print(f"asked: {question}", flush=True)
+        got = await wait.wait_event(bus, me, 300, [messages.ANSWER])
+        answer = getattr(got, "body", None)
+        print(f"answer: {answer}" if answer else f"no answer ({got.type})", flush=True)
+        text = f"wrote the guide ({answer})" if answer else "no answer; wrote nothing"
+        await messages.notify_completion(bus, me, status="success" if answer else "error", message=text)
+    finally:
+        await bus.close()
+
+
 def main() -> None:
     role, delay, message = sys.argv[1], float(sys.argv[2]), sys.argv[3]
     print(f"flight {os.environ.get('WAVEWAIT_AGENT_ID', '?')[:8]}: role {role}", flush=True)
@@ -61,6 +77,8 @@ def main() -> None:
         subprocess.run(
             [sys.executable, "-m", "wavewait", "notify", "--status", "success", "--message", message], check=True
         )
+    elif role == "ask":
+        asyncio.run(ask(message))
     elif role == "die":
         print(f"Traceback (most recent call last):\n  ...\nRuntimeError: {message}", flush=True)
         sys.exit(1)

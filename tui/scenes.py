@@ -49,7 +49,7 @@ async def put_flight(bus: Bus, name: str, i: int, **fields: Any) -> Agent:
     return agent
 
 
-async def seed_wave(bus: Bus) -> None:
+async def put_wave(bus: Bus) -> None:
     """A wave of five: two reported, one dead, two still running."""
     await register(bus, "orchestrator")
     await put_flight(bus, "file-reader", 1)
@@ -76,15 +76,35 @@ async def seed_wave(bus: Bus) -> None:
         await bus.update_agent(IDS[name], last_message=body, last_message_at=at)
 
 
-async def seed_two(bus: Bus) -> None:
+async def put_question(bus: Bus) -> None:
+    """The wave, with doc-writer asking the person a question (it needs input)."""
+    await put_wave(bus)
+    qid = "00000000000000000000000000000200"
+    await bus.deliver(
+        Item(
+            id=qid,
+            type="question",
+            to="orchestrator",
+            sender=IDS["doc-writer"],
+            body="put the guide in docs/ or in the wiki?",
+            sent_at=T0 + 36,
+            data={"question_id": qid},
+        )
+    )
+    await bus.update_agent(
+        IDS["doc-writer"], question="put the guide in docs/ or in the wiki?", question_id=qid, last_message_at=T0 + 36
+    )
+
+
+async def put_two(bus: Bus) -> None:
     await register(bus, "orchestrator")
     await put_flight(bus, "file-reader", 1)
     await put_flight(bus, "linter", 3)
 
 
-async def seed_mirror(bus: Bus) -> None:
+async def put_mirror(bus: Bus) -> None:
     """The wave plus a wait that another process (a planner agent) makes on two flights."""
-    await seed_wave(bus)
+    await put_wave(bus)
     await bus.put_agent(Agent(id="planner", name="planner", created_at=T0 + 6))
     pid, start = me()  # alive, so the bus keeps the record
     await bus.register_wait(
@@ -148,7 +168,12 @@ async def a_death(pilot: AppPilot) -> None:
     await ready(pilot, 2)
     app = wave_app(pilot.app)
     await app.bus.transition(
-        IDS["linter"], "dead", ("running",), reason="exited with code 1", ended_at=T0 + 9, exit_code=1
+        IDS["linter"],
+        "dead",
+        ("running",),
+        reason="exited with code 1; last output:\nTraceback (most recent call last):\nRuntimeError: ruff crashed",
+        ended_at=T0 + 9,
+        exit_code=1,
     )
     await until(lambda: any(a.status == "dead" for a in app.main.agents), "the death")
     await until(lambda: bool(app.notices), "the toast")
@@ -163,7 +188,23 @@ async def mirror(pilot: AppPilot) -> None:
 
 async def help_screen(pilot: AppPilot) -> None:
     await ready(pilot, 0)
-    await pilot.press("f1")
+    await pilot.press(*"/help", "enter")
+    await pilot.pause()
+
+
+async def needs_input(pilot: AppPilot) -> None:
+    await ready(pilot, 5)
+    await until(lambda: bool(wave_app(pilot.app).notices), "the notice")
+    await pilot.pause()
+
+
+async def waiting_with_mirror(pilot: AppPilot) -> None:
+    """A wait of the person's own while another process's wait is mirrored, a line being typed."""
+    await ready(pilot, 6)
+    await until(lambda: bool(main_of(pilot).waits), "the mirrored wait")
+    await pilot.press(*"/wait 60 a1b2 e5f6 c3d4", "enter")
+    await until(lambda: IDS["file-reader"] in main_of(pilot).wait_received, "the first message claimed")
+    await pilot.press(*"/send e5f6 typed during the wait")
     await pilot.pause()
 
 
@@ -190,11 +231,15 @@ async def wave(pilot: AppPilot) -> None:
 Scene = tuple[Callable[[Bus], Awaitable[None]] | None, Callable[[AppPilot], Awaitable[None]]]
 SCENES: dict[str, Scene] = {
     "empty-bus": (None, empty),
-    "running-wave": (seed_wave, wave),
-    "waiting": (seed_wave, start_fan_in),
-    "after-escape": (seed_wave, after_escape),
-    "dead-flight": (seed_two, a_death),
-    "mirror": (seed_mirror, mirror),
+    "running-wave": (put_wave, wave),
+    "waiting": (put_wave, start_fan_in),
+    "after-escape": (put_wave, after_escape),
+    "dead-flight": (put_two, a_death),
+    "mirror": (put_mirror, mirror),
     "help": (None, help_screen),
-    "flight-detail": (seed_wave, flight_detail),
+    "flight-detail": (put_wave, flight_detail),
+    "needs-input": (put_question, needs_input),
+    "small-terminal": (put_mirror, waiting_with_mirror),
 }
+#: scenes shown at another size than the default (a newcomer's 80x24 terminal)
+SIZES: dict[str, tuple[int, int]] = {"small-terminal": (80, 24)}

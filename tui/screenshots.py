@@ -20,13 +20,13 @@ SIZE = (120, 36)
 
 
 async def render(name: str, out: Path) -> Path:
-    seed, steps = scenes.SCENES[name]
+    setup, steps = scenes.SCENES[name]
     with tempfile.TemporaryDirectory(prefix="wavewait-shot-") as tmp:
         bus = FileBus(Path(tmp) / "bus")
-        if seed is not None:
-            await seed(bus)
+        if setup is not None:
+            await setup(bus)
         app = scenes.frozen_app(bus)
-        async with app.run_test(size=SIZE) as pilot:
+        async with app.run_test(size=scenes.SIZES.get(name, SIZE)) as pilot:
             await steps(pilot)
             path = app.save_screenshot(filename=f"{name}.svg", path=str(out))
         await bus.close()

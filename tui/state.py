@@ -1,14 +1,15 @@
 """What the TUI shows, computed from bus records: pure functions, no Textual.
 
-The panel's word for a flight follows one rule (also in the README):
+The panel's rule (also in the README and docs/words.md):
 
-* `✔ received` when the person has heard back from the flight: an item the flight sent
-  (message, completion or question) is in the person's inbox (queued, or already taken
-  into its history), or the person's current or last wait received one from it. A message
-  that arrived before a death wins, as in DESIGN's fan-in view. A `/send` from the TUI to
-  the flight starts a new round: what it sent before that no longer counts.
-* otherwise the flight's lifecycle status: `⠋ running`, `◌ idle`, `✖ dead` (with the
-  reason), `■ closed`.
+* A flight's word is its state, the same word `wavewait agents`, `list_agents` and wait
+  results give: `⠋ running`, `◌ idle`, `? needs input` (it asked a question that nobody
+  has answered yet), `■ closed` (it ended cleanly, or was closed) or `✖ dead` (it died,
+  with the reason).
+* Whether it reported is said beside it: `✉` before its last message, and `N/M reported`
+  in the summary, once an item it sent (message, completion or question) reached you:
+  queued in your inbox, taken into its history, or received by your current or last wait.
+  A `/send` from the TUI to the flight starts a new round: what it sent before no longer counts.
 """
 
 from __future__ import annotations
@@ -20,13 +21,15 @@ from ..core.ids import short
 from ..core.model import Agent, WaitRecord
 
 FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"  # rich's "dots" spinner, 10 frames
-GLYPH = {"received": "✔", "idle": "◌", "dead": "✖", "closed": "■"}
+GLYPH = {"received": "✔", "idle": "◌", "dead": "✖", "closed": "■", "needs_input": "?"}
+REPORTED = "✉"
 QUIET_AFTER = 30.0  # a running flight silent this long is dimmed: a visible stall
 #: what each word and tone looks like: (theme variable, text attributes). Theme variables,
 #: not colour names, so every theme (light ones too) keeps its contrast; `text-*` are the
 #: theme's colours meant for text on its background.
 ROLES: dict[str, tuple[str | None, str]] = {
     "received": ("text-success", "bold"),
+    "needs_input": ("text-accent", "bold"),
     "running": ("text-warning", ""),
     "idle": ("text-primary", ""),
     "dead": ("text-error", "bold"),
@@ -36,7 +39,13 @@ ROLES: dict[str, tuple[str | None, str]] = {
     "warn": ("text-warning", ""),
 }
 #: the look without a theme (before the first one is applied): the terminal's own colours
-PLAIN = {"text-success": "green", "text-warning": "yellow", "text-primary": "cyan", "text-error": "red"}
+PLAIN = {
+    "text-success": "green",
+    "text-warning": "yellow",
+    "text-primary": "cyan",
+    "text-error": "red",
+    "text-accent": "magenta",
+}
 
 
 def role_styles(variables: Mapping[str, str]) -> dict[str, str]:
@@ -53,10 +62,20 @@ def spinner(t: float) -> str:
     return FRAMES[int(t * 10) % len(FRAMES)]
 
 
+def word(state: str) -> str:
+    """A state's word for people: `needs_input` reads `needs input`."""
+    return state.replace("_", " ")
+
+
 def state_label(state: str, t: float) -> str:
     """Glyph plus word, never colour alone."""
-    glyph = spinner(t) if state == "running" else GLYPH.get(state, "?")
-    return f"{glyph} {state}"
+    glyph = spinner(t) if state == "running" else GLYPH.get(state, "·")
+    return f"{glyph} {word(state)}"
+
+
+def one_line(text: str) -> str:
+    """Several lines (a death's last output) shown on one: joined by ` ⏎ `."""
+    return " ⏎ ".join(part.strip() for part in text.splitlines() if part.strip())
 
 
 def ago(seconds: float | None) -> str:
@@ -82,7 +101,8 @@ class FlightView:
     id: str
     name: str
     wave: str
-    state: str  # received | running | idle | dead | closed
+    state: str  # running | idle | needs_input | closed | dead
+    reported: bool  # a report from it reached the person (the ✉ mark)
     started_at: float
     ended_at: float | None  # set once the flight has finished: its elapsed stops
     last_message_at: float | None
@@ -100,29 +120,39 @@ class FlightView:
             state_label(self.state, t),
             self.name,
             short(self.id),
-            self.wave,
+            self.wave or "—",
             ago(end - self.started_at),
             ago(quiet),
             self.detail,
         )
 
 
-def flight_state(agent: Agent, received: bool) -> str:
-    return "received" if received else agent.status
+def flight_state(agent: Agent) -> str:
+    """The flight's one word (the core's `Agent.state`)."""
+    return agent.state
+
+
+def flight_detail(agent: Agent, reported: bool) -> str:
+    """What the last column says: why it died, its open question, or its last message."""
+    if agent.status == "dead":
+        return one_line(agent.reason or "dead")
+    if agent.state == "needs_input":
+        return f"asks: {one_line(agent.question or '')}"
+    message = one_line(agent.last_message or "")
+    return f"{REPORTED} {message}" if reported and message else message
 
 
 def flight_view(agent: Agent, received: bool) -> FlightView:
-    state = flight_state(agent, received)
-    detail = agent.reason or "dead" if state == "dead" else (agent.last_message or "").replace("\n", " ")
     return FlightView(
         id=agent.id,
         name=agent.name,
         wave=agent.wave or "",
-        state=state,
+        state=flight_state(agent),
+        reported=received,
         started_at=agent.created_at,
         ended_at=agent.ended_at if agent.finished and agent.ended_at else None,
         last_message_at=agent.last_message_at,
-        detail=detail,
+        detail=flight_detail(agent, received),
     )
 
 
@@ -144,14 +174,15 @@ def received_ids(
 
 
 def summary(views: Sequence[FlightView]) -> str:
-    """`3/5 received · 1 dead · 1 running` (zero counts left out)."""
+    """`3/5 reported · 1 needs input · 1 dead · 1 running` (zero counts left out)."""
     if not views:
         return "no flights yet"
     counts: dict[str, int] = {}
     for v in views:
         counts[v.state] = counts.get(v.state, 0) + 1
-    parts = [f"{counts.get('received', 0)}/{len(views)} received"]
-    parts += [f"{counts[s]} {s}" for s in ("dead", "running", "idle", "closed") if counts.get(s)]
+    parts = [f"{sum(v.reported for v in views)}/{len(views)} reported"]
+    order = ("needs_input", "dead", "running", "idle", "closed")
+    parts += [f"{counts[s]} {word(s)}" for s in order if counts.get(s)]
     return " · ".join(parts)
 
 

@@ -13,6 +13,7 @@ import os
 import secrets
 import signal
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from typing import NoReturn
 
@@ -30,10 +31,12 @@ from .core.results import (
     InterruptResult,
     KillResult,
     NotifyResult,
+    OutputResult,
     Result,
     SendResult,
     SpawnResult,
     WaitList,
+    iso,
 )
 from .mcp.hosts import HOSTS
 
@@ -41,7 +44,7 @@ BAD_INPUT = 2
 
 
 class Parser(argparse.ArgumentParser):
-    """Bad arguments exit 2 (DESIGN's bad-input code), naming the command and the fault."""
+    """Bad arguments exit 2 (the bad-input code), naming the command and the fault."""
 
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
@@ -155,9 +158,28 @@ async def cmd_agents(bus: Bus, args: argparse.Namespace) -> int:
 
 
 async def cmd_kill(bus: Bus, args: argparse.Namespace) -> int:
+    before = await agents_mod.resolve_agent(bus, args.id, "agent")
+    agent = await agents_mod.kill(bus, before, by=agents_mod.caller_id(args.agent))
+    return _print(KillResult(agent_id=agent.id, status=agent.status, hint=agents_mod.kill_said(before, agent)))
+
+
+async def cmd_output(bus: Bus, args: argparse.Namespace) -> int:
     agent = await agents_mod.resolve_agent(bus, args.id, "agent")
-    agent = await agents_mod.kill(bus, agent, by=agents_mod.caller_id(args.agent))
-    return _print(KillResult(agent_id=agent.id, status=agent.status))
+    lines = await agents_mod.read_output(bus, agent, args.lines)
+    return _print(OutputResult(agent_id=agent.id, name=agent.name, state=agent.state, lines=lines))
+
+
+async def cmd_ask(bus: Bus, args: argparse.Namespace) -> int:
+    """Ask the parent a question, then wait for the answer (the flight needs input meanwhile)."""
+    me = agents_mod.caller_id(args.agent)
+    timeout = wait.check_timeout(args.timeout)
+    await messages.ask(bus, me, args.question, to=args.to)
+    return await _interruptible(lambda c: wait.wait_event(bus, me, timeout, [messages.ANSWER], control=c))
+
+
+async def cmd_reply(bus: Bus, args: argparse.Namespace) -> int:
+    item = await messages.answer(bus, agents_mod.caller_id(args.agent), args.id, args.answer)
+    return _print(SendResult(message_id=item.id))
 
 
 async def cmd_close(bus: Bus, args: argparse.Namespace) -> int:
@@ -176,7 +198,19 @@ async def cmd_interrupt(bus: Bus, args: argparse.Namespace) -> int:
 
 
 async def cmd_waits(bus: Bus, args: argparse.Namespace) -> int:
-    return _print(WaitList(waits=await bus.list_waits()))
+    """Waits in progress, with their ages and ISO times rather than epoch seconds."""
+    waits = await bus.list_waits()
+    t = time.time()
+    shown = []
+    for w in waits:
+        view = w.model_dump(mode="json")
+        view["started_at"] = iso(w.started_at)
+        view["age_sec"] = round(max(0.0, t - w.started_at), 1)
+        view["deadline"] = iso(w.deadline)
+        view["left_sec"] = None if w.deadline is None else round(max(0.0, w.deadline - t), 1)
+        shown.append(view)
+    print(json.dumps({"waits": shown}, ensure_ascii=False))
+    return WaitList(waits=waits).exit_code
 
 
 COMMANDS: dict[str, Callable[[Bus, argparse.Namespace], Awaitable[int]]] = {
@@ -191,6 +225,9 @@ COMMANDS: dict[str, Callable[[Bus, argparse.Namespace], Awaitable[int]]] = {
     "close": cmd_close,
     "interrupt": cmd_interrupt,
     "waits": cmd_waits,
+    "output": cmd_output,
+    "ask": cmd_ask,
+    "reply": cmd_reply,
 }
 
 
@@ -208,7 +245,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = Parser(
         prog="wavewait",
         parents=[globals_(None)],
-        description="Fan work out to agents, then sit still until they report.",
+        description="Fan work out to agents, then sit still until they report. With no command, "
+        "'wavewait' opens the TUI (a live panel of every flight, /wait, /help) on the bus; "
+        "'wavewait demo' shows it with a simulated wave.",
     )
     sub = p.add_subparsers(dest="command", parser_class=Parser)
     # given after the command too; SUPPRESS keeps a value given before it (`--bus X agents`)
@@ -221,7 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=None, help="make the simulated wave repeatable")
     s = cmd(
         "mcp",
-        "MCP server (stdio by default; `wavewait mcp --help` for its options)",
+        "MCP server (stdio by default; 'wavewait mcp --help' for its options)",
         "MCP server: the wait tools an orchestrating agent calls.",
     )
     s.add_argument("--transport", choices=("stdio", "http"), default="stdio")
@@ -268,7 +307,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s = cmd(
         "serve",
-        "serve the TUI in a browser: `wavewait demo` by default, the TUI on a bus with "
+        "serve the TUI in a browser: 'wavewait demo' by default, the TUI on a bus with "
         "--bus ($WAVEWAIT_BUS alone does not switch); needs pip install 'wavewait[serve]'",
     )
     s.add_argument(
@@ -288,7 +327,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--demo",
         action="store_true",
-        help="serve `wavewait demo`, one temporary bus per session (the default without --bus)",
+        help="serve 'wavewait demo', one temporary bus per session (the default without --bus)",
     )
     s.add_argument("--seed", type=int, default=None, help="make the demo's wave repeatable")
     s = cmd("send", "send a message to an agent")
@@ -320,8 +359,18 @@ def build_parser() -> argparse.ArgumentParser:
     s = cmd("close", "mark an agent closed (done for good)")
     s.add_argument("id")
     s = cmd("interrupt", "interrupt a wait in progress (it returns its partial state)")
-    s.add_argument("wait", help="wait id or unique prefix (see `wavewait waits`)")
-    cmd("waits", "list waits in progress")
+    s.add_argument("wait", help="wait id or unique prefix (see 'wavewait waits')")
+    cmd("waits", "list waits in progress (with their ages)")
+    s = cmd("output", "show a flight's recent output (stdout and stderr, the last lines)")
+    s.add_argument("id", help="flight id or unique prefix")
+    s.add_argument("--lines", type=_whole(1, agents_mod.OUTPUT_LINES, "a whole number 1-1000"), default=50)
+    s = cmd("ask", "as a flight: ask your parent a question and wait for the answer (you need input meanwhile)")
+    s.add_argument("question")
+    s.add_argument("--timeout", default="1800", help="seconds (default 1800)")
+    s.add_argument("--to", help="who to ask (default: $WAVEWAIT_PARENT_ID)")
+    s = cmd("reply", "answer a flight's open question: reply ID ANSWER")
+    s.add_argument("id", help="the asking flight's id or unique prefix")
+    s.add_argument("answer")
     return p
 
 
@@ -357,7 +406,7 @@ def _notify_hook_guard(args: argparse.Namespace) -> int | None:
     if not (args.agent or os.environ.get("WAVEWAIT_AGENT_ID")):
         print(
             "wavewait notify: WAVEWAIT_AGENT_ID is not set, so there is no worker to report; "
-            "nothing sent (run under `wavewait spawn`, or pass --agent)",
+            "nothing sent (run under 'wavewait spawn', or pass --agent)",
             file=sys.stderr,
         )
         return 0

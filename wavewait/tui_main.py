@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import shutil
 import sys
@@ -11,7 +12,7 @@ import tempfile
 
 
 def run_tui(args: argparse.Namespace) -> int:
-    """Run the TUI; print the last wait's result as JSON; return DESIGN's exit code."""
+    """Run the TUI; print the last wait's result as JSON; return its exit code (0, 3 or 4)."""
     from .core.agents import caller_id
     from .core.bus import bus_url
     from .core.errors import WavewaitError
@@ -39,7 +40,9 @@ def run_tui(args: argparse.Namespace) -> int:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
     if result is not None:
-        print(json.dumps(result, ensure_ascii=False))
+        # the terminal may be gone (a hangup): no one is left to read it; the exit code says it
+        with contextlib.suppress(OSError):
+            print(json.dumps(result, ensure_ascii=False), flush=True)
     return app.return_code or 0
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 from datetime import UTC, datetime, timedelta
 
 import anyio
@@ -43,9 +44,11 @@ async def test_spawn_records_pid_start_time_exit_code_and_log_and_sets_the_child
     assert a.parent_id == "orchestrator" and len(a.id) == 32
     await until(is_dead(bus, a.id), what="the flight to be recorded dead")
     done = await bus.get_agent(a.id)
-    assert done.exit_code == 3 and done.reason == "exited with code 3" and done.ended_at
+    said = f"bus={bus.url} id={a.id} parent=orchestrator"
+    # the reason gives the exit code and the last lines the flight wrote
+    assert done.exit_code == 3 and done.reason == f"exited with code 3; last output:\n{said}" and done.ended_at
     with open(done.log_path) as f:
-        assert f.read().strip() == f"bus={bus.url} id={a.id} parent=orchestrator"
+        assert f.read().strip() == said
     event = await wait.wait_event(bus, "orchestrator", 0, ["agent_dead"])
     assert (event.type, event.model_extra["from"]) == ("agent_dead", a.id)
 
@@ -64,12 +67,51 @@ async def test_a_flight_that_reports_and_exits_cleanly_is_closed_not_dead(bus):
     assert (await wait.wait_next(bus, "orchestrator", 0)).message == "all done"
 
 
-async def test_a_flight_that_exits_without_closing_is_dead(bus):
+async def test_a_flight_that_exits_cleanly_without_reporting_is_closed_not_dead(bus):
+    """Dead means it died: a clean exit is closed, whatever it sent."""
     await crew(bus)
     a = await agents.spawn(bus, "quitter", ["true"], parent_id="orchestrator")
     with anyio.fail_after(15):
         r = await wait.wait_fan_in(bus, "orchestrator", 60, [a.id])
-    assert [(t.status, t.reason) for t in r.results] == [("dead", "exited with code 0")]
+    assert [(t.status, t.reason) for t in r.results] == [("closed", "exited with code 0")]
+
+
+async def test_a_spawned_flight_reaches_the_wavewait_that_spawned_it(bus):
+    """Its directory first on PATH and WAVEWAIT_BIN set, whatever PATH the spawner had."""
+    await crew(bus)
+    env = {k: v for k, v in os.environ.items() if k != "PATH"} | {"PATH": "/usr/bin:/bin"}
+    a = await agents.spawn(
+        bus, "finder", ["sh", "-c", 'command -v wavewait; echo "$WAVEWAIT_BIN"'], parent_id="orchestrator", env=env
+    )
+    await until(lambda: closed(bus, a.id), what="the flight to end")
+    program = os.path.join(os.path.dirname(sys.executable), "wavewait")
+    assert await agents.read_output(bus, await bus.get_agent(a.id), 2) == [program, program]
+
+
+async def closed(bus, agent_id: str) -> bool:
+    a = await bus.get_agent(agent_id)
+    return a is not None and a.status == "closed"
+
+
+async def test_kill_on_a_flight_that_already_ended_keeps_its_word(bus):
+    await crew(bus)
+    a = await agents.spawn(bus, "quick", ["true"], parent_id="orchestrator")
+    await until(lambda: closed(bus, a.id), what="the flight to end")
+    after = await agents.kill(bus, a, by="orchestrator")
+    assert after.status == "closed" and after.reason == "exited with code 0"
+    assert "already ended" in (agents.kill_said(a, after) or "")
+
+
+async def test_read_output_is_a_bounded_tail(bus):
+    await crew(bus)
+    a = await agents.spawn(bus, "talker", ["sh", "-c", "seq 1 3000"], parent_id="orchestrator")
+    await until(lambda: closed(bus, a.id), what="the flight to end")
+    a = await bus.get_agent(a.id)
+    assert await agents.read_output(bus, a, 3) == ["2998", "2999", "3000"]
+    assert len(await agents.read_output(bus, a, 1000)) == 1000
+    for bad in (0, 1001, True, "5"):
+        with pytest.raises(BadInput, match="lines"):
+            await agents.read_output(bus, a, bad)
 
 
 async def test_a_sigkilled_flight_makes_a_60s_fan_in_return_at_once_with_it_dead(bus, monkeypatch):

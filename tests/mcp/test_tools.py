@@ -38,6 +38,8 @@ async def test_tools_list_publishes_schemas_and_honest_annotations(bus):
         "list_agents",
         "close_agent",
         "kill_agent",
+        "read_output",
+        "reply",
     }
     for t in tools.values():
         assert t.output_schema and t.output_schema["type"] == "object", t.name

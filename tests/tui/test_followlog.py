@@ -54,7 +54,9 @@ async def test_a_layout_that_shrinks_the_log_does_not_lock_it():
         await until(lambda: log.max_scroll_y > 0 and log.is_vertical_scroll_end, what="following the end")
         log.styles.height = 6
         await until(lambda: log.size.height == 6, what="the log shrunk")
-        assert not log.is_vertical_scroll_end  # the view is no longer at the end by itself
+        # the newest lines stay in view, not hidden behind what took the room
+        await until(lambda: log.is_vertical_scroll_end, what="the end kept in view")
+        assert log.lines[-1].text.startswith("line 49")
         log.write("the result of the wait")
         await pilot.pause()
         assert log.is_vertical_scroll_end and not log.has_class("-locked")

@@ -27,10 +27,10 @@ def snap_bus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FileBus:
 
 
 def snap(snap_compare, bus: FileBus, scene: str) -> bool:
-    seed, run_before = scenes.SCENES[scene]
-    if seed is not None:
-        asyncio.run(seed(bus))
-    return snap_compare(scenes.frozen_app(bus), run_before=run_before, terminal_size=SIZE)
+    setup, run_before = scenes.SCENES[scene]
+    if setup is not None:
+        asyncio.run(setup(bus))
+    return snap_compare(scenes.frozen_app(bus), run_before=run_before, terminal_size=scenes.SIZES.get(scene, SIZE))
 
 
 def test_empty_bus(snap_compare, snap_bus):
@@ -63,3 +63,12 @@ def test_help(snap_compare, snap_bus):
 
 def test_flight_detail(snap_compare, snap_bus):
     assert snap(snap_compare, snap_bus, "flight-detail")
+
+
+def test_needs_input(snap_compare, snap_bus):
+    assert snap(snap_compare, snap_bus, "needs-input")
+
+
+def test_small_terminal_keeps_the_command_line(snap_compare, snap_bus):
+    """80x24, a wait running with the mirror shown: the typed line is still on screen."""
+    assert snap(snap_compare, snap_bus, "small-terminal")

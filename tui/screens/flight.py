@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shlex
 import time
 from collections.abc import Callable
 
@@ -17,7 +18,7 @@ from textual.widgets import RichLog, Static
 
 from ...core.bus import Bus
 from ...core.model import AGENT_ITEM_TYPES, Item
-from ..state import ago, flight_state
+from ..state import ago, flight_state, word
 from ..typed_app import wave_app
 
 LOG_TAIL = 64 * 1024
@@ -71,20 +72,22 @@ class FlightScreen(ModalScreen[None]):
             info.update(Text(f"no agent {self.agent_id} on the bus", style=bad))
             return
         t = self.clock()
-        state = flight_state(agent, self.received)
+        state = flight_state(agent)
         head = Text()
         head.append(agent.name, style="bold")
         head.append(f"  {agent.id}  ", style="dim")
-        head.append(f"{state}", style="bold")
-        if agent.status != state:
-            head.append(f" (lifecycle: {agent.status})")
+        head.append(word(state), style="bold")
+        if self.received:
+            head.append(" · reported to you")
+        if agent.state == "needs_input":
+            head.append(f"\nasks: {agent.question}  (answer: /reply {agent.id[:8]} ANSWER)")
         if agent.reason:
             head.append(f" · {agent.reason}", style=bad if agent.status == "dead" else "")
         head.append(f"\nwave {agent.wave or '—'} · started {ago(t - agent.created_at)} ago · pid {agent.pid or '—'}")
         if agent.exit_code is not None:
             head.append(f" · exit code {agent.exit_code}")
         if agent.command:
-            head.append("\n$ " + " ".join(agent.command), style="dim")
+            head.append("\n$ " + shlex.join(agent.command), style="dim")
         info.update(head)
         mine = [
             i

@@ -36,7 +36,7 @@ from ..commands import Parsed, Usage, parse
 from ..demo import launch
 from ..messages import WaitEnded, WaitProgressed
 from ..result_view import received_from, render_result
-from ..state import GLYPH, FlightView, flight_view, mirror_view, received_ids, summary
+from ..state import GLYPH, FlightView, flight_view, mirror_view, one_line, received_ids, summary, word
 from ..typed_app import wave_app
 from ..widgets.command import CommandLine
 from ..widgets.eventlog import EventLog
@@ -74,6 +74,7 @@ received. **F1** shows the help of the focused part.
             "escape", "interrupt", "Interrupt wait", tooltip="Interrupt the running wait; partial results are kept"
         ),
         Binding("slash", "focus_command", "Command", show=False),  # from a panel: start a command
+        Binding("shift+tab", "app.focus_previous", "Flights", tooltip="Move between the command line and the panels"),
     ]
 
     def __init__(self) -> None:
@@ -203,13 +204,16 @@ received. **F1** shows the help of the focused part.
         roles = self.wave_app.roles
         before = {a.id: a for a in self.agents}
         events = self.query_one(EventLog)
-        deaths = []
+        deaths: list[Agent] = []
+        asks: list[Agent] = []
         for a in agents:
             if a.id == self.me:
                 continue
             old = before.get(a.id)
             tag = f"{a.name} ({short(a.id)})"
             if old is None:
+                if a.state == "needs_input":
+                    asks.append(a)
                 if not self._first_read:
                     events.add(a.id, Text(f"+ {tag} started{' in ' + a.wave if a.wave else ''}"))
                     if a.status == "dead":  # started and died between two reads
@@ -227,6 +231,8 @@ received. **F1** shows the help of the focused part.
                     deaths.append(a)
             if a.last_message_at != old.last_message_at and a.last_message:
                 events.add(a.id, Text(f"✉ {tag}: {a.last_message}"))
+            if a.question_id and a.question_id != old.question_id and not a.finished:
+                asks.append(a)
         old_waits = {w.id for w in self.waits}
         new_waits = {w.id for w in waits}
         names = {a.id: a.name for a in agents}
@@ -239,6 +245,10 @@ received. **F1** shows the help of the focused part.
                 who = names.get(w.waiter, w.waiter)
                 events.add(w.waiter, Text(f"⧗ wait {short(w.id)} of {who} ended", style="dim"))
         self._first_read = False
+        for a in asks:
+            said = f"{a.name} ({short(a.id)}) needs input: {a.question} · /reply {short(a.id)} ANSWER"
+            events.add(a.id, Text(f"? {said}", style=roles["needs_input"]))
+            self.wave_app.notice(said, severity="warning")
         if len(deaths) > DEATH_TOASTS:
             self.wave_app.notice(f"{len(deaths)} flights died", severity="error")
         else:
@@ -344,7 +354,7 @@ received. **F1** shows the help of the focused part.
 
     def _paint_status(self, t: float) -> None:
         targets = {agent_id for agent_id, _ in self.wait_targets}
-        states = {a.id: (a.status, a.reason or "") for a in self.agents if a.id in targets}
+        states = {a.id: (a.state, a.reason or "") for a in self.agents if a.id in targets}
         left = None if self.wait_timeout is None else self.wait_timeout - (t - self.wait_started)
         self.query_one(WaitStatus).render_wait(
             targets=self.wait_targets,
@@ -372,8 +382,8 @@ received. **F1** shows the help of the focused part.
         cmd.focus()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "interrupt":
-            return True if self.waiting else None
+        if action == "interrupt":  # hidden where there is nothing to interrupt
+            return self.waiting
         return True
 
     def action_focus_command(self) -> None:
@@ -383,7 +393,15 @@ received. **F1** shows the help of the focused part.
         self.interrupt_wait()
 
     def action_toggle_log(self) -> None:
-        self.query_one("#lower", Horizontal).toggle_class("-show-log")
+        lower = self.query_one("#lower", Horizontal)
+        lower.toggle_class("-show-log")
+        if lower.has_class("-show-log"):
+            self._log_at_end()
+
+    def _log_at_end(self) -> None:
+        """The event log opens at its end, following (it was hidden: nothing scrolled it)."""
+        events = self.query_one(EventLog)
+        events.follow_from_end()
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if isinstance(event.input, CommandLine):
@@ -405,7 +423,13 @@ received. **F1** shows the help of the focused part.
         self.interrupt_other_wait(event.wait_id)
 
     def open_flight(self, agent_id: str) -> None:
-        received = any(v.id == agent_id and v.state == "received" for v in self.flight_views())
+        """Enter on a flight: open it, or, when it needs input, offer a reply on the command line."""
+        agent = next((a for a in self.agents if a.id == agent_id), None)
+        if agent is not None and agent.state == "needs_input":
+            self.prefill(f"/reply {short(agent_id)} ")
+            self.say(Text(f"{agent.name} asks: {agent.question}", style=self.wave_app.roles["needs_input"]))
+            return
+        received = any(v.id == agent_id and v.reported for v in self.flight_views())
         self.app.push_screen(FlightScreen(self.bus, self.me, agent_id, self.wave_app.settings.clock, received))
 
     # ------------------------------------------------------------------ commands
@@ -460,9 +484,18 @@ received. **F1** shows the help of the focused part.
             f"spawned {agent.name} ({short(agent.id)}), pid {agent.pid}{', wave ' + agent.wave if agent.wave else ''}"
         )
 
+    async def cmd_reply(self, p: Parsed) -> None:
+        to, answer = p.args
+        agent = await agents_mod.resolve_agent(self.bus, to, "ID")
+        item = await messages.answer(self.bus, self.me, agent.id, answer)
+        self.say(f"answered {agent.name} ({short(agent.id)}): message {short(item.id)}")
+
     async def cmd_kill(self, p: Parsed) -> None:
-        agent = await agents_mod.resolve_agent(self.bus, p.args[0], "ID")
-        agent = await agents_mod.kill(self.bus, agent, by=self.me)
+        before = await agents_mod.resolve_agent(self.bus, p.args[0], "ID")
+        agent = await agents_mod.kill(self.bus, before, by=self.me)
+        if (said := agents_mod.kill_said(before, agent)) is not None:
+            self.say(said)
+            return
         self.say(
             f"{agent.name} ({short(agent.id)}) is {agent.status}{' (' + agent.reason + ')' if agent.reason else ''}"
         )
@@ -484,9 +517,9 @@ received. **F1** shows the help of the focused part.
         roles = self.wave_app.roles
         for a in agents:
             line = Text(f"  {a.name:<16} {short(a.id)}  ")
-            line.append(f"{a.status:<7}", style=roles.get(a.status, ""))
+            line.append(f"{word(a.state):<11}", style=roles.get(a.state, ""))
             line.append(f" {a.wave or '—':<8} ")
-            line.append(a.reason if a.status == "dead" and a.reason else (a.last_message or ""), style="dim")
+            line.append(one_line(a.reason) if a.status == "dead" and a.reason else (a.last_message or ""), style="dim")
             self.say(line)
 
     def cmd_help(self, p: Parsed) -> None:
@@ -498,6 +531,7 @@ received. **F1** shows the help of the focused part.
             agent_id = (await agents_mod.resolve_agent(self.bus, p.args[0], "ID")).id
         self.query_one("#lower", Horizontal).set_class(True, "-show-log")
         self.query_one(EventLog).filter(agent_id)
+        self._log_at_end()
         self.say("event log: " + (f"only {short(agent_id)}" if agent_id else "all flights"))
 
     # ------------------------------------------------------------------ the person's wait
@@ -589,7 +623,7 @@ received. **F1** shows the help of the focused part.
         if await self.bus.interrupt(rec.id):
             self.say(
                 f"interrupted wait {short(rec.id)} of {who} ({rec.tool}); "
-                "its call returns `interrupted` with partial results"
+                "its call returns as interrupted, with partial results"
             )
             self.wave_app.notice(f"interrupted the wait of {who}")
         else:

@@ -36,6 +36,11 @@ Bus events as the TUI sees them: flights spawned, messages, state changes, death
             if agent_id is None or a == agent_id:
                 self.write(line)
 
+    def follow_from_end(self) -> None:
+        """Opened (it was hidden, so nothing scrolled it): show its end and follow from there."""
+        self._follow_again()
+        self.call_after_refresh(self.scroll_end, animate=False, immediate=True, x_axis=False)
+
     def shown(self) -> list[str]:
         """The lines the pane shows under its filter (also while it is hidden)."""
         return [t.plain for a, t in self._lines if self.only is None or a == self.only]

@@ -15,8 +15,8 @@ from ..state import FlightView, role_styles
 from .cell_cache import ContentCachedTable
 
 COLUMNS = (
-    ("state", 10),
-    ("name", 16),
+    ("state", 13),
+    ("name", 14),
     ("id", 8),
     ("wave", 7),
     ("elapsed", 7),
@@ -38,10 +38,13 @@ class FlightsTable(ContentCachedTable):
 
     HELP = """
 ## Flights
-One row per flight: state (glyph and word), name, short id, wave, time since it started,
-time since its last message, and its last message (or why it died).
+One row per flight: state (glyph and word: running, idle, needs input, closed, dead), name,
+short id, wave, time since it started, time since its last message, and its last message
+(✉ once it reported to you), its open question, or why it died.
 
-- **Enter** (or a second click) opens the flight: its messages, events and output log.
+- **Enter** (or a second click) opens the flight: its messages, events and output log;
+  on a flight that needs input, it starts `/reply ID ` on the command line instead.
+- **Shift+Tab** / **Tab** move between the command line and this panel.
 - **c** copies the flight's last message.
 """
     BINDINGS = [Binding("c", "copy_last", "Copy message", show=False)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import RenderableType
+from textual import events
 from textual.widgets import RichLog
 
 
@@ -55,6 +56,16 @@ class FollowLog(RichLog):
             self._follow_again()
         elif new_value < old_value:  # the person scrolled up to read
             self.following = False
+
+    def on_resize(self, event: events.Resize) -> None:
+        """Shrunk (the wait's status appearing): the newest lines stay in view while following."""
+        super().on_resize(event)
+        if self.following:
+            self.call_after_refresh(self._keep_end)
+
+    def _keep_end(self) -> None:
+        if self.following:  # the person may have scrolled up since the resize
+            self.scroll_end(animate=False, immediate=True, x_axis=False)
 
     def clear(self) -> FollowLog:
         super().clear()

@@ -12,7 +12,8 @@ from textual.widgets import DataTable
 
 from ..state import MirrorView
 
-COLUMNS = (("wait", 8), ("caller", 12), ("tool", 10), ("targets", 24), ("left", 9), ("progress", 24))
+COLUMNS = (("wait", 8), ("caller", 10), ("tool", 10), ("targets", 20), ("left", 7), ("progress", 24))
+PROGRESS_MIN = 8  # the last column takes the width left, so a narrow terminal cuts it with an ellipsis
 
 
 class MirrorTable(DataTable[Text]):
@@ -23,7 +24,7 @@ class MirrorTable(DataTable[Text]):
 Each wait that an agent makes through `wavewait mcp` (or `wavewait wait`) shows here with
 its caller, tool, targets, time left and progress.
 
-- **i** or **Enter** interrupts the selected wait: the agent's call returns `interrupted`
+- **i** or **Enter** interrupts the selected wait: the agent's call returns as interrupted,
   with its partial results.
 """
     BINDINGS = [Binding("i", "interrupt_selected", "Interrupt wait")]
@@ -40,6 +41,18 @@ its caller, tool, targets, time left and progress.
     def on_mount(self) -> None:
         for label, width in COLUMNS:
             self.add_column(label, width=width, key=label)
+
+    def on_resize(self) -> None:
+        """The progress column takes the width the others leave: never past the screen's edge."""
+        fixed = sum(width + 2 * self.cell_padding for _, width in COLUMNS[:-1])
+        room = self.size.width - int(self.styles.scrollbar_size_vertical) - fixed - 2 * self.cell_padding
+        column = self.columns.get(COLUMNS[-1][0])  # type: ignore[call-overload]
+        want = max(PROGRESS_MIN, room)
+        if column is not None and room > 0 and column.width != want:
+            column.width = want
+            self._require_update_dimensions = True
+            self._clear_caches()
+            self.refresh()
 
     def show(self, views: Sequence[MirrorView]) -> None:
         keep = {v.id for v in views}

@@ -8,7 +8,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from ...core.ids import short
-from ..state import ago, spinner
+from ..state import ago, one_line, spinner
 
 
 class WaitStatus(Static):
@@ -40,10 +40,12 @@ class WaitStatus(Static):
             out.append(name.ljust(width), style="bold")
             out.append(f"  {short(agent_id)}  ", style="dim")
             status, reason = states.get(agent_id, ("running", ""))
-            if agent_id in received:
+            if status == "needs_input":  # what the wait took from it is a question: answer it
+                out.append("? needs input", style=roles["needs_input"])
+            elif agent_id in received:
                 out.append("[✓] received", style=roles["received"])
             elif status == "dead":
-                out.append(f"✖ dead ({reason or 'dead'})", style=roles["dead"])
+                out.append(f"✖ dead ({one_line(reason or 'dead')})", style=roles["dead"])
             elif status == "running":
                 out.append(f"{spinner(t)} running", style=roles["running"])
             else:

@@ -1,6 +1,6 @@
 """The tools: each one a typed function that checks its input, calls the core and returns a core result.
 
-Nothing here waits, claims or decides by itself; the core does (DESIGN: one path for every
+Nothing here waits, claims or decides by itself; the core does (one path for every
 face). What this layer adds is what only an MCP caller needs: progress notifications,
 `--max-block`, path policy for signals, and a `hint` that tells a model what to do next.
 The SDK derives each tool's input schema from its signature and its output schema from the
@@ -41,6 +41,7 @@ from ..core.results import (
     WaitResult,
     iso,
 )
+from .flight_tools import SpawnCwd, SpawnEnv, register_flight_tools, spawn_place
 from .settings import Settings
 
 log = logging.getLogger(__name__)
@@ -467,10 +468,13 @@ def register(server: MCPServer, bus: Bus, s: Settings) -> list[str]:
             str | None, Field(description="A task for an agent, run through the server's agent command.")
         ] = None,
         wave: Annotated[str | None, Field(description="A wave name to group flights, e.g. 'wave-7'.")] = None,
+        cwd: SpawnCwd = None,
+        env: SpawnEnv = None,
     ) -> Annotated[CallToolResult, SpawnResult]:
         argv = spawn_argv(s, command, prompt)
+        where, child_env = spawn_place(s, cwd, env)
         await agents.ensure_agent(bus, s.caller)
-        a = await agents.spawn(bus, name, argv, wave=wave, parent_id=s.caller, cwd=s.project_dir)
+        a = await agents.spawn(bus, name, argv, wave=wave, parent_id=s.caller, cwd=where, env=child_env)
         spawned.append(a.id)
         return reply(SpawnResult(agent_id=a.id, name=a.name, pid=a.pid))
 
@@ -488,9 +492,11 @@ def register(server: MCPServer, bus: Bus, s: Settings) -> list[str]:
 
     @tool("kill_agent", KILL_DOC, "Kill an agent", read_only=False, destructive=True, idempotent=True)
     async def kill_agent(agent: AgentRef) -> Annotated[CallToolResult, KillResult]:
-        a = await agents.kill(bus, await agents.resolve_agent(bus, agent, "agent"), by=s.caller)
-        return reply(KillResult(agent_id=a.id, status=a.status))
+        before = await agents.resolve_agent(bus, agent, "agent")
+        a = await agents.kill(bus, before, by=s.caller)
+        return reply(KillResult(agent_id=a.id, status=a.status), agents.kill_said(before, a))
 
+    register_flight_tools(server, bus, s)  # read_output, reply
     return spawned
 
 

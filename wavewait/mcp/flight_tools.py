@@ -1,0 +1,97 @@
+"""Tools about one flight: read its recent output, answer its question; where and with what
+environment `spawn_agent` starts it. Kept apart from `tools.py` so they add to it, not change it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Annotated
+
+from mcp.server.mcpserver import MCPServer
+from mcp.types import CallToolResult
+from pydantic import Field
+
+from ..core import agents, messages
+from ..core.bus import Bus
+from ..core.errors import BadInput
+from ..core.results import OutputResult, SendResult
+from .settings import Settings
+
+READ_OUTPUT_DOC = (
+    "Read a flight's recent output: the last `lines` lines (default 50, at most 1000) of its "
+    "stdout and stderr, from the output log its supervisor keeps. Returns {agent_id, name, "
+    "state, lines}. Read-only; use it to see why a flight died or what it is doing."
+)
+REPLY_DOC = (
+    "Answer a flight's open question. A flight that asks (a `question` event: {from, "
+    "question_id, body}) shows as needs_input until answered; give agent (its id or prefix) "
+    "or question_id. The answer reaches the flight as an `answer` event it waits for, and "
+    "clears needs_input. Returns {message_id}."
+)
+MAX_ENV = 100
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+MAX_ENV_VALUE = 32 * 1024
+
+AgentRef = Annotated[str, Field(description="Agent id or unique prefix.")]
+SpawnCwd = Annotated[
+    str | None,
+    Field(description="Working directory for the flight (relative to the project directory); default: it."),
+]
+SpawnEnv = Annotated[
+    dict[str, str] | None,
+    Field(description="Extra environment variables for the flight, added to the server's environment."),
+]
+
+
+def spawn_place(s: Settings, cwd: str | None, env: dict[str, str] | None) -> tuple[str, dict[str, str] | None]:
+    """`spawn_agent`'s cwd and env, checked: an existing directory; at most 100 plain names."""
+    where = os.path.realpath(os.path.join(s.project_dir, os.path.expanduser(cwd))) if cwd else s.project_dir
+    if not os.path.isdir(where):
+        raise BadInput(f"cwd: {cwd!r} is not a directory (relative paths start at {s.project_dir})")
+    if env is None:
+        return where, None
+    if not isinstance(env, dict) or len(env) > MAX_ENV:
+        raise BadInput(f"env: give an object of at most {MAX_ENV} NAME: value strings")
+    for name, value in env.items():
+        if not isinstance(name, str) or not ENV_NAME.fullmatch(name):
+            raise BadInput(f"env: {name!r} is not a variable name (letters, digits and '_', not first a digit)")
+        if not isinstance(value, str) or len(value) > MAX_ENV_VALUE or "\0" in value:
+            raise BadInput(f"env.{name}: must be a string of at most {MAX_ENV_VALUE} characters, without NUL")
+    return where, {**os.environ, **env}
+
+
+def register_flight_tools(server: MCPServer, bus: Bus, s: Settings) -> None:
+    """`read_output` and `reply`, acting on `bus` as `s.caller`."""
+    from .tools import _ann, reply  # tools.py imports this module for spawn_place
+
+    @server.tool(
+        name="read_output",
+        title="Read a flight's output",
+        description=READ_OUTPUT_DOC,
+        annotations=_ann("Read a flight's output", read_only=True, idempotent=True),
+    )
+    async def read_output(
+        agent: AgentRef,
+        lines: Annotated[int, Field(description="How many of the last lines (1-1000).")] = 50,
+    ) -> Annotated[CallToolResult, OutputResult]:
+        a = await agents.resolve_agent(bus, agent, "agent")
+        got = await agents.read_output(bus, a, lines)
+        return reply(OutputResult(agent_id=a.id, name=a.name, state=a.state, lines=got))
+
+    @server.tool(
+        name="reply",
+        title="Answer a flight's question",
+        description=REPLY_DOC,
+        annotations=_ann("Answer a flight's question", read_only=False),
+    )
+    async def reply_(
+        message: Annotated[str, Field(description="The answer (non-empty).")],
+        agent: Annotated[str | None, Field(description="The asking flight's id or unique prefix.")] = None,
+        question_id: Annotated[str | None, Field(description="The question's id (from its event).")] = None,
+    ) -> Annotated[CallToolResult, SendResult]:
+        if agent is None and question_id is None:
+            raise BadInput("agent, question_id: give the asking flight or the question's id")
+        asker = agent or await messages.find_question_asker(bus, question_id or "")
+        item = await messages.answer(bus, s.caller, asker, message, question_id)
+        return reply(SendResult(message_id=item.id))
