@@ -28,6 +28,7 @@ from .bus import Bus, Changes
 from .errors import BadInput, WavewaitError
 from .ids import check_id, new_id
 from .model import Item, now
+from .results import ToolResult
 
 TaskStatus = Literal["queued", "running", "done", "failed", "skipped"]
 STATUSES: tuple[TaskStatus, ...] = ("queued", "running", "done", "failed", "skipped")
@@ -119,6 +120,12 @@ def parse_task_types(text: str, source: str = "task types") -> dict[str, TaskTyp
         fields = _prompt_fields(prompt, f"{where} prompt")
         types[name] = TaskType(name=name, description=description, prompt=prompt, leaf=leaf, fields=fields)
     return types
+
+
+def queue_name(explicit: str | None = None) -> str | None:
+    """`--queue NAME`, else `WAVEWAIT_QUEUE`; None when no queue is named (the queue tools are off)."""
+    value = explicit or os.environ.get("WAVEWAIT_QUEUE") or None
+    return None if value is None else check_queue(value)
 
 
 def task_types_path(explicit: str | None = None) -> str | None:
@@ -283,18 +290,74 @@ def check_handoff(value: object) -> Handoff:
 
 
 # --------------------------------------------------------------------------- results
-class Enqueued(BaseModel):
+class Enqueued(ToolResult):
+    """`enqueue_task`: the new task."""
+
     id: str
     type: str
     depth: int
     status: Literal["queued"] = "queued"
 
+    def summary(self) -> str:
+        return f"enqueued {self.type} {self.id} at depth {self.depth}"
 
-class Completed(BaseModel):
-    model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
+
+class Completed(ToolResult):
+    """`complete_task`: the task and how it ended."""
 
     task_id: str = Field(alias="taskId")
     status: Literal["done", "failed"]
+
+    def summary(self) -> str:
+        return f"task {self.task_id} {self.status}"
+
+
+class TaskInfo(BaseModel):
+    """One task as `list_tasks` and `wavewait tasks` show it."""
+
+    model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
+
+    id: str
+    type: str
+    status: TaskStatus
+    depth: int
+    parent: str | None = None
+    depends_on: list[str] = Field(default_factory=list, alias="dependsOn")
+    attempts: int = 0
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    reason: str = ""
+
+
+class TaskList(ToolResult):
+    """`list_tasks`: the queue's tasks in enqueue order."""
+
+    tasks: list[TaskInfo]
+
+    def summary(self) -> str:
+        return f"{len(self.tasks)} task(s)"
+
+
+class HandoffInfo(BaseModel):
+    """One handoff as `read_handoffs` and `wavewait handoffs` show it."""
+
+    model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
+
+    task_id: str = Field(alias="taskId")
+    type: str
+    status: Literal["done", "failed"]
+    goals: str
+    did: str
+    for_next_agent: str = Field(alias="forNextAgent")
+    files_touched: list[str] = Field(default_factory=list, alias="filesTouched")
+
+
+class HandoffList(ToolResult):
+    """`read_handoffs`: nearest first when they are the bound task's dependencies'."""
+
+    handoffs: list[HandoffInfo]
+
+    def summary(self) -> str:
+        return f"{len(self.handoffs)} handoff(s)"
 
 
 def task_view(task: Task) -> dict[str, Any]:
@@ -473,6 +536,8 @@ async def enqueue_task(
     Plain bad input changes nothing and tells nobody; a guard also sends `guard_tripped` to
     the queue owner (the unbound enqueuer, or the owner of the bound task's branch).
     """
+    if not q.types:
+        raise BadInput("type: this queue has no task types; pass --task-types FILE or set WAVEWAIT_TASK_TYPES")
     if not isinstance(type, str) or not type:
         raise BadInput(f"type: must be the name of a task type; the valid types are {', '.join(sorted(q.types))}")
     inputs = _check_inputs(inputs)

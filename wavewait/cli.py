@@ -36,6 +36,9 @@ from .core.results import (
     WaitList,
 )
 from .mcp.hosts import HOSTS
+from .queue_cli import COMMANDS as QUEUE_COMMANDS
+from .queue_cli import add_commands as add_queue_commands
+from .queue_cli import add_queue_flags, mcp_settings
 
 BAD_INPUT = 2
 
@@ -175,6 +178,7 @@ COMMANDS: dict[str, Callable[[Bus, argparse.Namespace], Awaitable[int]]] = {
     "close": cmd_close,
     "interrupt": cmd_interrupt,
     "waits": cmd_waits,
+    **QUEUE_COMMANDS,
 }
 
 
@@ -242,6 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="HOST",
         help=f"print set-up for an agent host and exit ({', '.join(HOSTS)})",
     )
+    add_queue_flags(s)  # with a queue, the task-queue tools too
     s = cmd(
         "serve",
         "serve the TUI in a browser: `wavewait demo` by default, the TUI on a bus with "
@@ -298,6 +303,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = cmd("interrupt", "interrupt a wait in progress (it returns its partial state)")
     s.add_argument("wait", help="wait id or unique prefix (see `wavewait waits`)")
     cmd("waits", "list waits in progress")
+    add_queue_commands(cmd)
     return p
 
 
@@ -385,6 +391,7 @@ def run_mcp(args: argparse.Namespace) -> int:
             host=args.host,
             port=args.port,
             token=_token(args.token) if args.transport == "http" else "",
+            **mcp_settings(args),
         )
         anyio.run(serve, settings)
     except WavewaitError as e:
