@@ -198,6 +198,9 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[globals_(None)],
         description="Fan work out to agents, then sit still until they report.",
     )
+    p.add_argument(
+        "--queue", metavar="NAME", help="the task queue the TUI's tasks view shows (default: $WAVEWAIT_QUEUE)"
+    )
     sub = p.add_subparsers(dest="command", parser_class=Parser)
     # given after the command too; SUPPRESS keeps a value given before it (`--bus X agents`)
     common = globals_(argparse.SUPPRESS)
@@ -207,6 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = cmd("demo", "TUI with a simulated wave (fan-out, messages, a death, a wait)")
     s.add_argument("--seed", type=int, default=None, help="make the simulated wave repeatable")
+    s.add_argument("--queue", dest="queue_demo", action="store_true", help="a task graph run by run-queue instead")
     s = cmd(
         "mcp",
         "MCP server (stdio by default; `wavewait mcp --help` for its options)",
