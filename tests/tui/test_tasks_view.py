@@ -134,3 +134,21 @@ async def test_without_a_queue_there_is_no_tasks_view(file_bus):
         await pilot.press("ctrl+t")
         await pilot.pause()
         assert not isinstance(app.screen, TasksScreen)
+
+
+@pytest.mark.anyio
+async def test_the_queue_demo_runs_a_graph_with_one_failure_in_the_tasks_view(file_bus, tmp_path, monkeypatch):
+    monkeypatch.setenv("WAVEWAIT_LOG_DIR", str(tmp_path / "logs"))
+    app = make_app(file_bus, queue_demo=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(lambda: any(n.startswith("queue demo finished") for n in app.notices), 120, "the demo's end")
+        assert "queue demo finished: 5 done, 1 failed, 1 skipped" in app.notices
+        assert any(n.startswith("guard dedup tripped (research)") for n in app.notices)
+        screen = app.screen
+        assert isinstance(screen, TasksScreen)
+        await until(lambda: sum(t.status == "done" for t in screen.tasks.values()) == 5, what="the view's last read")
+        statuses = sorted(line.split()[1] for line in tree_lines(screen))
+        assert statuses == ["done"] * 5 + ["failed", "skipped"]
+        grown = [t for t in screen.tasks.values() if t.parent is not None]
+        assert len(grown) == 1 and grown[0].depth == 1  # an agent grew the graph
+        await pilot.pause()
