@@ -25,6 +25,7 @@ from textual.notifications import SeverityLevel
 
 from ..core import agents as agents_mod
 from ..core.bus import Bus, open_bus
+from ..core.model import now
 from . import demo_queue as queue_demo_mod
 from .demo import DemoPlan
 from .messages import Toast, WaitEnded
@@ -141,7 +142,8 @@ class WaveApp(App[dict[str, Any] | None]):
         self.bus_ready.set()
         if self.settings.queue:
             notice = partial(self.notice, severity="warning")
-            self.run_worker(follow_guard_trips(self._bus, self.settings.me, notice), group="guards")
+            since = now()  # trips from here on; the demo's first one may come before the watcher's first read
+            self.run_worker(follow_guard_trips(self._bus, self.settings.me, notice, since), group="guards")
         if self.settings.queue_demo:
             self.run_worker(self._queue_demo(), group="demo", exit_on_error=False)
             self.action_tasks()

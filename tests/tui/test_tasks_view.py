@@ -89,9 +89,9 @@ def test_tasks_view_snapshot(snap_compare, tmp_path: Path, monkeypatch):
 
 
 @pytest.mark.anyio
-async def test_the_tree_is_by_parent_says_every_status_and_follows_changes(file_bus, tmp_path):
-    await seed_graph(file_bus)
-    app = make_app(file_bus, queue="q1")
+async def test_the_tree_is_by_parent_says_every_status_and_follows_changes(bus, tmp_path):
+    await seed_graph(bus)
+    app = make_app(bus, queue="q1")
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_tasks(pilot)
         lines = tree_lines(screen)
@@ -102,7 +102,7 @@ async def test_the_tree_is_by_parent_says_every_status_and_follows_changes(file_
         assert [str(n.data) for n in tree.root.children] == [tid(1), tid(4), tid(5)]  # roots
         assert [str(n.data) for n in tree.root.children[0].children] == [tid(2), tid(3)]  # children of 1
         # a change on the bus shows without any timer of the view
-        await task_store(file_bus, "q1").update(tid(5), ("queued",), status="running", attempts=1)
+        await task_store(bus, "q1").update(tid(5), ("queued",), status="running", attempts=1)
         await until(lambda: tree_lines(screen)[4].split()[1] == "running", what="the change")
         # Enter on a task with no handoff says why
         tree.focus()

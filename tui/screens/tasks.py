@@ -137,18 +137,15 @@ class TasksScreen(ModalScreen[None]):
         pane.update(text)
 
 
-async def follow_guard_trips(bus: Bus, me: str, notice: Callable[[str], None]) -> None:
-    """Toast each `guard_tripped` event sent to `me` from now on, once. It peeks and never
-    takes: the events are the orchestrator's to read with `wait_for_event`."""
-    seen: set[str] | None = None  # None until the first read: older trips are not news
+async def follow_guard_trips(bus: Bus, me: str, notice: Callable[[str], None], since: float) -> None:
+    """Toast each `guard_tripped` event sent to `me` at or after `since`, once. It peeks and
+    never takes: the events are the orchestrator's to read with `wait_for_event`."""
+    seen: set[str] = set()
     changes = await bus.subscribe(inboxes=[me])
     try:
         while True:
-            trips = [i for i in await bus.history(me, 200) + await bus.peek(me) if i.type == "guard_tripped"]
-            if seen is None:
-                seen = {i.id for i in trips}
-            for item in trips:
-                if item.id not in seen:
+            for item in await bus.history(me, 200) + await bus.peek(me):
+                if item.type == "guard_tripped" and item.sent_at >= since and item.id not in seen:
                     seen.add(item.id)
                     d = item.data
                     notice(f"guard {d.get('guard')} tripped ({d.get('task_type')}): {d.get('reason')}")
