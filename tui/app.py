@@ -51,7 +51,7 @@ class Settings:
     timed_repaint: bool = True  # repaint from one 10 Hz timer; False: after every read (tests)
     sweep_every: float = SWEEP_EVERY  # 0: no liveness sweep
     demo: DemoPlan | None = None  # launch this demo wave once the bus is open
-    queue: str | None = None  # the task queue the tasks view shows (ctrl+t, /tasks)
+    queue: str | None = None  # the task queue the tasks view shows (ctrl+t)
     queue_demo: bool = False  # run the demo task graph (`wavewait demo --queue`)
 
 
@@ -68,10 +68,8 @@ class WaveApp(App[dict[str, Any] | None]):
     COMMANDS = App.COMMANDS | {SlashProvider}
     BINDINGS = [
         Binding("f1", "help", "Help"),
-        Binding("ctrl+l", "screen.toggle_log", "Log"),
-        Binding(
-            "ctrl+t", "tasks", "Tasks"
-        ),  # only with a queue (check_action)  # the main screen's; bound here for the footer's order
+        Binding("ctrl+l", "screen.toggle_log", "Log"),  # the main screen's; bound here for the footer's order
+        Binding("ctrl+t", "tasks", "Tasks"),  # shown only when a queue is named (check_action)
         Binding("ctrl+q", "quit", "Quit", priority=True),
     ]
 

@@ -19,6 +19,7 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Static, Tree
+from textual.widgets.tree import TreeNode
 
 from ...core.bus import Bus
 from ...core.ids import short
@@ -92,9 +93,9 @@ class TasksScreen(ModalScreen[None]):
         tree = self.query_one("#tasks-tree", Tree)
         at = tree.cursor_node.data if tree.cursor_node is not None else None
         tree.clear()
-        keep = None
+        keep: TreeNode[str] | None = None
 
-        def add(node, parent: str | None) -> None:  # type: ignore[no-untyped-def]
+        def add(node: TreeNode[str], parent: str | None) -> None:
             nonlocal keep
             for t in children.get(parent, []):
                 kids = children.get(t.id)
