@@ -28,7 +28,6 @@ from .bus import Bus, Changes
 from .errors import BadInput, WavewaitError
 from .ids import check_id, new_id
 from .model import Item, now
-from .results import ToolResult
 
 TaskStatus = Literal["queued", "running", "done", "failed", "skipped"]
 STATUSES: tuple[TaskStatus, ...] = ("queued", "running", "done", "failed", "skipped")
@@ -290,7 +289,7 @@ def check_handoff(value: object) -> Handoff:
 
 
 # --------------------------------------------------------------------------- results
-class Enqueued(ToolResult):
+class Enqueued(BaseModel):
     """`enqueue_task`: the new task."""
 
     id: str
@@ -298,18 +297,14 @@ class Enqueued(ToolResult):
     depth: int
     status: Literal["queued"] = "queued"
 
-    def summary(self) -> str:
-        return f"enqueued {self.type} {self.id} at depth {self.depth}"
 
-
-class Completed(ToolResult):
+class Completed(BaseModel):
     """`complete_task`: the task and how it ended."""
+
+    model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
 
     task_id: str = Field(alias="taskId")
     status: Literal["done", "failed"]
-
-    def summary(self) -> str:
-        return f"task {self.task_id} {self.status}"
 
 
 class TaskInfo(BaseModel):
@@ -328,13 +323,10 @@ class TaskInfo(BaseModel):
     reason: str = ""
 
 
-class TaskList(ToolResult):
+class TaskList(BaseModel):
     """`list_tasks`: the queue's tasks in enqueue order."""
 
     tasks: list[TaskInfo]
-
-    def summary(self) -> str:
-        return f"{len(self.tasks)} task(s)"
 
 
 class HandoffInfo(BaseModel):
@@ -351,13 +343,15 @@ class HandoffInfo(BaseModel):
     files_touched: list[str] = Field(default_factory=list, alias="filesTouched")
 
 
-class HandoffList(ToolResult):
+class HandoffList(BaseModel):
     """`read_handoffs`: nearest first when they are the bound task's dependencies'."""
 
     handoffs: list[HandoffInfo]
 
-    def summary(self) -> str:
-        return f"{len(self.handoffs)} handoff(s)"
+
+def result_json(result: BaseModel) -> dict[str, Any]:
+    """A queue result as the tools and the CLI give it (camelCase names)."""
+    return result.model_dump(mode="json", by_alias=True)
 
 
 def task_view(task: Task) -> dict[str, Any]:

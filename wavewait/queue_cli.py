@@ -16,10 +16,11 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from pydantic import BaseModel
+
 from .core import agents
 from .core.bus import Bus
 from .core.errors import BadInput
-from .core.results import Result
 from .core.runner import DEFAULT_MAX_PARALLEL, RunSummary, run_queue
 from .core.tasks import (
     HandoffList,
@@ -33,6 +34,7 @@ from .core.tasks import (
     load_task_types,
     queue_name,
     read_handoffs,
+    result_json,
     task_types_path,
 )
 
@@ -149,9 +151,9 @@ def _queue(bus: Bus, args: argparse.Namespace, need_types: bool = False) -> Task
     return TaskQueue.open(bus, name, load_task_types(path) if path else {}, _limits(args))
 
 
-def _print(result: Result) -> int:
-    print(json.dumps(result.to_json(), ensure_ascii=False))
-    return result.exit_code
+def _print(result: BaseModel) -> int:
+    print(json.dumps(result_json(result), ensure_ascii=False))
+    return 0
 
 
 def _inputs(args: argparse.Namespace) -> dict[str, Any]:

@@ -9,18 +9,19 @@ Each tool is a typed function over the core (`core/tasks.py`), like those in `to
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
-from mcp.types import CallToolResult
-from pydantic import Field
+from mcp.types import CallToolResult, TextContent
+from pydantic import BaseModel, Field
 
 from ..core import tasks
 from ..core.bus import Bus
 from ..core.tasks import Completed, Enqueued, HandoffList, Task, TaskList, TaskQueue
 from .settings import Settings
-from .tools import _ann, reply
+from .tools import _ann
 
 if TYPE_CHECKING:
     from .server import WaveServer
@@ -66,6 +67,14 @@ HANDOFF_SCHEMA: dict[str, Any] = {
 }
 TaskId = Annotated[str | None, Field(description="A task id (from enqueue_task or list_tasks).")]
 ToolFn = TypeVar("ToolFn", bound=Callable[..., Any])
+
+
+def reply(result: BaseModel) -> CallToolResult:
+    """`structuredContent` and the same JSON as text, as `tools.reply` gives them."""
+    data = tasks.result_json(result)
+    return CallToolResult(
+        content=[TextContent(type="text", text=json.dumps(data, ensure_ascii=False))], structured_content=data
+    )
 
 
 @dataclass(frozen=True)
