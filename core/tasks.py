@@ -121,6 +121,12 @@ def parse_task_types(text: str, source: str = "task types") -> dict[str, TaskTyp
     return types
 
 
+def queue_name(explicit: str | None = None) -> str | None:
+    """`--queue NAME`, else `WAVEWAIT_QUEUE`; None when no queue is named (the queue tools are off)."""
+    value = explicit or os.environ.get("WAVEWAIT_QUEUE") or None
+    return None if value is None else check_queue(value)
+
+
 def task_types_path(explicit: str | None = None) -> str | None:
     """`--task-types FILE`, else `WAVEWAIT_TASK_TYPES`."""
     return explicit or os.environ.get("WAVEWAIT_TASK_TYPES") or None
@@ -284,6 +290,8 @@ def check_handoff(value: object) -> Handoff:
 
 # --------------------------------------------------------------------------- results
 class Enqueued(BaseModel):
+    """`enqueue_task`: the new task."""
+
     id: str
     type: str
     depth: int
@@ -291,10 +299,59 @@ class Enqueued(BaseModel):
 
 
 class Completed(BaseModel):
+    """`complete_task`: the task and how it ended."""
+
     model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
 
     task_id: str = Field(alias="taskId")
     status: Literal["done", "failed"]
+
+
+class TaskInfo(BaseModel):
+    """One task as `list_tasks` and `wavewait tasks` show it."""
+
+    model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
+
+    id: str
+    type: str
+    status: TaskStatus
+    depth: int
+    parent: str | None = None
+    depends_on: list[str] = Field(default_factory=list, alias="dependsOn")
+    attempts: int = 0
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    reason: str = ""
+
+
+class TaskList(BaseModel):
+    """`list_tasks`: the queue's tasks in enqueue order."""
+
+    tasks: list[TaskInfo]
+
+
+class HandoffInfo(BaseModel):
+    """One handoff as `read_handoffs` and `wavewait handoffs` show it."""
+
+    model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
+
+    task_id: str = Field(alias="taskId")
+    type: str
+    status: Literal["done", "failed"]
+    goals: str
+    did: str
+    for_next_agent: str = Field(alias="forNextAgent")
+    files_touched: list[str] = Field(default_factory=list, alias="filesTouched")
+
+
+class HandoffList(BaseModel):
+    """`read_handoffs`: nearest first when they are the bound task's dependencies'."""
+
+    handoffs: list[HandoffInfo]
+
+
+def result_json(result: BaseModel) -> dict[str, Any]:
+    """A queue result as the tools and the CLI give it (camelCase names)."""
+    return result.model_dump(mode="json", by_alias=True)
 
 
 def task_view(task: Task) -> dict[str, Any]:
@@ -473,6 +530,8 @@ async def enqueue_task(
     Plain bad input changes nothing and tells nobody; a guard also sends `guard_tripped` to
     the queue owner (the unbound enqueuer, or the owner of the bound task's branch).
     """
+    if not q.types:
+        raise BadInput("type: this queue has no task types; pass --task-types FILE or set WAVEWAIT_TASK_TYPES")
     if not isinstance(type, str) or not type:
         raise BadInput(f"type: must be the name of a task type; the valid types are {', '.join(sorted(q.types))}")
     inputs = _check_inputs(inputs)

@@ -16,6 +16,7 @@ import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from textual.app import App
@@ -24,11 +25,14 @@ from textual.notifications import SeverityLevel
 
 from ..core import agents as agents_mod
 from ..core.bus import Bus, open_bus
+from ..core.model import now
+from . import demo_queue as queue_demo_mod
 from .demo import DemoPlan
 from .messages import Toast, WaitEnded
 from .palette import SlashProvider
 from .screens.help import HelpScreen
 from .screens.main import MainScreen
+from .screens.tasks import TasksScreen, follow_guard_trips
 from .state import role_styles
 from .terminal import POP_TITLE, PUSH_TITLE, desktop_notification, window_title
 
@@ -47,6 +51,8 @@ class Settings:
     timed_repaint: bool = True  # repaint from one 10 Hz timer; False: after every read (tests)
     sweep_every: float = SWEEP_EVERY  # 0: no liveness sweep
     demo: DemoPlan | None = None  # launch this demo wave once the bus is open
+    queue: str | None = None  # the task queue the tasks view shows (ctrl+t)
+    queue_demo: bool = False  # run the demo task graph (`wavewait demo --queue`)
 
 
 class WaveApp(App[dict[str, Any] | None]):
@@ -63,6 +69,7 @@ class WaveApp(App[dict[str, Any] | None]):
     BINDINGS = [
         Binding("f1", "help_here", "Help", tooltip="Help for the part that has focus (again: hide it)"),
         Binding("ctrl+l", "screen.toggle_log", "Log"),  # the main screen's; bound here for the footer's order
+        Binding("ctrl+t", "tasks", "Tasks"),  # shown only when a queue is named (check_action)
         Binding("ctrl+q", "quit", "Quit", priority=True),
     ]
 
@@ -76,9 +83,19 @@ class WaveApp(App[dict[str, Any] | None]):
         bus_label: str | None = None,
         demo: DemoPlan | None = None,
         sweep_every: float = SWEEP_EVERY,
+        queue: str | None = None,
+        queue_demo: bool = False,
     ) -> None:
         super().__init__()
-        self.settings = Settings(me=me, clock=clock, timed_repaint=animate, sweep_every=sweep_every, demo=demo)
+        self.settings = Settings(
+            me=me,
+            clock=clock,
+            timed_repaint=animate,
+            sweep_every=sweep_every,
+            demo=demo,
+            queue=queue_demo_mod.QUEUE if queue_demo else queue,
+            queue_demo=queue_demo,
+        )
         self._bus_url: str | None = bus if isinstance(bus, str) else None
         self._bus: Bus | None = None if bus is None or isinstance(bus, str) else bus
         self._owns_bus = self._bus is None  # a bus the app opens, it closes
@@ -121,6 +138,25 @@ class WaveApp(App[dict[str, Any] | None]):
             self.bus_label = self._bus.url
         await agents_mod.ensure_agent(self._bus, self.settings.me)
         self.bus_ready.set()
+        if self.settings.queue:
+            notice = partial(self.notice, severity="warning")
+            since = now()  # trips from here on; the demo's first one may come before the watcher's first read
+            self.run_worker(follow_guard_trips(self._bus, self.settings.me, notice, since), group="guards")
+        if self.settings.queue_demo:
+            self.run_worker(self._queue_demo(), group="demo", exit_on_error=False)
+            self.action_tasks()
+
+    async def _queue_demo(self) -> None:
+        try:
+            s = await queue_demo_mod.run(self.bus, self.settings.me, self.notice)
+        except Exception as e:  # shown, never swallowed; the app keeps running
+            log.exception("the queue demo failed")
+            self.notice(f"the queue demo failed: {e.__class__.__name__}: {e}", severity="error")
+            return
+        self.notice(
+            f"queue {s.queue} finished: {s.done} done, {s.failed} failed, {s.skipped} skipped",
+            severity="information" if s.ok else "warning",
+        )
 
     def _theme_changed(self) -> None:
         """Re-read the theme's colours; the main screen repaints with them."""
@@ -192,6 +228,17 @@ class WaveApp(App[dict[str, Any] | None]):
         self.notice(event.message, severity=event.severity)
 
     # ------------------------------------------------------------------ screens, quitting
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The tasks view (ctrl+t) is there only when a queue was named."""
+        if action == "tasks" and not self.settings.queue:
+            return False
+        return super().check_action(action, parameters)
+
+    def action_tasks(self) -> None:
+        """The tasks view of the queue given with --queue (or WAVEWAIT_QUEUE)."""
+        if self.settings.queue and not isinstance(self.screen, TasksScreen):
+            self.push_screen(TasksScreen(self.bus, self.settings.queue))
+
     def action_help(self) -> None:
         """`/help`: every command and key."""
         if not isinstance(self.screen, HelpScreen):

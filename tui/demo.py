@@ -21,6 +21,7 @@ from ..core.ids import short
 from ..core.model import Agent
 
 WAVE = "wave-1"
+QUEUE_WAVE = "queue-demo"  # the agents of `wavewait demo --queue` (the runner's wave for queue `demo`)
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,6 @@ async def stop(bus: Bus, me: str) -> list[Agent]:
     """End demo flights that still run (the slow one), so the demo leaves nothing behind."""
     ended = []
     for a in await bus.list_agents():
-        if a.wave == WAVE and a.parent_id == me and not a.finished:
+        if a.wave in (WAVE, QUEUE_WAVE) and a.parent_id == me and not a.finished:
             ended.append(await agents_mod.kill(bus, a, by="the demo's exit"))
     return ended

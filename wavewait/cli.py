@@ -39,6 +39,9 @@ from .core.results import (
     iso,
 )
 from .mcp.hosts import HOSTS
+from .queue_cli import COMMANDS as QUEUE_COMMANDS
+from .queue_cli import add_commands as add_queue_commands
+from .queue_cli import add_queue_flags, mcp_settings
 
 BAD_INPUT = 2
 
@@ -228,6 +231,7 @@ COMMANDS: dict[str, Callable[[Bus, argparse.Namespace], Awaitable[int]]] = {
     "output": cmd_output,
     "ask": cmd_ask,
     "reply": cmd_reply,
+    **QUEUE_COMMANDS,
 }
 
 
@@ -249,6 +253,9 @@ def build_parser() -> argparse.ArgumentParser:
         "'wavewait' opens the TUI (a live panel of every flight, /wait, /help) on the bus; "
         "'wavewait demo' shows it with a simulated wave.",
     )
+    p.add_argument(
+        "--queue", metavar="NAME", help="the task queue the TUI's tasks view shows (default: $WAVEWAIT_QUEUE)"
+    )
     sub = p.add_subparsers(dest="command", parser_class=Parser)
     # given after the command too; SUPPRESS keeps a value given before it (`--bus X agents`)
     common = globals_(argparse.SUPPRESS)
@@ -258,6 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = cmd("demo", "TUI with a simulated wave (fan-out, messages, a death, a wait)")
     s.add_argument("--seed", type=int, default=None, help="make the simulated wave repeatable")
+    s.add_argument("--queue", dest="queue_demo", action="store_true", help="a task graph run by run-queue instead")
     s = cmd(
         "mcp",
         "MCP server (stdio by default; 'wavewait mcp --help' for its options)",
@@ -305,6 +313,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="HOST",
         help=f"print set-up for an agent host and exit ({', '.join(HOSTS)})",
     )
+    add_queue_flags(s)  # with a queue, the task-queue tools too
     s = cmd(
         "serve",
         "serve the TUI in a browser: 'wavewait demo' by default, the TUI on a bus with "
@@ -371,6 +380,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = cmd("reply", "answer a flight's open question: reply ID ANSWER")
     s.add_argument("id", help="the asking flight's id or unique prefix")
     s.add_argument("answer")
+    add_queue_commands(cmd)
     return p
 
 
@@ -464,6 +474,7 @@ def run_mcp(args: argparse.Namespace) -> int:
             host=args.host,
             port=args.port,
             token=_token(args.token) if args.transport == "http" else "",
+            **mcp_settings(args),
         )
         anyio.run(serve, settings, front)
     except WavewaitError as e:

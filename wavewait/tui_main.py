@@ -16,6 +16,7 @@ def run_tui(args: argparse.Namespace) -> int:
     from .core.agents import caller_id
     from .core.bus import bus_url
     from .core.errors import WavewaitError
+    from .core.tasks import queue_name
     from .tui.app import WaveApp
     from .tui.demo import plan
 
@@ -31,7 +32,14 @@ def run_tui(args: argparse.Namespace) -> int:
         tmp = tempfile.mkdtemp(prefix="wavewait-demo-")
         url = tmp
     url = bus_url(url)
-    app = WaveApp(url, me=me, demo=plan(getattr(args, "seed", None)) if demo else None)
+    queue_demo = demo and getattr(args, "queue_demo", False)
+    try:
+        queue = queue_name(getattr(args, "queue", None))
+    except WavewaitError as e:
+        print(f"wavewait: error: {e}", file=sys.stderr)
+        return 2
+    wave = plan(getattr(args, "seed", None)) if demo and not queue_demo else None
+    app = WaveApp(url, me=me, demo=wave, queue=queue, queue_demo=queue_demo)
     try:
         result = app.run()
     finally:

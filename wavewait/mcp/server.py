@@ -26,6 +26,7 @@ from pydantic import ValidationError
 from ..core.bus import Bus, open_bus
 from ..core.errors import WavewaitError
 from .front import Front
+from .queue_tools import open_queue, register_queue_tools
 from .settings import Settings
 from .tools import register, stop_orphans
 
@@ -89,17 +90,19 @@ class WaveServer(MCPServer):
     """`MCPServer` with strict arguments (no unknown fields) and the core's errors as `isError` results."""
 
     spawned: list[str]  # the flights spawn_agent started in this session
+    hidden: frozenset[str] = frozenset()  # callable but not listed (a leaf task's enqueue_task)
 
-    async def list_tools(self) -> list[MCPTool]:
+    async def list_tools(self, include_hidden: bool = False) -> list[MCPTool]:
         return [
             t.model_copy(update={"input_schema": {**t.input_schema, "additionalProperties": False}})
             for t in await super().list_tools()
+            if include_hidden or t.name not in self.hidden
         ]
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context | None = None
     ) -> CallToolResult | InputRequiredResult:
-        schema = next((t.input_schema for t in await self.list_tools() if t.name == name), None)
+        schema = next((t.input_schema for t in await self.list_tools(True) if t.name == name), None)
         if schema is not None:
             known = set(schema.get("properties", {}))
             unknown = sorted(set(arguments) - known)
@@ -137,6 +140,8 @@ async def serve(settings: Settings, front: Front | None = None) -> None:
     bus = await open_bus(settings.bus)
     try:
         server = build(bus, settings)
+        if settings.queue:
+            register_queue_tools(server, bus, settings, await open_queue(bus, settings))
         if settings.transport == "http":
             await serve_http(server, settings.host, settings.port, settings.token)
             return

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from ..core.tasks import Limits
 
 from ..core.wait import WaitSettings
 
@@ -24,6 +27,10 @@ class Settings:
     host: str = "127.0.0.1"
     port: int = 8765
     token: str = ""  # HTTP bearer token
+    queue: str | None = None  # --queue / WAVEWAIT_QUEUE: the queue tools exist only with one
+    task_types: str | None = None  # --task-types / WAVEWAIT_TASK_TYPES
+    task_id: str | None = None  # WAVEWAIT_TASK_ID: this server's caller is that task's agent
+    limits: Limits | None = None  # --max-tasks / --max-depth / --max-attempts
 
     def wait_settings(self) -> WaitSettings:
         """The engine's timers for every wait this server runs."""

@@ -1,0 +1,210 @@
+"""The queue from a shell, as real subprocesses on both buses: enqueue, complete, handoffs,
+tasks (the tools' JSON, exit 2 on bad input or a guard), and `wavewait run-queue` running a
+graph of six tasks with real agents, SIGKILLed mid-run and started again."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+from pathlib import Path
+
+import anyio
+import pytest
+from qtools import HANDOFF, guard_events, make_queue, types_file
+from test_runner import AGENT, agent_env, agent_log, assert_nothing_ran_after_it_was_done, step
+
+from wavewait.core import messages
+
+from conftest import env_for, until, wavewait_cmd
+
+pytestmark = pytest.mark.anyio
+
+
+def run(bus, tmp_path: Path, *args: str, **env: str) -> tuple[int, dict | None, str]:
+    """`wavewait ARGS` with the queue named in the environment: exit code, JSON out, stderr."""
+    env = env_for(bus, WAVEWAIT_QUEUE="q1", WAVEWAIT_TASK_TYPES=str(types_file(tmp_path)), **env)
+    p = subprocess.run(wavewait_cmd(*args), env=env, capture_output=True, text=True, timeout=60)
+    return p.returncode, json.loads(p.stdout) if p.stdout.strip() else None, p.stderr
+
+
+async def test_enqueue_tasks_complete_and_handoffs_print_the_tools_json(bus, tmp_path):
+    code, a, _ = run(bus, tmp_path, "enqueue", "research", "--input", "topic=auth", "--reason", "start here")
+    assert code == 0 and (a["type"], a["depth"], a["status"]) == ("research", 0, "queued")
+    code, b, _ = run(
+        bus,
+        tmp_path,
+        "enqueue",
+        "step",
+        "--inputs-json",
+        '{"name": "n"}',
+        "--input",
+        "mode=ok",
+        "--depends-on",
+        a["id"],
+        "--reason",
+        "after",
+        "--model",
+        "small",
+    )
+    assert code == 0
+    code, out, _ = run(bus, tmp_path, "tasks")
+    assert code == 0 and [(t["id"], t["inputs"], t["dependsOn"]) for t in out["tasks"]] == [
+        (a["id"], {"topic": "auth"}, []),
+        (b["id"], {"name": "n", "mode": "ok"}, [a["id"]]),
+    ]
+    code, out, _ = run(
+        bus,
+        tmp_path,
+        "complete",
+        a["id"],
+        "--status",
+        "done",
+        "--goals",
+        HANDOFF["goals"],
+        "--did",
+        HANDOFF["did"],
+        "--for-next-agent",
+        HANDOFF["forNextAgent"],
+        "--file",
+        "auth.py",
+        "--file",
+        "b.py",
+    )
+    assert code == 0 and out == {"taskId": a["id"], "status": "done"}
+    code, out, _ = run(bus, tmp_path, "handoffs", "--task-id", a["id"])
+    assert out["handoffs"] == [
+        {"taskId": a["id"], "type": "research", "status": "done", **HANDOFF, "filesTouched": ["auth.py", "b.py"]}
+    ]
+    # bound by WAVEWAIT_TASK_ID: handoffs of its dependencies, and completing its own task
+    code, out, _ = run(bus, tmp_path, "handoffs", WAVEWAIT_TASK_ID=b["id"])
+    assert code == 0 and [h["taskId"] for h in out["handoffs"]] == [a["id"]]
+    code, out, _ = run(
+        bus,
+        tmp_path,
+        "complete",
+        "--status",
+        "failed",
+        "--goals",
+        "g",
+        "--did",
+        "d",
+        "--for-next-agent",
+        "n",
+        WAVEWAIT_TASK_ID=b["id"],
+    )
+    assert code == 0 and out == {"taskId": b["id"], "status": "failed"}
+    code, out, _ = run(bus, tmp_path, "tasks", "--status", "failed")
+    assert code == 0 and [t["id"] for t in out["tasks"]] == [b["id"]]
+
+
+async def test_errors_and_guards_exit_2_and_say_what_to_fix(bus, tmp_path):
+    code, a, _ = run(bus, tmp_path, "enqueue", "research", "--input", "topic=a", "--reason", "r")
+    assert code == 0
+    for args, expected in [
+        (("enqueue", "research", "--input", "topic=a", "--reason", "r"), "dedup: task"),
+        (("enqueue", "reserch", "--reason", "r"), "unknown_type: no task type 'reserch'; the valid types are"),
+        (
+            ("enqueue", "research", "--input", "topic=b", "--reason", "r", "--depends-on", "nosuch"),
+            "unknown_dependency",
+        ),
+        (("enqueue", "research", "--input", "topic", "--reason", "r"), "--input: give KEY=VALUE"),
+        (("enqueue", "research", "--inputs-json", "[1]", "--reason", "r"), "--inputs-json: must be a JSON object"),
+        (("enqueue", "research", "--input", "topic=c"), "--reason"),
+        (("complete", "--status", "done", "--goals", "g", "--did", "d", "--for-next-agent", "n"), "pass taskId"),
+        (
+            ("complete", a["id"], "--status", "done", "--goals", "g", "--did", " ", "--for-next-agent", "n"),
+            "handoff.did",
+        ),
+        (("complete", a["id"], "--status", "ok", "--goals", "g", "--did", "d", "--for-next-agent", "n"), "--status"),
+        (("handoffs",), "give type or taskId"),
+        (("tasks", "--status", "finished"), "--status"),
+        (("run-queue",), "--agent-command"),
+    ]:
+        code, out, err = run(bus, tmp_path, *args)
+        assert (code, out) == (2, None) and expected in err, (args, err)
+    code, _, err = run(bus, tmp_path, "enqueue", "research", "--input", "topic=z", "--reason", "r", "--max-tasks", "1")
+    assert code == 2 and "budget: queue 'q1' already holds 1 tasks, the budget is 1 (--max-tasks)" in err
+    assert [e["guard"] for e in await guard_events(bus)] == ["dedup", "unknown_type", "unknown_dependency", "budget"]
+    p = subprocess.run(wavewait_cmd("tasks"), env=env_for(bus), capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "pass --queue NAME or set WAVEWAIT_QUEUE" in p.stderr
+
+
+async def test_run_queue_prints_a_summary_and_exits_0_when_every_task_is_done(bus, tmp_path):
+    q = make_queue(bus, tmp_path)
+    await step(q, "only")
+    env = agent_env(bus, tmp_path, WAVEWAIT_QUEUE="q1", WAVEWAIT_TASK_TYPES=str(types_file(tmp_path)))
+    p = subprocess.run(
+        wavewait_cmd("run-queue", "--agent-command", shlex.join(AGENT)), env=env, capture_output=True, text=True
+    )
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith("queue q1: 1 done, 0 failed, 0 skipped; 1 agent(s) started\n")
+    assert "started agent" in p.stderr
+
+
+async def test_run_queue_killed_mid_run_and_started_again_finishes_a_graph_of_six(bus, tmp_path):
+    q = make_queue(bus, tmp_path)
+    a = await step(q, "a")
+    b = await step(q, "b")
+    c = await step(q, "c", after=[a, b])  # gets both handoffs
+    d = await step(q, "d", "fail")
+    e = await step(q, "e", after=[d])  # skipped: its dependency failed
+    f = await step(q, "f", "gate", after=[c])  # still running when the runner is killed
+    env = agent_env(bus, tmp_path)
+    argv = wavewait_cmd(
+        "run-queue",
+        "--queue",
+        "q1",
+        "--task-types",
+        str(types_file(tmp_path)),
+        "--agent-command",
+        shlex.join(AGENT),
+        "--max-parallel",
+        "3",
+        "--max-attempts",
+        "2",
+        "--json",
+    )
+    first = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        await until(lambda: ("start", "f", "1") in agent_log(tmp_path), 90, "f's agent to start")
+        os.kill(first.pid, signal.SIGKILL)
+        assert await anyio.to_thread.run_sync(first.wait) == -signal.SIGKILL
+    finally:
+        if first.poll() is None:
+            first.kill()
+    tasks = {t.id: t for t in await q.store.tasks()}
+    assert {x: tasks[x].status for x in (a, b, c, d, f)} == {
+        a: "done",
+        b: "done",
+        c: "done",
+        d: "failed",
+        f: "running",
+    }
+    second = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        await messages.send(bus, "orchestrator", tasks[f].agent_id, "go on")  # open f's gate
+        with anyio.fail_after(90):
+            code = await anyio.to_thread.run_sync(second.wait)
+        summary = json.loads(second.stdout.read())
+    finally:
+        if second.poll() is None:
+            second.kill()
+    assert code == 1 and summary["ok"] is False  # d failed: not every task is done
+    final = {t["id"]: (t["status"], t["attempts"]) for t in summary["tasks"]}
+    assert final == {
+        a: ("done", 1),
+        b: ("done", 1),
+        c: ("done", 1),
+        d: ("failed", 1),
+        e: ("skipped", 0),
+        f: ("done", 1),
+    }
+    assert (summary["done"], summary["failed"], summary["skipped"]) == (4, 1, 1)
+    log = agent_log(tmp_path)
+    assert sorted(x[1] for x in log if x[0] == "start") == ["a", "b", "c", "d", "f"]  # none run twice
+    assert_nothing_ran_after_it_was_done(log)
+    prompt = (tmp_path / "prompts" / "c.prompt").read_text()
+    assert prompt.startswith("Do step c (ok).") and "did step a" in prompt and "did step b" in prompt
