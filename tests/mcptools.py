@@ -49,5 +49,8 @@ def data(result: CallToolResult) -> dict[str, Any]:
 
 
 def error_text(result: CallToolResult) -> str:
+    """An error's text after its `Error: ` mark (hosts that drop the error flag show only the text)."""
     assert result.is_error, result
-    return result.content[0].text
+    text = result.content[0].text
+    assert text.startswith("Error: "), text
+    return text.removeprefix("Error: ")

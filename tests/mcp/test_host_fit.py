@@ -78,7 +78,7 @@ async def test_wait_agent_names_the_unknown_id_and_is_not_resolved_when_it_timed
         unknown_first = error_text(await c.call_tool("wait_agent", {**base, "agentId": "nobody"}))
         unknown_more = error_text(await c.call_tool("wait_agent", {**base, "agentIds": ["writer-1", "ghost"]}))
         cut = data(await c.call_tool("wait_agent", {**base, "timeoutAt": "2099-01-01T00:00:00Z"}))
-    assert unknown_first.startswith("Error:") and "agentId:" in unknown_first and "agentIds" not in unknown_first
+    assert unknown_first.startswith("wait_agent: ") and "agentId:" in unknown_first and "agentIds" not in unknown_first
     assert "agentIds[1]" in unknown_more and "ghost" in unknown_more
     assert cut["status"] == "pending" and cut["resolution"]["status"] == "timed_out"
     assert "2099-01-01T00:00:00+00:00" in cut["hint"] and "max-block of 0.3 s" in cut["hint"]

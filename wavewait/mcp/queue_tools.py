@@ -9,7 +9,6 @@ Each tool is a typed function over the core (`core/tasks.py`), like those in `to
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
@@ -69,12 +68,10 @@ TaskId = Annotated[str | None, Field(description="A task id (from enqueue_task o
 ToolFn = TypeVar("ToolFn", bound=Callable[..., Any])
 
 
-def reply(result: BaseModel) -> CallToolResult:
-    """`structuredContent` and the same JSON as text, as `tools.reply` gives them."""
-    data = tasks.result_json(result)
-    return CallToolResult(
-        content=[TextContent(type="text", text=json.dumps(data, ensure_ascii=False))], structured_content=data
-    )
+def reply(result: BaseModel, line: str) -> CallToolResult:
+    """`structuredContent`, and as text one line, as `tools.reply` gives them (hosts show the
+    structured content; a second copy of the JSON would only count twice against their limits)."""
+    return CallToolResult(content=[TextContent(type="text", text=line)], structured_content=tasks.result_json(result))
 
 
 @dataclass(frozen=True)
@@ -122,7 +119,7 @@ def register_queue_tools(server: WaveServer, bus: Bus, s: Settings, setup: Queue
         r = await tasks.enqueue_task(
             q, s.caller, type=type, inputs=inputs, reason=reason, depends_on=dependsOn, model=model, bound=bound
         )
-        return reply(r)
+        return reply(r, f"queued {r.type} task {r.id} at depth {r.depth}")
 
     @tool("complete_task", COMPLETE_DOC, "Finish a task with its handoff", read_only=False)
     async def complete_task(
@@ -134,15 +131,15 @@ def register_queue_tools(server: WaveServer, bus: Bus, s: Settings, setup: Queue
         taskId: TaskId = None,
     ) -> Annotated[CallToolResult, Completed]:
         r = await tasks.complete_task(q, s.caller, status=status, handoff=handoff, task_id=taskId, bound=bound)
-        return reply(r)
+        return reply(r, f"task {r.task_id} {r.status}")
 
     @tool("read_handoffs", HANDOFFS_DOC, "Read the handoffs of tasks", read_only=True, idempotent=True)
     async def read_handoffs(
         type: Annotated[str | None, Field(description="Every handoff of tasks of this type.")] = None,
         taskId: TaskId = None,
     ) -> Annotated[CallToolResult, HandoffList]:
-        found = await tasks.read_handoffs(q, type=type, task_id=taskId, bound=bound)
-        return reply(HandoffList.model_validate(found))
+        found = HandoffList.model_validate(await tasks.read_handoffs(q, type=type, task_id=taskId, bound=bound))
+        return reply(found, f"{len(found.handoffs)} handoff(s)")
 
     @tool("list_tasks", LIST_DOC, "List the queue's tasks", read_only=True, idempotent=True)
     async def list_tasks(
@@ -151,4 +148,5 @@ def register_queue_tools(server: WaveServer, bus: Bus, s: Settings, setup: Queue
             Field(description="Only tasks with this status."),
         ] = None,
     ) -> Annotated[CallToolResult, TaskList]:
-        return reply(TaskList.model_validate(await tasks.list_tasks(q, status)))
+        found = TaskList.model_validate(await tasks.list_tasks(q, status))
+        return reply(found, f"{len(found.tasks)} task(s)")
