@@ -11,7 +11,7 @@ from rich.text import Text
 
 from ..core.ids import short
 from ..core.results import FanIn, NextMessage, Result
-from .state import GLYPH
+from .state import GLYPH, one_line
 
 
 def render_result(result: Result, roles: Mapping[str, str]) -> list[Text]:
@@ -24,9 +24,9 @@ def render_result(result: Result, roles: Mapping[str, str]) -> list[Text]:
             line = Text(f"  {glyph} {r.name:<{width}}  {short(r.agent_id)}  ")
             line.append(f"{r.status:<8}", style=roles.get(r.status, ""))
             if r.message is not None:
-                line.append("  " + r.message)
+                line.append("  " + one_line(r.message))
             elif r.reason:
-                line.append(f"  ({r.reason})", style=roles["bad"] if r.status == "dead" else "dim")
+                line.append(f"  ({one_line(r.reason)})", style=roles["bad"] if r.status == "dead" else "dim")
             lines.append(line)
     elif isinstance(result, NextMessage):
         if result.status == "received":
