@@ -13,6 +13,7 @@ import asyncio
 import logging
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ from .terminal import POP_TITLE, PUSH_TITLE, desktop_notification, window_title
 log = logging.getLogger(__name__)
 
 SWEEP_EVERY = 1.0  # liveness sweep, so a flight whose process vanished shows as dead
+SIGNAL_GRACE = 1.5  # after SIGTERM/SIGHUP, seconds to quit cleanly before leaving regardless
 DESKTOP_EVERY = 5.0  # while the terminal is not focused, at most one desktop notification this often
 
 
@@ -129,7 +131,7 @@ class WaveApp(App[dict[str, Any] | None]):
         if not self.is_headless:  # a closed terminal or a `kill` quits as Ctrl+Q does
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGHUP):
-                loop.add_signal_handler(sig, lambda: self.run_worker(self.action_quit(), group="quit"))
+                loop.add_signal_handler(sig, self._quit_on_signal, sig)
         self.roles = role_styles(self.theme_variables)
         self.theme_changed_signal.subscribe(self, lambda _theme: self._theme_changed())
         if self._bus is None:
@@ -253,6 +255,18 @@ class WaveApp(App[dict[str, Any] | None]):
             panels.remove()
         else:
             self.action_show_help_panel()
+
+    def _quit_on_signal(self, sig: int) -> None:
+        """Quit as Ctrl+Q does; past a grace, leave anyway.
+
+        Textual's output thread can wedge in its close once the terminal is gone (a killed
+        tmux pane, a dropped ssh session), which would leave this process running for ever.
+        The quit ends the waits first, so what they took is kept; the timer only stops a hang.
+        """
+        self.run_worker(self.action_quit(), group="quit")
+        timer = threading.Timer(SIGNAL_GRACE, os._exit, args=(128 + sig,))
+        timer.daemon = True
+        timer.start()
 
     def exit_value(self) -> tuple[dict[str, Any] | None, int]:
         result = self.main.last_result

@@ -140,3 +140,9 @@ async def test_the_command_line_stays_visible_during_a_wait_with_the_mirror(tmp_
     finally:
         subprocess.run([*tmux, "kill-server"], env=env, check=False)
         subprocess.run([WAVEWAIT, "kill", slow["agent_id"]], env=env, cwd=tmp_path, capture_output=True, check=False)
+
+    def tui_alive() -> bool:
+        return subprocess.run(["pgrep", "-f", f"wavewait --bus {bus_dir}$"], capture_output=True).returncode == 0
+
+    # the terminal is gone: the TUI quits (it once hung in Textual's output thread)
+    await until(lambda: not tui_alive(), timeout=5, what="the TUI to exit after its terminal closed")
