@@ -54,7 +54,13 @@ async def test_fuzzy_matches_are_listed_best_first_with_usage_and_help(file_bus)
         assert marked(app, 0) == "/kl"
         await pilot.press("backspace", "backspace", "l")
         await until(lambda: rows(app) and rows(app)[0].startswith("› /log"), what="the matches for /l")
-        assert [r.split()[0 if i else 1] for i, r in enumerate(rows(app))] == ["/log", "/reply", "/kill", "/close", "/help"]
+        assert [r.split()[0 if i else 1] for i, r in enumerate(rows(app))] == [
+            "/log",
+            "/reply",
+            "/kill",
+            "/close",
+            "/help",
+        ]
         await pilot.press("backspace", *"zq")
         await until(lambda: "no command matches /zq" in shown(app), what="the miss explained")
 
