@@ -57,6 +57,9 @@ class NextMessage(Result):
     sender: str | None = Field(default=None, validation_alias="from", serialization_alias="from")
     name: str | None = None
     message: str | None = None
+    message_id: str | None = Field(
+        default=None, description="The message's id: a duplicate (see docs/reliability.md) has the same one."
+    )
     sent_at: str | None = None
     type: str | None = None
     elapsed_sec: float = 0.0
@@ -75,6 +78,7 @@ class TargetResult(BaseModel):
     name: str
     status: TargetStatus
     message: str | None = None
+    message_id: str | None = None  # the message's id: a duplicate has the same one
     reason: str | None = None  # why a target is dead, for people
 
 
@@ -160,7 +164,7 @@ class Resolution(BaseModel):
 
 
 class AgentWait(Result):
-    """`wait_agent`: the seed 001 shape; `resolution.status` says how it ended."""
+    """`wait_agent`: which agents resolved, which are pending or dead; `resolution.status` says how it ended."""
 
     wait_id: str = Field(validation_alias="waitId", serialization_alias="waitId")
     agent_id: str = Field(validation_alias="agentId", serialization_alias="agentId")

@@ -30,11 +30,14 @@ from pydantic import BaseModel, Field
 from . import agents
 from .bus import Changes
 from .errors import BadInput
-from .model import Agent
+from .model import Agent, now
 from .tasks import Task, TaskQueue, task_prompt
 
 DEFAULT_MAX_PARALLEL = 4
 RESCAN_EVERY = 5.0  # a backstop for change events the kernel dropped
+#: seconds a task may be running with no agent recorded (a runner is starting its agent)
+#: before it counts as abandoned: far longer than a spawn takes
+STARTING_GRACE = 60.0
 
 
 class TaskOutcome(BaseModel):
@@ -158,7 +161,12 @@ class Runner:
         return [t.agent_id for t in tasks.values() if t.status == "running" and t.agent_id]
 
     async def _reap(self, running: list[Task], tasks: dict[str, Task]) -> None:
-        """Running tasks whose agent is gone: queued again, or failed after max_attempts."""
+        """Running tasks whose agent is gone: queued again, or failed after max_attempts.
+
+        A task marked running with no agent yet is being started by a runner (another
+        `run-queue` on the same queue, say): left alone unless that has taken STARTING_GRACE,
+        which only a runner that died between the two steps can make it take."""
+        running = [t for t in running if t.agent_id is not None or now() - t.updated_at >= STARTING_GRACE]
         known: dict[str, Agent] = {}
         for t in running:
             if t.agent_id and (a := await self.q.bus.get_agent(t.agent_id)) is not None:

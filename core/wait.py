@@ -32,6 +32,7 @@ import anyio
 from . import signals, watch
 from .agents import SWEEP_INTERVAL, ensure_agent, resolve_agents, sweep
 from .bus import Bus, Changes, inbox_key, wait_key
+from .delivery import Delivery
 from .errors import BadInput
 from .ids import check_id, check_type, new_id
 from .limits import check_path
@@ -88,10 +89,16 @@ ProgressFn = Callable[[Progress], Awaitable[None] | None]
 
 @dataclass
 class Control:
-    """A handle a face keeps to interrupt its own wait in-process (the TUI's Escape)."""
+    """A handle a face keeps to interrupt its own wait in-process (the TUI's Escape).
+
+    `hold=True`: a wait that returns keeps its claims; `delivery` then holds them until the
+    face acknowledges that its reply reached the caller, or releases them (core/delivery.py).
+    """
 
     wait_id: str = field(default_factory=new_id)
     interrupted: bool = False
+    hold: bool = False
+    delivery: Delivery | None = None
     _changes: Changes | None = None
 
     def interrupt(self) -> None:
@@ -178,6 +185,10 @@ class Condition(Generic[R]):
     def ended(self, why: Ending, w: Waiting) -> R:
         """The result when the wait ends before its condition holds: the partial state."""
         raise NotImplementedError
+
+    def claimed(self) -> int:
+        """How many inbox items the result carries (claimed by this wait)."""
+        return 0
 
     def received(self) -> tuple[str, ...]:
         """Ids of the targets received so far, for progress reports."""
@@ -342,8 +353,12 @@ class _Engine(Generic[R]):
                     await r
 
     async def _finish(self, cancelled: bool) -> None:
-        """Take the claims of a wait that returned; give them back if it was cancelled."""
+        """Take the claims of a wait that returned (or hand them to the face's delivery, which
+        keeps the wait's record); give them back if it was cancelled."""
         bus, caller = self.w.bus, self.w.caller
+        if self.c.uses_inbox and self.control.hold and not cancelled:
+            self.control.delivery = Delivery(bus, caller, self.w.id, self.c.claimed())
+            return
         try:
             if self.c.uses_inbox:
                 if cancelled:
@@ -403,6 +418,7 @@ class NextItem(Condition[NextMessage]):
             sender=item.sender,
             name=sender.name if sender else item.sender,
             message=item.body,
+            message_id=item.id,
             sent_at=iso(item.sent_at),
             type=item.type,
             elapsed_sec=w.elapsed,
@@ -410,6 +426,9 @@ class NextItem(Condition[NextMessage]):
 
     def progress(self) -> str:
         return "received a message" if self.got else "no message yet"
+
+    def claimed(self) -> int:
+        return int(self.got is not None)
 
     def ended(self, why: Ending, w: Waiting) -> NextMessage:
         return NextMessage(status=why, elapsed_sec=w.elapsed)
@@ -530,6 +549,9 @@ class OnePerAgent(Condition[FanIn]):
     def ended(self, why: Ending, w: Waiting) -> FanIn:
         return self._result(why, w)
 
+    def claimed(self) -> int:
+        return len(self.got)
+
     def received(self) -> tuple[str, ...]:
         return tuple(self.got)
 
@@ -539,7 +561,9 @@ class OnePerAgent(Condition[FanIn]):
             if a_id in self.got:
                 item = self.got[a_id]
                 word: TargetStatus = "needs_input" if item.type == "question" else "received"  # awaits an answer
-                results.append(TargetResult(agent_id=a_id, name=agent.name, status=word, message=item.body))
+                results.append(
+                    TargetResult(agent_id=a_id, name=agent.name, status=word, message=item.body, message_id=item.id)
+                )
             else:
                 reason = agent.reason if agent.finished else None
                 results.append(TargetResult(agent_id=a_id, name=agent.name, status=agent.state, reason=reason))
@@ -614,6 +638,9 @@ class OneEvent(Condition[Event]):
 
     def progress(self) -> str:
         return "event received" if self.got else "no event yet"
+
+    def claimed(self) -> int:
+        return int(self.got is not None)
 
     def ended(self, why: Ending, w: Waiting) -> Event:
         return Event(type=why)

@@ -42,6 +42,9 @@ COMMANDS: tuple[SlashCommand, ...] = (
         "/log", "/log [ID]", "show the event log, only for one flight when ID is given", takes_ids=True, runs_bare=True
     ),
     SlashCommand("/agents", "/agents", "list every agent on the bus in the scrollback", runs_bare=True),
+    SlashCommand(
+        "/tasks", "/tasks", "open the task queue's view (Ctrl+T; start with --queue NAME to have one)", runs_bare=True
+    ),
     SlashCommand("/help", "/help", "show commands and keys", runs_bare=True),
 )
 BY_NAME = {c.name: c for c in COMMANDS}

@@ -72,9 +72,11 @@ async def launch(bus: Bus, me: str, demo: DemoPlan, say: Callable[[str], None]) 
         agent = await agents_mod.spawn(bus, f.name, command(f), wave=WAVE, parent_id=me)
         say(f"  spawned {agent.name} ({short(agent.id)}), pid {agent.pid}")
         out.append(agent)
-    say("demo: a fan-in wait on the whole wave follows; Escape interrupts it. Shift+Tab reaches")
-    say("      the flights: Enter opens one; doc-writer will ask a question: Enter on it (or")
-    say("      /reply ID ANSWER) answers. migrator's own wait shows below: /interrupt ID ends it")
+    say("demo: a fan-in wait on the whole wave follows; Escape interrupts it.")
+    say(
+        "demo: Shift+Tab reaches the flights, Enter opens one; doc-writer will ask a question: Enter on it, or /reply ID ANSWER, answers it."
+    )
+    say("demo: migrator runs a wait of its own, shown below as another process's wait; /interrupt ID ends it.")
     return out
 
 

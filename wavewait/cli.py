@@ -23,6 +23,7 @@ from .core import agents as agents_mod
 from .core import messages, wait
 from .core.agents import agent_view
 from .core.bus import Bus, bus_url, open_bus
+from .core.delivery import ClaimLost
 from .core.errors import BadInput, WavewaitError
 from .core.results import (
     AgentInfo,
@@ -44,6 +45,8 @@ from .queue_cli import add_commands as add_queue_commands
 from .queue_cli import add_queue_flags, mcp_settings
 
 BAD_INPUT = 2
+#: the answer could not be written or the wait lost its claims: nothing was consumed, run it again
+NOT_DELIVERED = 5
 
 
 class Parser(argparse.ArgumentParser):
@@ -62,15 +65,47 @@ def _print(result: Result) -> int:
 
 
 async def _interruptible(run: Callable[[wait.Control], Awaitable[Result]]) -> int:
-    """Run a wait; Ctrl+C interrupts it (partial result, exit 4) instead of killing it."""
-    control = wait.Control()
+    """Run a wait; Ctrl+C interrupts it (partial result, exit 4) instead of killing it.
+
+    What the wait took leaves the inbox only once its answer was flushed to stdout; if that
+    fails (a closed pipe, a full disk) it goes back to the inbox and the command exits 5.
+    """
+    control = wait.Control(hold=True)
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGINT, control.interrupt)
     try:
         result = await run(control)
+        if control.delivery is not None:
+            await control.delivery.confirm()
+    except BaseException:
+        if control.delivery is not None:
+            await control.delivery.release()
+        raise
     finally:
         loop.remove_signal_handler(signal.SIGINT)
-    return _print(result)
+    try:
+        code = _print(result)
+        sys.stdout.flush()
+    except OSError as e:
+        if control.delivery is not None:
+            await control.delivery.release()
+        _silence_stdout()
+        print(
+            f"wavewait: error: could not write the result to stdout ({e.strerror or e}); "
+            "nothing was consumed, the wait can be run again",
+            file=sys.stderr,
+        )
+        return NOT_DELIVERED
+    if control.delivery is not None:
+        await control.delivery.ack()
+    return code
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's own flush at exit cannot fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 #: commands that only look at or act on what the bus holds: they never create a bus
@@ -470,6 +505,7 @@ def run_mcp(args: argparse.Namespace) -> int:
             allow_paths=tuple(args.allow_path),
             agent_command=args.agent_command or os.environ.get("WAVEWAIT_AGENT_COMMAND") or None,
             progress_every=args.progress_every or _env_seconds("WAVEWAIT_PROGRESS_EVERY"),
+            ack_grace=_env_seconds("WAVEWAIT_ACK_GRACE"),
             transport=args.transport,
             host=args.host,
             port=args.port,
@@ -564,6 +600,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(code)
     try:
         sys.exit(asyncio.run(_run(args)))
+    except ClaimLost as e:
+        print(f"wavewait {args.command}: {e}", file=sys.stderr)
+        sys.exit(NOT_DELIVERED)
     except WavewaitError as e:
         if args.command == "notify":
             print(f"wavewait notify: {e}; nothing sent", file=sys.stderr)

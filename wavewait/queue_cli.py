@@ -9,19 +9,23 @@ shared with `wavewait mcp`; each falls back to its WAVEWAIT_ variable.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import shlex
+import signal
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import anyio
 from pydantic import BaseModel
 
 from .core import agents
 from .core.bus import Bus
 from .core.errors import BadInput
-from .core.runner import DEFAULT_MAX_PARALLEL, RunSummary, run_queue
+from .core.results import EXIT_CODES
+from .core.runner import DEFAULT_MAX_PARALLEL, Runner, RunSummary
 from .core.tasks import (
     HandoffList,
     Limits,
@@ -227,7 +231,7 @@ async def cmd_run_queue(bus: Bus, args: argparse.Namespace) -> int:
     if not command:
         raise BadInput("--agent-command: give the agent's command, e.g. 'claude -p' (or set WAVEWAIT_AGENT_COMMAND)")
     q = _queue(bus, args, need_types=True)
-    summary = await run_queue(
+    runner = Runner(
         q,
         shlex.split(command),
         max_parallel=args.max_parallel,
@@ -235,9 +239,30 @@ async def cmd_run_queue(bus: Bus, args: argparse.Namespace) -> int:
         runner_id=args.agent,
         report=lambda line: print(f"run-queue: {line}", file=sys.stderr, flush=True),
     )
+    loop = asyncio.get_running_loop()
+    with anyio.CancelScope() as scope:  # Ctrl+C or SIGTERM: stop running the queue, say where it is
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, scope.cancel)
+        try:
+            summary = await runner.run()
+        finally:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)
+    if scope.cancelled_caught:
+        summary = await runner.summary()
+        print(
+            "run-queue: interrupted; agents already started keep running and their tasks still count; "
+            "run 'wavewait run-queue' again to go on",
+            file=sys.stderr,
+            flush=True,
+        )
     print(summary.model_dump_json(by_alias=True) if args.json else summary_text(summary), flush=True)
+    if scope.cancelled_caught:
+        return INTERRUPTED
     return 0 if summary.ok else 1
 
+
+INTERRUPTED = EXIT_CODES["interrupted"]
 
 COMMANDS: dict[str, Callable[[Bus, argparse.Namespace], Awaitable[int]]] = {
     "run-queue": cmd_run_queue,

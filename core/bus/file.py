@@ -76,19 +76,27 @@ def _name(ref: ItemRef) -> str:
     return f"{ref.seq:016d}{SEP}{ref.type}{SEP}{ref.sender}{SEP}{ref.id}"
 
 
-_refs: dict[str, ItemRef] = {}  # a name always means the same item: parse each once
+#: a name always means the same item: parse each once. Two generations of at most
+#: REFS_KEPT names each, so what a process keeps is bounded (a long-lived server sees
+#: millions of names) while the pending items a wait lists on every wake stay parsed
+REFS_KEPT = 10_000
+_refs: dict[str, ItemRef] = {}
+_refs_old: dict[str, ItemRef] = {}
 
 
 def _parse_name(name: str) -> ItemRef | None:
+    global _refs, _refs_old
     ref = _refs.get(name)
-    if ref is not None:
-        return ref
-    parts = name.split(SEP)
-    if len(parts) != 4 or len(parts[0]) != 16 or not parts[0].isdigit():
-        return None
-    if len(_refs) >= 200_000:
-        _refs.clear()
-    ref = _refs[name] = ItemRef(int(parts[0]), parts[1], parts[2], parts[3])
+    if ref is None:
+        ref = _refs_old.get(name)
+        if ref is None:
+            parts = name.split(SEP)
+            if len(parts) != 4 or len(parts[0]) != 16 or not parts[0].isdigit():
+                return None
+            ref = ItemRef(int(parts[0]), parts[1], parts[2], parts[3])
+        if len(_refs) >= REFS_KEPT:
+            _refs, _refs_old = {}, _refs
+        _refs[name] = ref
     return ref
 
 
@@ -263,6 +271,8 @@ class FileBus:
         elif e.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
             why, todo = f"it is not writable ({e.strerror})", "fix its permissions or point --bus to a writable folder"
         elif e.errno == errno.ENOENT:
+            if not self.root.is_dir():
+                return self._gone()
             why, todo = "a folder of it is gone (was the bus deleted?)", "check --bus / WAVEWAIT_BUS and try again"
         else:
             why, todo = e.strerror or str(e), "check the bus folder and try again"
@@ -289,7 +299,10 @@ class FileBus:
 
     @contextlib.contextmanager
     def _lock(self, name: str) -> Iterator[int]:
-        fd = os.open(f"{self._locks}/{name}", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fd = os.open(f"{self._locks}/{name}", os.O_RDWR | os.O_CREAT, 0o600)
+        except FileNotFoundError:
+            raise self._gone() from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield fd
@@ -338,10 +351,20 @@ class FileBus:
         check_id(agent_id, "inbox")
         box = self.root / "inbox" / agent_id
         if not (box / "new").is_dir():
-            for sub in ("", "tmp", "new", "claims", "cur"):
-                (box / sub).mkdir(mode=0o700, exist_ok=True)
+            try:
+                for sub in ("", "tmp", "new", "claims", "cur"):
+                    (box / sub).mkdir(mode=0o700, exist_ok=True)
+            except FileNotFoundError:
+                raise self._gone() from None
         self._boxes[agent_id] = (box, str(box / "new"))
         return box
+
+    def _gone(self) -> BusError:
+        """The bus's folder (or its inbox/ folder) was removed while this process used it."""
+        return BusError(
+            f"the bus at {self.root} is gone: its folder was removed while in use, so nothing can be "
+            "read or written there any more; restore it, or start again on a new bus"
+        )
 
     # ------------------------------------------------------------------ agents
     def _agent_path(self, agent_id: str) -> Path:
@@ -567,6 +590,14 @@ class FileBus:
             if (wanted is None or ref.type in wanted) and (item := await self.claim(inbox, ref, wait_id)):
                 return item
         return None
+
+    async def holds(self, inbox: str, wait_id: str) -> int | None:
+        if not self._wait_path(wait_id).exists():
+            return None
+        try:
+            return len(os.listdir(self._inbox(inbox) / "claims" / wait_id))
+        except FileNotFoundError:
+            return 0
 
     async def release(self, inbox: str, wait_id: str) -> int:
         box = self._inbox(inbox)

@@ -28,7 +28,7 @@ from .. import watch
 from ..ids import check_id, new_id
 from ..model import now
 from ..tasks import Conflict, HandoffRecord, Task
-from .file import FileBus
+from .file import FileBus, _write_new
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +38,7 @@ class FileTaskStore:
 
     def __init__(self, bus: FileBus, queue: str) -> None:
         self.queue = check_id(queue, "queue")
+        self.bus = bus
         self.bus_root = bus.root
         self.root = bus.root / "queues" / queue
         for sub in ("", "tasks", "handoffs", "dedup", "tmp"):
@@ -47,15 +48,20 @@ class FileTaskStore:
     # ------------------------------------------------------------------ files
     def _write(self, dest: Path, record: BaseModel) -> None:
         """Atomically replace `dest`: a reader sees the old record or the new, and a crash of
-        the machine right after leaves the new one (fsync before the rename)."""
+        the machine right after leaves the new one (fsync before the rename, as every write
+        of the directory bus: `WAVEWAIT_FSYNC=0` trades that for speed). A failed write
+        leaves nothing and says why."""
         tmp = self.root / "tmp" / f"{dest.name}.{new_id()}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
-            os.write(fd, record.model_dump_json(by_alias=True).encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.rename(tmp, dest)
+            _write_new(tmp, record.model_dump_json(by_alias=True).encode())
+            try:
+                os.rename(tmp, dest)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+                raise
+        except OSError as e:
+            raise self.bus._write_failed(e, f"the task record {dest.name}") from e
 
     @contextlib.contextmanager
     def _lock(self) -> Iterator[int]:

@@ -82,6 +82,12 @@ CLAIM_NEXT: Final = sql.SQL(
     "FOR UPDATE SKIP LOCKED) RETURNING seq, record"
 )
 TYPE_FILTER: Final = sql.SQL(" AND type = ANY(%(types)s)")
+#: fencing: renew the wait's lease and count its claims; no row when the wait was ended
+HOLDS: Final = (
+    "WITH r AS (UPDATE waits SET lease_until = now() + make_interval(secs => %(lease)s) "
+    "WHERE id = %(w)s RETURNING id) "
+    "SELECT (SELECT count(*) FROM items WHERE inbox = %(inbox)s AND claimed_by = %(w)s) FROM r"
+)
 RELEASE: Final = "UPDATE items SET claimed_by = NULL WHERE inbox = %s AND claimed_by = %s"
 
 # ---------------------------------------------------------------- history

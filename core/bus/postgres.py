@@ -400,6 +400,12 @@ class PostgresBus:
         )
         return sorted((Item.model_validate(r | {"seq": s}) for s, r in rows), key=lambda i: i.seq)
 
+    async def holds(self, inbox: str, wait_id: str) -> int | None:
+        rows = await self._rows(
+            q.HOLDS, {"lease": WAIT_LEASE, "w": check_id(wait_id, "wait"), "inbox": check_id(inbox, "inbox")}
+        )
+        return int(rows[0][0]) if rows else None
+
     async def release(self, inbox: str, wait_id: str) -> int:
         n = await self._count(q.RELEASE, [check_id(inbox, "inbox"), check_id(wait_id, "wait")])
         if n:

@@ -94,11 +94,12 @@ async def test_exit_0_with_the_message_and_exit_3_on_timeout(crew):
     assert run(crew, "send", "orchestrator", "found 3 issues", "--agent", "f00dcafe01").returncode == 0
     got = run(crew, "wait", "5")
     assert got.returncode == 0
-    assert json.loads(got.stdout) | {"sent_at": None, "elapsed_sec": None} == {
+    assert json.loads(got.stdout) | {"sent_at": None, "elapsed_sec": None, "message_id": None} == {
         "status": "received",
         "from": "f00dcafe01",
         "name": "f00dcafe01",
         "message": "found 3 issues",
+        "message_id": None,
         "type": "message",
         "sent_at": None,
         "elapsed_sec": None,

@@ -13,6 +13,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
+import subprocess
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +25,7 @@ from hostkit import (
     CLAUDE,
     CODEX,
     HOSTS,
+    VENV_BIN,
     Host,
     Project,
     busy_cores,
@@ -277,3 +282,52 @@ def test_codex_default_tool_timeout(tmp_path: Path) -> None:
     record("Codex with no tool_timeout_sec, a 420 s wait", CODEX, m, proc)
     assert len(got) == 1
     assert re.search(r"timed out awaiting tools/call after 300s", got[0][1]), got[0][1]
+
+
+# --------------------------------------------------------------------------- a person interrupts
+def _interrupt_from_the_tui(p: Project, tmux: list[str], env: dict[str, str], done: threading.Event) -> None:
+    """As a person at the TUI does: once the host's wait shows in the mirror, type
+    `/interrupt ID` on the TUI's command line."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not done.is_set():
+        listed = subprocess.run(
+            [str(VENV_BIN / "wavewait"), "waits", "--bus", str(p.bus)], capture_output=True, text=True, env=env
+        )
+        waits = json.loads(listed.stdout or "{}").get("waits", []) if listed.returncode in (0, 3) else []
+        screen = subprocess.run([*tmux, "capture-pane", "-p"], capture_output=True, text=True, env=env).stdout
+        if waits and "Waits by other processes" in screen:
+            subprocess.run([*tmux, "send-keys", f"/interrupt {waits[0]['id'][:8]}", "Enter"], env=env, check=True)
+            return
+        time.sleep(0.2)
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (.ci/run installs it)")
+def test_a_person_interrupting_from_the_tui_reaches_the_model_as_interrupted(host: Host, tmp_path: Path) -> None:
+    """The TUI mirrors the host's wait; the person interrupts it there; the model's result says
+    interrupted, with what arrived so far and how to go on."""
+    p = make_project(host, tmp_path)
+    register_flights(p.bus, "slow")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TMUX")} | {"TERM": "xterm-256color"}
+    tmux = ["tmux", "-S", str(tmp_path / "tmux.sock")]
+    tui = f"{VENV_BIN / 'wavewait'} --bus {p.bus} --agent person"
+    subprocess.run([*tmux, "new-session", "-d", "-x", "120", "-y", "40", tui], env=env, check=True)
+    done = threading.Event()
+    person = threading.Thread(target=_interrupt_from_the_tui, args=(p, tmux, env, done), daemon=True)
+
+    def step(results: list[str]) -> tuple[str, dict[str, Any]] | None:
+        if results:
+            return None
+        if person.ident is None:  # the host may ask again before the call ends: one person
+            person.start()
+        return "wait", {"timeout": 120, "from_agents": ["slow"]}
+
+    try:
+        m, proc = run(p, driver(step))
+    finally:
+        done.set()
+        subprocess.run([*tmux, "kill-server"], env=env, capture_output=True)
+    got = wavewait_results(m)
+    record("a person interrupts the wait from the TUI", host, m, proc)
+    assert len(got) == 1, got
+    assert re.search(r'"status":\s?"interrupted"', got[0][1]), got[0][1]
+    assert "A person interrupted this wait" in got[0][1], got[0][1]

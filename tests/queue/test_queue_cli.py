@@ -208,3 +208,35 @@ async def test_run_queue_killed_mid_run_and_started_again_finishes_a_graph_of_si
     assert_nothing_ran_after_it_was_done(log)
     prompt = (tmp_path / "prompts" / "c.prompt").read_text()
     assert prompt.startswith("Do step c (ok).") and "did step a" in prompt and "did step b" in prompt
+
+
+async def test_ctrl_c_on_run_queue_says_where_it_stopped_and_leaves_the_agents_running(bus, tmp_path):
+    q = make_queue(bus, tmp_path)
+    g = await step(q, "g", "gate")
+    env = agent_env(bus, tmp_path, WAVEWAIT_QUEUE="q1", WAVEWAIT_TASK_TYPES=str(types_file(tmp_path)))
+    p = subprocess.Popen(
+        wavewait_cmd("run-queue", "--agent-command", shlex.join(AGENT)),
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        await until(lambda: ("start", "g", "1") in agent_log(tmp_path), 90, "g's agent to start")
+        p.send_signal(signal.SIGINT)
+        out, err = await anyio.to_thread.run_sync(lambda: p.communicate(timeout=30))
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 4, err  # interrupted, as every wait Ctrl+C ends
+    assert "interrupted; agents already started keep running" in err and "Traceback" not in err
+    assert out.startswith("queue q1: 0 done") and "running" in out
+    task = await q.store.get(g)
+    assert task is not None and task.status == "running"
+    await messages.send(bus, "orchestrator", task.agent_id, "go on")  # the agent finishes its task alone
+    await until(lambda: _status(q, g, "done"), 60, "g done by its agent after the runner stopped")
+
+
+async def _status(q, task_id: str, status: str) -> bool:
+    t = await q.store.get(task_id)
+    return t is not None and t.status == status

@@ -163,3 +163,28 @@ async def test_a_killed_runner_started_again_finishes_the_graph_without_rerunnin
     assert [x[1] for x in log if x[0] == "start"].count("a") == 1
     assert [x[1] for x in log if x[0] == "start"].count("b2") == 1  # left running, not started again
     assert_nothing_ran_after_it_was_done(log)
+
+
+async def test_two_runners_on_one_queue_start_each_task_once(bus, tmp_path):
+    """Two `run-queue`s on the same queue (a person started a second one): every task runs
+    once; a task the other runner is starting (marked running, its agent not yet recorded)
+    is never taken for one whose agent is gone."""
+    q = make_queue(bus, tmp_path)
+    ids = [await step(q, f"s{i}") for i in range(8)]
+    env = agent_env(bus, tmp_path)
+    tf = str(types_file(tmp_path))
+    runners = [Runner(q, AGENT, max_parallel=8, runner_id=f"runner-{n}", task_types_file=tf, env=env) for n in (1, 2)]
+    summaries = []
+    with anyio.fail_after(120):
+        async with anyio.create_task_group() as tg:
+            for r in runners:
+
+                async def go(r: Runner = r) -> None:
+                    summaries.append(await r.run())
+
+                tg.start_soon(go)
+    assert all(s.ok for s in summaries), [(t.status, t.attempts, t.note) for s in summaries for t in s.tasks]
+    assert sum(r.started for r in runners) == len(ids)
+    starts = sorted(x[1] for x in agent_log(tmp_path) if x[0] == "start")
+    assert starts == sorted(f"s{i}" for i in range(8))
+    assert {t.attempts for t in summaries[-1].tasks} == {1}

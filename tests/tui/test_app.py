@@ -143,7 +143,7 @@ async def test_wait_fan_in_completes_when_every_listed_flight_reports(bus):
         assert "Waiting for sub-agents:" in screen_text(app)
         await messages.send(bus, IDS["file-reader"], "orchestrator", "found 3 issues")
         await until(lambda: IDS["file-reader"] in app.main.wait_received, what="progress of the first")
-        await until(lambda: "[✓] received" in screen_text(app), what="the status line")
+        await until(lambda: "✓ received" in screen_text(app), what="the status line")
         await messages.send(bus, IDS["test-runner"], "orchestrator", "green")
         await until(lambda: not app.main.waiting, what="the wait to end")
         assert app.main.last_result.status == "complete"

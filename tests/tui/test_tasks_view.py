@@ -16,7 +16,7 @@ from wavewait.tui import scenes
 from wavewait.tui.screens.tasks import TasksScreen
 
 from conftest import until
-from tuitools import SIZE, deterministic_textual, make_app  # noqa: F401
+from tuitools import SIZE, deterministic_textual, make_app, screen_text, type_command  # noqa: F401
 
 pytestmark = pytest.mark.usefixtures("deterministic_textual")
 TYPES = '[types.research]\nprompt = "Research {topic}."\n[types.fix]\nprompt = "Fix {file}."\nleaf = true\n'
@@ -134,6 +134,21 @@ async def test_without_a_queue_there_is_no_tasks_view(file_bus):
         await pilot.press("ctrl+t")
         await pilot.pause()
         assert not isinstance(app.screen, TasksScreen)
+
+
+@pytest.mark.anyio
+async def test_the_tasks_command_opens_the_view_or_says_how_to_have_one(file_bus):
+    app = make_app(file_bus, queue="q1")
+    async with app.run_test(size=SIZE) as pilot:
+        await until(lambda: app.main.read_count > 0, what="the first read")
+        await type_command(pilot, "/tasks")
+        await until(lambda: isinstance(app.screen, TasksScreen), what="the tasks view")
+    bare = make_app(file_bus)
+    async with bare.run_test(size=SIZE) as pilot:
+        await until(lambda: bare.main.read_count > 0, what="the first read")
+        await type_command(pilot, "/tasks")
+        await until(lambda: "no task queue here: start wavewait with --queue NAME" in screen_text(bare), what="why")
+        assert not isinstance(bare.screen, TasksScreen)
 
 
 @pytest.mark.anyio

@@ -525,6 +525,12 @@ received. **F1** shows the help of the focused part.
     def cmd_help(self, p: Parsed) -> None:
         self.wave_app.action_help()
 
+    def cmd_tasks(self, p: Parsed) -> None:
+        if not self.wave_app.settings.queue:
+            self.say_bad("no task queue here: start wavewait with --queue NAME (or set WAVEWAIT_QUEUE) to see one")
+            return
+        self.wave_app.action_tasks()
+
     async def cmd_log(self, p: Parsed) -> None:
         agent_id = None
         if p.args:

@@ -43,7 +43,7 @@ class WaitStatus(Static):
             if status == "needs_input":  # what the wait took from it is a question: answer it
                 out.append("? needs input", style=roles["needs_input"])
             elif agent_id in received:
-                out.append("[✓] received", style=roles["received"])
+                out.append("✓ received", style=roles["received"])
             elif status == "dead":
                 out.append(f"✖ dead ({one_line(reason or 'dead')})", style=roles["dead"])
             elif status == "running":

@@ -10,21 +10,23 @@ from __future__ import annotations
 import hmac
 import logging
 import os
+import signal
 import socket
 import sys
-from typing import Any
+from typing import Any, cast
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp.types import CallToolResult, InputRequiredResult, TextContent
+from mcp.types import CallToolResult, CancelledNotificationParams, InputRequiredResult, TextContent
 from mcp.types import Tool as MCPTool
 from pydantic import ValidationError
 
 from ..core.bus import Bus, open_bus
 from ..core.errors import WavewaitError
+from .delivery import Deliveries, LoopStdin, ReportingStdout, cancel_handler, claimed_stdout
 from .front import Front
 from .queue_tools import open_queue, register_queue_tools
 from .settings import Settings
@@ -90,6 +92,7 @@ class WaveServer(MCPServer):
     """`MCPServer` with strict arguments (no unknown fields) and the core's errors as `isError` results."""
 
     spawned: list[str]  # the flights spawn_agent started in this session
+    deliveries: Deliveries  # what consuming waits took, until their responses are out
     hidden: frozenset[str] = frozenset()  # callable but not listed (a leaf task's enqueue_task)
 
     async def list_tools(self, include_hidden: bool = False) -> list[MCPTool]:
@@ -125,7 +128,12 @@ class WaveServer(MCPServer):
 def build(bus: Bus, settings: Settings) -> WaveServer:
     """A server whose tools all act on `bus` as `settings.caller`."""
     server = WaveServer("wavewait", instructions=INSTRUCTIONS, log_level="WARNING")
-    server.spawned = register(server, bus, settings)
+    server.deliveries = Deliveries() if settings.ack_grace is None else Deliveries(settings.ack_grace)
+    server.spawned = register(server, bus, settings, server.deliveries)
+    low = server._lowlevel_server  # the SDK's own notification registry; MCPServer has no public one
+    low.add_notification_handler(
+        "notifications/cancelled", CancelledNotificationParams, cancel_handler(server.deliveries)
+    )
     return server
 
 
@@ -143,22 +151,51 @@ async def serve(settings: Settings, front: Front | None = None) -> None:
         if settings.queue:
             register_queue_tools(server, bus, settings, await open_queue(bus, settings))
         if settings.transport == "http":
-            await serve_http(server, settings.host, settings.port, settings.token)
+            async with server.deliveries.running():
+                await serve_http(server, settings.host, settings.port, settings.token)
             return
-        if front is not None:
-            stdin, stdout = anyio.wrap_file(front.sdk_stdin), anyio.wrap_file(front.sdk_stdout)
-            async with stdio_server(stdin=stdin, stdout=stdout) as (read, write):
-                low = server._lowlevel_server  # as MCPServer.run_stdio_async does, on other streams
-                await low.run(read, write, low.create_initialization_options())
-            front.sdk_stdout.close()
-        else:
-            await server.run_stdio_async()
-        # stdin closed: the host's session is over, and with it the only one waiting on the
-        # flights it spawned (on HTTP there is no such end: the flights stay)
+        await _serve_stdio(server, front)
+        # stdin closed or a signal: the host's session is over, and with it the only one
+        # waiting on the flights it spawned (on HTTP there is no such end: the flights stay)
         if stopped := await stop_orphans(bus, settings, server.spawned):
             log.warning("wavewait mcp: session ended; stopped its running flights %s", ", ".join(stopped))
     finally:
         await bus.close()
+
+
+async def _serve_stdio(server: WaveServer, front: Front | None) -> None:
+    """Serve until stdin closes or SIGTERM, SIGHUP or SIGINT arrives (hosts end their servers
+    with a signal right after the last response): either way, what was written is
+    acknowledged and what was not goes back to its inbox before the process ends."""
+    server.deliveries.writes_reported = True
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP, signal.SIGINT) as signals:
+        async with anyio.create_task_group() as tg:
+
+            async def stop_on_signal() -> None:
+                async for sig in signals:
+                    log.info("wavewait mcp: %s: settling deliveries, then stopping", sig.name)
+                    tg.cancel_scope.cancel()
+                    return
+
+            tg.start_soon(stop_on_signal)
+            async with server.deliveries.running():
+                if front is not None:
+                    sdk_stdin = anyio.wrap_file(front.sdk_stdin)
+                    await _run_stdio(server, ReportingStdout(front.sdk_stdout, server.deliveries), sdk_stdin)
+                    front.sdk_stdout.close()
+                else:
+                    stdin = await LoopStdin.open()
+                    async with claimed_stdout() as wire:
+                        await _run_stdio(server, ReportingStdout(wire, server.deliveries), stdin)
+            tg.cancel_scope.cancel()
+
+
+async def _run_stdio(server: WaveServer, stdout: ReportingStdout, stdin: object = None) -> None:
+    """As `MCPServer.run_stdio_async`, with a stdout that reports each response it flushed
+    (and stdin as any async iterable of lines: the SDK only iterates it)."""
+    async with stdio_server(stdin=cast("anyio.AsyncFile[str] | None", stdin), stdout=stdout) as (read, write):
+        low = server._lowlevel_server
+        await low.run(read, write, low.create_initialization_options())
 
 
 # --------------------------------------------------------------------------- HTTP

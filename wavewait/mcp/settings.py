@@ -23,6 +23,7 @@ class Settings:
     allow_paths: tuple[str, ...] = ()  # more folders wave_wait_for_signal may watch
     agent_command: str | None = None  # how spawn_agent runs a prompt
     progress_every: float | None = None  # the engine's progress beat; None keeps the core's default
+    ack_grace: float | None = None  # seconds from a response's write to its acknowledgement (delivery.py)
     transport: Literal["stdio", "http"] = "stdio"
     host: str = "127.0.0.1"
     port: int = 8765

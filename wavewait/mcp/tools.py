@@ -13,7 +13,7 @@ import json
 import logging
 import os
 import shlex
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Annotated, Any, Literal, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -41,6 +41,7 @@ from ..core.results import (
     WaitResult,
     iso,
 )
+from .delivery import Deliveries
 from .flight_tools import SpawnCwd, SpawnEnv, register_flight_tools, spawn_place
 from .settings import Settings
 
@@ -188,6 +189,7 @@ AgentKind = Annotated[
 ]
 AgentRef = Annotated[str, Field(description="Agent id or unique prefix.")]
 ToolFn = TypeVar("ToolFn", bound=Callable[..., Any])
+R = TypeVar("R", bound=Result)
 INTERRUPTED = "A person interrupted this wait. Call again with the same arguments to keep waiting."
 
 
@@ -305,8 +307,23 @@ def spawn_argv(s: Settings, command: Sequence[str] | None, prompt: str | None) -
     return [*shlex.split(s.agent_command), prompt]
 
 
+async def consuming(ctx: Context, deliveries: Deliveries, run: Callable[[wait.Control], Awaitable[R]]) -> R:
+    """Run a wait that takes inbox items so that they leave the inbox only once the response
+    that carries them is out (wavewait/mcp/delivery.py); any failure before gives them back."""
+    control = wait.Control(hold=True)
+    try:
+        result = await run(control)
+        if control.delivery is not None:
+            await deliveries.hold(ctx.request_context, ctx.request_id, control.delivery)
+    except BaseException:
+        if control.delivery is not None:
+            await control.delivery.release()
+        raise
+    return result
+
+
 # --------------------------------------------------------------------------- the tools
-def register(server: MCPServer, bus: Bus, s: Settings) -> list[str]:
+def register(server: MCPServer, bus: Bus, s: Settings, deliveries: Deliveries) -> list[str]:
     """Every tool, acting on `bus` as `s.caller`. Waits that consume inbox items are not read-only.
 
     Returns the list `spawn_agent` adds each flight's id to: the flights of this session.
@@ -325,10 +342,26 @@ def register(server: MCPServer, bus: Bus, s: Settings) -> list[str]:
         timeout = wait.check_timeout(timeout)
         eff, cut = clamp(s, timeout)
         if from_agents is None:
-            nxt = await wait.wait_next(bus, s.caller, eff, on_progress=Reporter(ctx, eff), settings=ws)
+            nxt = await consuming(
+                ctx,
+                deliveries,
+                lambda c: wait.wait_next(bus, s.caller, eff, on_progress=Reporter(ctx, eff), control=c, settings=ws),
+            )
             return reply(nxt, next_hint(s, nxt, timeout, cut))
-        fan = await wait.wait_fan_in(
-            bus, s.caller, eff, from_agents, on_progress=Reporter(ctx, eff), settings=ws, budget=s.output_budget
+        agents_ = from_agents
+        fan = await consuming(
+            ctx,
+            deliveries,
+            lambda c: wait.wait_fan_in(
+                bus,
+                s.caller,
+                eff,
+                agents_,
+                on_progress=Reporter(ctx, eff),
+                control=c,
+                settings=ws,
+                budget=s.output_budget,
+            ),
         )
         if fan.status == "partial":
             left = {t.agent_id for t in fan.results if t.status != "received"}
@@ -427,7 +460,13 @@ def register(server: MCPServer, bus: Bus, s: Settings) -> list[str]:
     ) -> Annotated[CallToolResult, Event]:
         timeout = wait.check_timeout(timeout_secs, "timeout_secs")
         eff, cut = clamp(s, timeout)
-        r = await wait.wait_event(bus, s.caller, eff, types, on_progress=Reporter(ctx, eff), settings=ws)
+        r = await consuming(
+            ctx,
+            deliveries,
+            lambda c: wait.wait_event(
+                bus, s.caller, eff, types, on_progress=Reporter(ctx, eff), control=c, settings=ws
+            ),
+        )
         hint = None
         if r.type == "timeout":
             hint = (

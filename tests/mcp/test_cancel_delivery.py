@@ -1,0 +1,226 @@
+"""Acknowledged delivery through the real MCP client: a cancelled call loses no message.
+
+A client cancels a `wait` at the worst moment, right after the wait took its message (the
+last progress notification comes just before the response). Whether the cancel reached the
+server before the response or crossed it on the wire, the message must come back for the
+next call: every message sent is received by a call that completed, exactly once.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+
+import anyio
+import pytest
+
+from wavewait.core import messages
+
+from conftest import PYTHON, register_crew, until, wavewait_cmd
+from mcptools import data, error_text, mcp_client, server_env
+
+pytestmark = pytest.mark.anyio
+
+
+async def _cancelled_on_receipt(c, tool: str, args: dict) -> bool:
+    """Call `tool`, cancelling the call when its progress says it received something.
+    True if the call was cancelled (its response, if any, is dropped as a client does)."""
+    with anyio.CancelScope() as scope:
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            if message and "received" in message:
+                scope.cancel()
+
+        await c.call_tool(tool, args, progress_callback=on_progress)
+    return scope.cancelled_caught
+
+
+async def _drain(c, tool: str, args: dict, key) -> list[str]:
+    got = []
+    while True:
+        r = data(await c.call_tool(tool, args))
+        if key(r) is None:
+            return got
+        got.append(key(r))
+
+
+@pytest.mark.parametrize(
+    "tool, args, key",
+    [
+        ("wait", {"timeout": 5}, lambda r: r.get("message_id")),
+        ("wait_for_event", {"timeout_secs": 5}, lambda r: r.get("event_id")),
+    ],
+)
+async def test_a_call_cancelled_after_its_wait_took_a_message_loses_nothing(bus, tool, args, key):
+    await register_crew(bus, "orchestrator", "sender")
+    sent = [(await messages.send(bus, "sender", "orchestrator", f"m{i}")).id for i in range(20)]
+    received: list[str] = []
+    cancelled = 0
+    async with mcp_client(bus) as c:
+        for _ in range(20):
+            if await _cancelled_on_receipt(c, tool, args):
+                cancelled += 1
+                continue
+        # the cancelled calls' messages come back to the inbox, in their order
+        await until(lambda: _pending_count(bus, 20), what="every message back in the inbox")
+        received += await _drain(c, tool, {**args, ("timeout" if tool == "wait" else "timeout_secs"): 0}, key)
+    assert cancelled == 20  # each call was cancelled after its wait took a message
+    assert received == sent  # all of them, once, in order
+
+
+async def test_a_fan_in_cancelled_after_it_completed_gives_every_message_back(bus):
+    await register_crew(bus, "orchestrator", "a1", "a2", "a3")
+    for a in ("a1", "a2", "a3"):
+        await messages.send(bus, a, "orchestrator", f"report of {a}")
+    async with mcp_client(bus) as c:
+        args = {"timeout": 5, "from_agents": ["a1", "a2", "a3"]}
+        assert await _cancelled_on_receipt(c, "wait", args)
+        r = data(await c.call_tool("wait", args))
+    assert r["status"] == "complete"
+    assert [t["message"] for t in r["results"]] == ["report of a1", "report of a2", "report of a3"]
+
+
+async def test_a_completed_call_is_acknowledged_and_not_delivered_again(bus):
+    await register_crew(bus, "orchestrator", "sender")
+    await messages.send(bus, "sender", "orchestrator", "once")
+    async with mcp_client(bus) as c:
+        r = data(await c.call_tool("wait", {"timeout": 5}))
+        assert r["message"] == "once"
+        assert data(await c.call_tool("wait", {"timeout": 0}))["status"] == "timeout"
+    # after the session, the message is in the history, not back in the inbox
+    assert await bus.pending("orchestrator") == []
+    await until(lambda: _in_history(bus, "once"), what="the message acknowledged into history")
+
+
+async def _in_history(bus, body: str) -> bool:
+    return any(i.body == body for i in await bus.history("orchestrator"))
+
+
+async def test_a_server_killed_between_take_and_reply_loses_nothing(bus):
+    """SIGKILL after the wait took its message, before the acknowledgement (a long grace keeps
+    that window open): the next wait gets the message, with the same message_id."""
+    await register_crew(bus, "orchestrator", "sender")
+    sent = await messages.send(bus, "sender", "orchestrator", "survive me")
+    env = server_env(bus, WAVEWAIT_ACK_GRACE="600")
+    proc = subprocess.Popen(
+        [PYTHON, "-m", "wavewait", "mcp", "--bus", bus.url],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=env,
+    )
+    try:
+        assert proc.stdin is not None
+        proc.stdin.write((INIT + WAIT_CALL).encode())
+        proc.stdin.flush()
+        # the wait took the message: it is claimed, no longer pending
+        await until(lambda: _claimed(bus), what="the message claimed by the server's wait")
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    async with mcp_client(bus) as c:
+        r = data(await c.call_tool("wait", {"timeout": 10}))
+    assert (r["message"], r["message_id"]) == ("survive me", sent.id)
+
+
+INIT = (
+    '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",'
+    '"capabilities":{},"clientInfo":{"name":"t","version":"1"}}}\n'
+    '{"jsonrpc":"2.0","method":"notifications/initialized"}\n'
+)
+WAIT_CALL = '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"wait","arguments":{"timeout":5}}}\n'
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+async def test_a_host_that_ends_the_server_with_a_signal_after_the_reply_gets_no_duplicate(bus, sig):
+    """Hosts end their MCP server with a signal right after the last response: what was
+    written is acknowledged before the process ends (a grace of 600 s could not do it)."""
+    await register_crew(bus, "orchestrator", "sender")
+    await messages.send(bus, "sender", "orchestrator", "read once")
+    proc = subprocess.Popen(
+        [PYTHON, "-m", "wavewait", "mcp", "--bus", bus.url],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=server_env(bus, WAVEWAIT_ACK_GRACE="600"),
+    )
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write((INIT + WAIT_CALL).encode())
+        proc.stdin.flush()
+        reply = ""
+        while '"id":2' not in reply.replace(" ", ""):
+            reply = (await anyio.to_thread.run_sync(proc.stdout.readline)).decode()
+            assert reply, "the server ended before it answered"
+        assert "read once" in reply
+        proc.send_signal(sig)
+        assert await anyio.to_thread.run_sync(lambda: proc.wait(20)) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert [i.body for i in await bus.history("orchestrator")] == ["read once"]
+    assert await bus.pending("orchestrator") == [] and await bus.list_waits() == []
+
+
+async def _pending_count(bus, n: int) -> bool:
+    return len(await bus.pending("orchestrator")) == n
+
+
+async def _claimed(bus) -> bool:
+    return not await bus.pending("orchestrator")
+
+
+async def test_the_cli_returns_the_message_when_stdout_fails(bus):
+    """`wavewait wait > /dev/full`: the print fails, the message stays, the exit code says so."""
+    await register_crew(bus, "orchestrator", "sender")
+    await messages.send(bus, "sender", "orchestrator", "keep me")
+    with open("/dev/full", "w") as full:
+        r = subprocess.run(
+            wavewait_cmd("wait", "5", "--agent", "orchestrator"),
+            stdout=full,
+            stderr=subprocess.PIPE,
+            env=server_env(bus),
+            text=True,
+            timeout=60,
+        )
+    assert r.returncode == 5, r.stderr
+    assert "nothing was consumed" in r.stderr
+    assert [ref.type for ref in await bus.pending("orchestrator")] == ["message"]
+    out = subprocess.run(
+        wavewait_cmd("wait", "5", "--agent", "orchestrator"),
+        capture_output=True,
+        env=server_env(bus),
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0 and "keep me" in out.stdout
+
+
+async def test_a_closed_pipe_returns_the_message_too(bus):
+    await register_crew(bus, "orchestrator", "sender")
+    await messages.send(bus, "sender", "orchestrator", "keep me too")
+    r_fd, w_fd = os.pipe()
+    os.close(r_fd)  # nobody reads: the write gets EPIPE
+    try:
+        r = subprocess.run(
+            wavewait_cmd("wait", "5", "--agent", "orchestrator"),
+            stdout=w_fd,
+            stderr=subprocess.PIPE,
+            env=server_env(bus),
+            text=True,
+            timeout=60,
+        )
+    finally:
+        os.close(w_fd)
+    assert r.returncode == 5, r.stderr
+    assert len(await bus.pending("orchestrator")) == 1
+
+
+async def test_an_unknown_tool_error_text_is_still_an_error(bus):
+    """The delivery path leaves errors alone: a bad call takes nothing."""
+    await register_crew(bus, "orchestrator", "sender")
+    await messages.send(bus, "sender", "orchestrator", "stay")
+    async with mcp_client(bus) as c:
+        assert "timeout" in error_text(await c.call_tool("wait", {"timeout": -1}))
+    assert len(await bus.pending("orchestrator")) == 1
