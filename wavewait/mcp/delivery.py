@@ -41,11 +41,27 @@ GRACE = 2.0
 MAX_LINE = 16 * 1024 * 1024
 
 
+#: the longest a stopping server waits for a flush already under way to say whether it
+#: reached the client (the flush runs in a worker thread that cannot be cancelled)
+FLUSH_WAIT = 5.0
+
+
 @dataclass
 class _Held:
     delivery: Delivery
     written: anyio.Event = field(default_factory=anyio.Event)
     cancelled: anyio.Event = field(default_factory=anyio.Event)
+    writing: bool = False  # its response was handed to a flush
+    flush_done: anyio.Event = field(default_factory=anyio.Event)  # that flush returned or failed
+
+    async def reached_client(self) -> bool:
+        """Whether the response is out and the client still wants it. A flush under way is
+        waited for: a server stopped by a signal the moment the client read its response
+        must not take that response for unsent (the client has it: no redelivery)."""
+        if self.writing and not self.flush_done.is_set():
+            with anyio.move_on_after(FLUSH_WAIT):
+                await self.flush_done.wait()
+        return self.written.is_set() and not self.cancelled.is_set()
 
 
 class Deliveries:
@@ -68,9 +84,8 @@ class Deliveries:
             finally:
                 self._tg = None
                 with anyio.CancelScope(shield=True):
-                    for h in list(self._held.values()):
-                        await (h.delivery.ack() if h.written.is_set() else h.delivery.release())
-                    self._held.clear()
+                    for key, h in list(self._held.items()):
+                        await self._settle_now(key, h)
                 tg.cancel_scope.cancel()
 
     async def hold(self, request_context: Any, request_id: object, delivery: Delivery) -> None:
@@ -101,18 +116,34 @@ class Deliveries:
                 tg.cancel_scope.cancel()
         finally:
             if self._held.get(key) is held:
-                del self._held[key]
                 with anyio.CancelScope(shield=True):  # a server stopping before the write releases too
-                    if held.written.is_set() and not held.cancelled.is_set():
-                        await held.delivery.ack()
-                    else:
-                        await held.delivery.release()
+                    await self._settle_now(key, held)
 
-    def written(self, request_id: object) -> None:
-        """The response to `request_id` reached the client's pipe (stdio: one session)."""
-        for (_, rid), held in self._held.items():
-            if rid == str(request_id):
+    async def _settle_now(self, key: tuple[str, str], held: _Held) -> None:
+        """Acknowledge or release, once. The delivery stays listed until its flush said how
+        it went (`flushed` finds it there); a `Delivery` settles only once, so the server's
+        end and the delivery's own task may both get here."""
+        reached = await held.reached_client()
+        if self._held.get(key) is held:
+            del self._held[key]
+        await (held.delivery.ack() if reached else held.delivery.release())
+
+    def _matching(self, request_ids: list[object]) -> list[_Held]:
+        """The held deliveries of these responses (stdio: one session, ids are unique)."""
+        wanted = {str(r) for r in request_ids}
+        return [held for (_, rid), held in self._held.items() if rid in wanted]
+
+    def writing(self, request_ids: list[object]) -> None:
+        """These responses were handed to a flush."""
+        for held in self._matching(request_ids):
+            held.writing = True
+
+    def flushed(self, request_ids: list[object], ok: bool) -> None:
+        """The flush carrying these responses returned (`ok`: they reached the client's pipe)."""
+        for held in self._matching(request_ids):
+            if ok:
                 held.written.set()
+            held.flush_done.set()
 
     def cancelled(self, request_context: Any, request_id: object) -> None:
         held = self._held.get((connection_key(request_context), str(request_id)))
@@ -139,11 +170,15 @@ class ReportingStdout(anyio.AsyncFile[str]):
         return n
 
     async def flush(self) -> None:
-        await super().flush()
         lines, self._lines = self._lines, []
-        for line in lines:
-            if (rid := _response_id(line)) is not None:
-                self.deliveries.written(rid)
+        ids = [rid for line in lines if (rid := _response_id(line)) is not None]
+        self.deliveries.writing(ids)
+        ok = False
+        try:
+            await super().flush()
+            ok = True
+        finally:
+            self.deliveries.flushed(ids, ok)
 
 
 def connection_key(request_context: Any) -> str:
