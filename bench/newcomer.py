@@ -3,8 +3,8 @@
     python bench/newcomer.py            # the demo command in tmux at 80x24, then 200x50
     python bench/newcomer.py --tests    # also the README's test command (the whole suite)
 
-Clones this checkout's HEAD into a temporary folder, reads the two commands under "Run the
-demo:" and "Run the tests:" from the clone's README, and runs them there with a newcomer's
+Clones this checkout's HEAD into a temporary folder, reads the commands under "Run the
+demo:", "Run the tests:" and the fan-out from a shell from the clone's README, and runs them there with a newcomer's
 environment (no venv on PATH, no WAVEWAIT_* variables). The demo runs in tmux: the script
 waits for the wave to show, captures the screen at 80x24 and at 200x50 (saved next to the
 table), quits with Ctrl+Q and checks the TUI and its demo flights are gone. It also checks
@@ -14,6 +14,7 @@ that `.ci/run` runs the README's test command verbatim. Prints one table; exits 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -94,6 +95,30 @@ def demo(clone: Path, command: str, out: Path) -> None:
         subprocess.run([*tmux, "kill-server"], env=env, capture_output=True)
 
 
+def shell_wave(clone: Path, command: str) -> None:
+    """The README's fan-out from a shell, verbatim, with no venv on PATH: its flights call
+    plain `wavewait`; each must end as the README says (reader and tester received, the
+    crasher dead with its exit code)."""
+    began = time.monotonic()
+    done = subprocess.run(
+        ["bash", "-c", command], cwd=clone, env=newcomer_env(), capture_output=True, text=True, timeout=120
+    )
+    try:
+        results = {r["name"]: r for r in json.loads(done.stdout.strip().splitlines()[-1])["results"]}
+    except (ValueError, KeyError, IndexError):
+        step("the README's shell wave", False, (done.stdout + done.stderr).strip()[-60:], began)
+        return
+    ok = (
+        done.returncode == 0
+        and results.get("reader", {}).get("message") == "found 3 issues"
+        and results.get("tester", {}).get("status") == "received"
+        and results.get("crasher", {}).get("status") == "dead"
+        and "code 7" in (results.get("crasher", {}).get("reason") or "")
+    )
+    words = ", ".join(f"{n} {r['status']}" for n, r in results.items())
+    step("the README's shell wave (flights call plain wavewait)", ok, words, began)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tests", action="store_true", help="also run the README's test command (the whole suite)")
@@ -110,6 +135,9 @@ def main() -> None:
     ci = (clone / ".ci" / "run").read_text()
     step("`.ci/run` runs the README's test command verbatim", test_cmd in ci.splitlines(), test_cmd, time.monotonic())
     demo(clone, demo_cmd, out)
+    shell_wave(
+        clone, readme_command(readme, "A fan-out and fan-in from a shell (in the checkout, after the set-up above):")
+    )
     if args.tests:
         began = time.monotonic()
         shutil.rmtree(clone / ".venv", ignore_errors=True)
