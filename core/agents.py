@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import threading
+import weakref
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -34,6 +35,19 @@ AGENT_LEASE = float(os.environ.get("WAVEWAIT_AGENT_LEASE", "10"))
 def caller_id(explicit: str | None = None) -> str:
     """Who is calling: `--agent`, else `WAVEWAIT_AGENT_ID`, else `orchestrator`."""
     return check_id(explicit or os.environ.get("WAVEWAIT_AGENT_ID") or "orchestrator", "agent")
+
+
+#: per bus object, the ids this process has seen registered (agent records are never deleted)
+_known: weakref.WeakKeyDictionary[Bus, set[str]] = weakref.WeakKeyDictionary()
+
+
+async def ensure_registered(bus: Bus, agent_id: str) -> None:
+    """`ensure_agent` for a caller that only needs the record to exist: a process that
+    waits again and again (a server's next-message loop) reads it once, not per wait."""
+    known = _known.setdefault(bus, set())
+    if agent_id not in known:
+        await ensure_agent(bus, agent_id)
+        known.add(agent_id)
 
 
 async def ensure_agent(bus: Bus, agent_id: str, name: str | None = None, **fields: object) -> Agent:

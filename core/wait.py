@@ -30,7 +30,7 @@ from typing import Any, Generic, Literal, TypeVar, cast
 import anyio
 
 from . import signals, watch
-from .agents import SWEEP_INTERVAL, ensure_agent, resolve_agents, sweep
+from .agents import SWEEP_INTERVAL, ensure_registered, resolve_agents, sweep
 from .bus import Bus, Changes, inbox_key, wait_key
 from .delivery import Delivery
 from .errors import BadInput
@@ -389,11 +389,7 @@ async def _claim_oldest(w: Waiting, types: Sequence[str] | None) -> Item | None:
     inbox may have changed since the last step (a step before found nothing to claim)."""
     if not w.touched(inbox_key(w.caller)):
         return None
-    refs = await w.bus.pending(w.caller)
-    wanted = None if types is None else set(types)
-    if not any(wanted is None or ref.type in wanted for ref in refs):
-        return None
-    return await w.bus.claim_first(w.caller, w.id, types, refs)
+    return await w.bus.claim_first(w.caller, w.id, types)  # one statement on PostgreSQL, no listing
 
 
 # --------------------------------------------------------------------------- next message
@@ -445,7 +441,7 @@ async def wait_next(
 ) -> NextMessage:
     """The oldest message (or completion, or question) in the caller's inbox, FIFO."""
     timeout = check_timeout(timeout)
-    await ensure_agent(bus, caller)
+    await ensure_registered(bus, caller)
     return await run(
         bus, caller, NextItem(), timeout=timeout, on_progress=on_progress, control=control, settings=settings
     )
@@ -590,7 +586,7 @@ async def wait_fan_in(
     if not from_agents:
         raise BadInput("from_agents: list at least one agent id or prefix (or omit it for the next message)")
     targets = await resolve_agents(bus, from_agents, "from_agents")
-    await ensure_agent(bus, caller)
+    await ensure_registered(bus, caller)
     return await run(
         bus,
         caller,
@@ -662,7 +658,7 @@ async def wait_event(
         if isinstance(types, str) or not isinstance(types, Sequence) or not types:
             raise BadInput("types: give a non-empty list of event types, or omit it for all types")
         types = [check_type(t, f"types[{i}]") for i, t in enumerate(types)]
-    await ensure_agent(bus, caller)
+    await ensure_registered(bus, caller)
     return await run(
         bus, caller, OneEvent(types), timeout=timeout, on_progress=on_progress, control=control, settings=settings
     )
@@ -766,7 +762,7 @@ async def wait_agents(
     if stored is not None:
         return AgentWait.model_validate(stored)
     targets = await resolve_agents(bus, [agent_id, *agent_ids], "agentIds")
-    await ensure_agent(bus, caller)
+    await ensure_registered(bus, caller)
     timeout = None if deadline_ts is None else max(0.0, deadline_ts - now())
     # both checked above
     condition = AgentsState(id, targets, cast(AgentKind, kind), cast(Match, match), description, deadline_ts)

@@ -60,7 +60,9 @@ WAIT_LEASE = float(os.environ.get("WAVEWAIT_PG_WAIT_LEASE", "30"))
 LISTEN_CHECK = 10.0  # how often an idle LISTEN connection proves it is still connected
 RECONNECT_TIMEOUT = float(os.environ.get("WAVEWAIT_PG_RECONNECT_TIMEOUT", "60"))
 OPEN_TIMEOUT = float(os.environ.get("WAVEWAIT_PG_OPEN_TIMEOUT", "5"))  # a restart takes a second or two
-POOL_MAX = 4
+#: pooled connections per process (plus one for LISTEN): many concurrent waits in one
+#: server queue for these; WAVEWAIT_PG_POOL sets it (mind the server's max_connections)
+POOL_MAX = int(os.environ.get("WAVEWAIT_PG_POOL", "10"))
 _SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]{0,39}$")
 _TRANSIENT = (psycopg.OperationalError,)  # lost connection, restart, pool timeout, deadlock
 

@@ -25,18 +25,18 @@ pytestmark = pytest.mark.anyio
 async def test_a_change_between_subscribe_and_the_first_read_is_not_missed(bus, monkeypatch):
     await crew(bus)
     push_timers_out(monkeypatch)
-    real_pending = bus.pending
+    real_claim_first = bus.claim_first
     calls = 0
 
-    async def pending_then_a_message_lands(inbox: str):
+    async def read_then_a_message_lands(*args, **kwargs):
         nonlocal calls
         calls += 1
-        seen = await real_pending(inbox)
-        if calls == 1:  # the state was read; a message lands before the wait goes to sleep
+        got = await real_claim_first(*args, **kwargs)
+        if calls == 1:  # the inbox was read; a message lands before the wait goes to sleep
             await messages.send(bus, "file-reader", "orchestrator", "landed in the gap")
-        return seen
+        return got
 
-    monkeypatch.setattr(bus, "pending", pending_then_a_message_lands)
+    monkeypatch.setattr(bus, "claim_first", read_then_a_message_lands)
     with anyio.fail_after(20):
         r = await wait.wait_next(bus, "orchestrator", 3600)
     assert (r.status, r.message) == ("received", "landed in the gap")
