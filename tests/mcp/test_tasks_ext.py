@@ -222,6 +222,36 @@ async def test_a_server_that_stops_with_a_task_running_cancels_it_and_gives_back
     assert t["status"] == "cancelled" and "server stopped" in t["statusMessage"]
 
 
+async def test_every_wait_tool_runs_as_a_task_and_a_tool_error_is_a_completed_task(bus, tmp_path):
+    """wait_for_event (consuming), wave_wait_for_signal and wait_agent (watching) as tasks; a
+    bad argument is the tool's isError result in a `completed` task, as the spec says."""
+    await register_crew(bus, "worker")
+    project = tmp_path / "project"
+    (project / "flights").mkdir(parents=True)
+    async with raw_server(bus, WAVEWAIT_PROJECT_DIR=str(project)) as s:
+        ids = {
+            tool: (await s.call(tool, args))["result"]["taskId"]
+            for tool, args in (
+                ("wait_for_event", {"types": ["worker_complete"], "timeout_secs": 30}),
+                ("wave_wait_for_signal", {"signal_path": "flights/*.done", "timeout_sec": 30}),
+                ("wait_agent", {"id": "w1", "agentId": "worker", "kind": "agent-idle", "description": "the job"}),
+            )
+        }
+        await until(lambda: has_waits(bus, 3), what="the three tasks' waits registered")
+        (project / "flights" / "a.done").write_text("ok")
+        await messages.notify_completion(bus, "worker", status="success", message="built")
+        event = structured(await s.settled(ids["wait_for_event"]))
+        signal_ = structured(await s.settled(ids["wave_wait_for_signal"]))
+        agent = structured(await s.settled(ids["wait_agent"]))
+        bad = await s.settled((await s.call("wait", {"timeout": -1}))["result"]["taskId"])
+    assert (event["type"], event["message"]) == ("worker_complete", "built")
+    assert signal_["matched"] == [str(project / "flights" / "a.done")]
+    assert agent["resolution"]["status"] == "agent_idle"
+    assert bad["status"] == "completed" and bad["result"]["isError"] is True
+    assert "timeout" in bad["result"]["content"][0]["text"]
+    assert await bus.pending("orchestrator") == []  # the event was taken once its task stored it
+
+
 async def _pending(bus, bodies: list[str]) -> bool:
     return [i.body for i in await bus.peek("orchestrator")] == bodies
 
