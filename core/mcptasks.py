@@ -30,6 +30,11 @@ OWNER_GONE = (
     "back to the inbox (nothing lost): call the tool again"
 )
 
+OVERDUE = (
+    "the task outlived its time to live without settling (its server may have stopped on another "
+    "host); what its wait had taken goes back to the inbox: call the tool again"
+)
+
 
 async def create(bus: Bus, caller: str, tool: str, arguments: dict[str, Any], wait_id: str) -> McpTask:
     """A new `working` task, durably stored (a `get` of its id resolves once this returns)."""
@@ -51,8 +56,19 @@ async def create(bus: Bus, caller: str, tool: str, arguments: dict[str, Any], wa
 
 def owner_gone(task: McpTask) -> bool:
     """Whether the process that runs this unsettled task is known to be gone (this host only:
-    a process on another host is taken to be alive until its task expires)."""
+    a process on another host is taken to be alive until its TTL is over)."""
     return task.status not in MCP_TASK_TERMINAL and task.host == hostname() and not alive(task.pid, task.pid_start)
+
+
+def overdue(task: McpTask, at: float | None = None) -> bool:
+    """Unsettled past its TTL: the extension lets a server fail it then (a process on another
+    host that died is noticed here; one still running finds its result refused and gives
+    its claims back)."""
+    return (
+        task.status not in MCP_TASK_TERMINAL
+        and task.ttl_ms is not None
+        and (now() if at is None else at) > task.created_at + task.ttl_ms / 1000
+    )
 
 
 def expired(task: McpTask, at: float | None = None) -> bool:
@@ -78,13 +94,14 @@ async def load(bus: Bus, task_id: str, caller: str) -> McpTask | None:
     if expired(task):
         await bus.delete_mcp_task(task_id)
         raise Expired(task_id)
-    if owner_gone(task):
+    if owner_gone(task) or overdue(task):
+        why = OWNER_GONE if owner_gone(task) else OVERDUE
         settled = await bus.transition_mcp_task(
             task_id,
             "failed",
             ("working", "cancelling"),
-            status_message=OWNER_GONE,
-            error={"code": INTERNAL_ERROR, "message": OWNER_GONE},
+            status_message=why,
+            error={"code": INTERNAL_ERROR, "message": why},
         )
         await bus.recover(caller)
         task = settled or await bus.get_mcp_task(task_id) or task
