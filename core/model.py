@@ -117,3 +117,35 @@ class WaitRecord(Record):
     host: str | None = None
     pid: int | None = None
     pid_start: str | None = None
+
+
+MCP_TASK_VERSION = 1
+#: `cancelling`: a cancel was asked for and the process running the wait has not settled it
+#: yet; clients see it as `working` (the Tasks extension has no such status)
+McpTaskStatus = Literal["working", "cancelling", "completed", "failed", "cancelled"]
+MCP_TASK_TERMINAL = frozenset({"completed", "failed", "cancelled"})
+
+
+class McpTask(Record):
+    """A wait run as a task of the MCP Tasks extension, kept on the bus so any process on
+    it can answer for it: its status, and once settled its result (or error).
+
+    The record is the carrier of a consuming wait's result: its items leave the inbox
+    once the result is stored here (core/delivery.py, wavewait/mcp/tasks_ext.py)."""
+
+    v: int = MCP_TASK_VERSION
+    id: str
+    caller: str  # who created it; only the same caller may read or cancel it
+    tool: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    status: McpTaskStatus = "working"
+    status_message: str | None = None
+    result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    created_at: float = Field(default_factory=now)
+    updated_at: float = Field(default_factory=now)
+    ttl_ms: int | None = None
+    wait_id: str | None = None  # the wait running it, for an interrupt from another process
+    host: str | None = None
+    pid: int | None = None
+    pid_start: str | None = None

@@ -10,7 +10,7 @@ import os
 from collections.abc import Sequence
 from typing import Any, Protocol, Self, runtime_checkable
 
-from ..model import Agent, Item, ItemRef, WaitRecord
+from ..model import Agent, Item, ItemRef, McpTask, WaitRecord
 
 DEFAULT_BUS = "./.wavebus"
 
@@ -111,6 +111,21 @@ class Bus(Protocol):
     async def interrupted(self, wait_id: str) -> bool: ...
     async def get_resolution(self, key: str) -> dict[str, Any] | None: ...
     async def put_resolution(self, key: str, value: dict[str, Any]) -> None: ...
+
+    # MCP tasks (the Tasks extension's records: wavewait/mcp/tasks_ext.py)
+    async def put_mcp_task(self, task: McpTask) -> None:
+        """Store `task` durably (a new one, or replace it whole)."""
+        ...
+
+    async def get_mcp_task(self, task_id: str) -> McpTask | None: ...
+    async def transition_mcp_task(
+        self, task_id: str, status: str, only_from: Sequence[str], **changes: Any
+    ) -> McpTask | None:
+        """Set `status` (and `changes`) only if the task's status is one of `only_from`, as
+        one step however many processes race; the new record, or None if it was not."""
+        ...
+
+    async def delete_mcp_task(self, task_id: str) -> None: ...
 
     # change stream and upkeep
     async def subscribe(

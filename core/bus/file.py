@@ -10,11 +10,13 @@ Layout under the root (folders 0700, files 0600):
                                      whole; who took it and when (bounded history)
     waits/<wait id>.json             waits in progress; <wait id>.interrupt is the flag
     resolutions/<key>.json           stored results of named waits (wait_agent ids)
+    mcptasks/<task id>.json          tasks of the MCP Tasks extension (status, result)
     logs/<agent id>.log              output of spawned agents
     quarantine/                      malformed or foreign files, moved aside with a warning
     locks/agent-<id>                 flock held while an agent record is read and replaced
     locks/inbox-<id>                 flock held while an item gets its seq; the file's
                                      content is the inbox's last seq (a decimal number)
+    locks/mcptasks                   flock held while an MCP task's status is changed
     tmp/                             agent, wait and resolution records being written
 
 agents/, inbox/ and waits/ are watched (`subscribe`); the rest is not. A reader never sees
@@ -45,7 +47,7 @@ from .. import watch
 from ..errors import BadInput, BusError
 from ..ids import check_id, new_id
 from ..limits import MAX_ITEM_FILE_BYTES
-from ..model import SYSTEM_EVENTS_KEPT, SYSTEM_ITEM_TYPES, Agent, Item, ItemRef, WaitRecord, now
+from ..model import SYSTEM_EVENTS_KEPT, SYSTEM_ITEM_TYPES, Agent, Item, ItemRef, McpTask, WaitRecord, now
 from ..proc import alive, hostname
 
 log = logging.getLogger(__name__)
@@ -55,7 +57,7 @@ HISTORY_KEPT = 1000
 ROTATE_EVERY = 32
 PREVIEW_EVERY = 0.25  # seconds between writes of one sender's last-message preview
 _WATCHED = ("agents", "inbox", "waits")
-_DIRS = (*_WATCHED, "resolutions", "logs", "quarantine", "locks", "tmp")
+_DIRS = (*_WATCHED, "resolutions", "mcptasks", "logs", "quarantine", "locks", "tmp")
 #: the event an inbox's owner gets when something in its inbox was moved to quarantine
 QUARANTINED = "item_quarantined"
 # retention of litter, in seconds: a temp file outlives any write in progress by far; a wait
@@ -776,6 +778,45 @@ class FileBus:
 
     async def put_resolution(self, key: str, value: dict[str, Any]) -> None:
         self._write_json(self.root / "resolutions" / f"{check_id(key, 'id')}.json", json.dumps(value))
+
+    # ------------------------------------------------------------------ MCP tasks
+    def _mcp_task_path(self, task_id: str) -> Path:
+        return self.root / "mcptasks" / f"{check_id(task_id, 'taskId')}.json"
+
+    def _read_mcp_task(self, task_id: str) -> McpTask | None:
+        path = self._mcp_task_path(task_id)
+        try:
+            return McpTask.model_validate_json(_read_file(path, 4 * MAX_ITEM_FILE_BYTES))
+        except FileNotFoundError:
+            return None
+        except _Unfit as e:
+            self._quarantine(path, e.code, e.detail)
+        except ValidationError:
+            self._quarantine(path, "malformed", "not an MCP task record")
+        return None
+
+    async def put_mcp_task(self, task: McpTask) -> None:
+        self._write_json(self._mcp_task_path(task.id), task.model_dump_json())
+
+    async def get_mcp_task(self, task_id: str) -> McpTask | None:
+        return self._read_mcp_task(task_id)
+
+    async def transition_mcp_task(
+        self, task_id: str, status: str, only_from: Sequence[str], **changes: Any
+    ) -> McpTask | None:
+        with self._lock("mcptasks"):  # no await inside: read, check, replace as one step
+            task = self._read_mcp_task(task_id)
+            if task is None or task.status not in only_from:
+                return None
+            task = McpTask.model_validate(
+                task.model_dump() | changes | {"status": status, "updated_at": max(now(), task.updated_at)}
+            )
+            self._write_json(self._mcp_task_path(task_id), task.model_dump_json())
+            return task
+
+    async def delete_mcp_task(self, task_id: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self._mcp_task_path(task_id))
 
     # ------------------------------------------------------------------ changes, upkeep
     async def subscribe(

@@ -150,6 +150,21 @@ PUT_RESOLUTION: Final = (
     "INSERT INTO resolutions (key, value) VALUES (%s, %s::jsonb) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
 )
 
+# ---------------------------------------------------------------- MCP tasks
+PUT_MCP_TASK: Final = (
+    "INSERT INTO mcp_tasks (id, status, updated_at, record) VALUES (%s, %s, %s, %s::jsonb) "
+    "ON CONFLICT (id) DO UPDATE SET status = excluded.status, updated_at = excluded.updated_at, "
+    "record = excluded.record"
+)
+GET_MCP_TASK: Final = "SELECT record FROM mcp_tasks WHERE id = %s"
+#: status and changes only from one of the given statuses: one statement, so racing
+#: processes (a cancel and the wait's end) cannot both win
+TRANSITION_MCP_TASK: Final = (
+    "UPDATE mcp_tasks SET status = %s, updated_at = %s, record = record || %s::jsonb "
+    "WHERE id = %s AND status = ANY(%s) RETURNING record"
+)
+DELETE_MCP_TASK: Final = "DELETE FROM mcp_tasks WHERE id = %s"
+
 # ---------------------------------------------------------------- recovery
 #: the waits that hold claims, with their record and lease; {} is IN_INBOX or nothing
 CLAIMING_WAITS: Final = sql.SQL(

@@ -10,6 +10,8 @@ Rows, and why they look like this:
 - `history`: taken items, bounded per inbox; never read by a wait.
 - `waits`: waits in progress with a lease (`lease_until`, server clock) that the waiting
   process renews, so claims of a wait whose host vanished can be returned.
+- `mcp_tasks` (version 2): tasks of the MCP Tasks extension; `status` is a column so a
+  change of status is one conditional UPDATE.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from psycopg import AsyncConnection, sql
 from ..errors import BusError
 from . import pg_queries as q
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 #: version -> statements; append new versions, never edit an applied one.
 MIGRATIONS: dict[int, tuple[str, ...]] = {
@@ -58,6 +60,13 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         """CREATE TABLE resolutions (
             key text PRIMARY KEY,
             value jsonb NOT NULL)""",
+    ),
+    2: (
+        """CREATE TABLE mcp_tasks (
+            id text PRIMARY KEY,
+            status text NOT NULL,
+            updated_at double precision NOT NULL,
+            record jsonb NOT NULL)""",
     ),
 }
 

@@ -43,7 +43,7 @@ from psycopg_pool import AsyncConnectionPool, PoolClosed
 
 from ..errors import BusError
 from ..ids import check_id, new_id
-from ..model import SYSTEM_EVENTS_KEPT, SYSTEM_ITEM_TYPES, Agent, Item, ItemRef, WaitRecord, now
+from ..model import SYSTEM_EVENTS_KEPT, SYSTEM_ITEM_TYPES, Agent, Item, ItemRef, McpTask, WaitRecord, now
 from ..proc import alive, hostname
 from ..watch import Fanout, Keyed
 from . import pg_queries as q
@@ -581,6 +581,30 @@ class PostgresBus:
             q.PUT_RESOLUTION,
             [check_id(key, "id"), json.dumps(value)],
         )
+
+    # ------------------------------------------------------------------ MCP tasks
+    async def put_mcp_task(self, task: McpTask) -> None:
+        await self._rows(
+            q.PUT_MCP_TASK, [check_id(task.id, "taskId"), task.status, task.updated_at, task.model_dump_json()]
+        )
+
+    async def get_mcp_task(self, task_id: str) -> McpTask | None:
+        rows = await self._rows(q.GET_MCP_TASK, [check_id(task_id, "taskId")])
+        return McpTask.model_validate(rows[0][0]) if rows else None
+
+    async def transition_mcp_task(
+        self, task_id: str, status: str, only_from: Sequence[str], **changes: Any
+    ) -> McpTask | None:
+        at = now()
+        patch = changes | {"status": status, "updated_at": at}  # JSON values: status, results, messages
+        rows = await self._rows(
+            q.TRANSITION_MCP_TASK,
+            [status, at, json.dumps(patch), check_id(task_id, "taskId"), list(only_from)],
+        )
+        return McpTask.model_validate(rows[0][0]) if rows else None
+
+    async def delete_mcp_task(self, task_id: str) -> None:
+        await self._rows(q.DELETE_MCP_TASK, [check_id(task_id, "taskId")])
 
     # ------------------------------------------------------------------ changes
     async def subscribe(

@@ -13,7 +13,9 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from conftest import wavewait_cmd
+from wavewait.core import messages
+
+from conftest import has_waits, register_crew, until, wavewait_cmd
 from mcptools import server_env
 
 pytestmark = pytest.mark.anyio
@@ -95,3 +97,37 @@ async def test_http_without_a_token_generates_one_and_prints_it(bus):
         first = await stderr_line(proc)
         assert "bearer token" in first and len(first.rsplit(" ", 1)[-1].strip()) >= 32
         assert "127.0.0.1" in await stderr_line(proc)
+
+
+async def test_a_wait_runs_as_an_mcp_task_over_http(http_server, bus):
+    """The Tasks extension over streamable HTTP (2026-07-28, one request per exchange): the
+    task created by one request is read by the next, with the message the wait took."""
+    await register_crew(bus, "sender")
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "0"},
+        "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
+    }
+    auth = {**HEADERS, "authorization": "Bearer s3cret", "mcp-protocol-version": "2026-07-28"}
+
+    async def rpc(http: httpx2.AsyncClient, rid: int, method: str, name: str, params: dict) -> dict:
+        body = {"jsonrpc": "2.0", "id": rid, "method": method, "params": {**params, "_meta": meta}}
+        r = await http.post(http_server, json=body, headers={**auth, "mcp-method": method, "mcp-name": name})
+        assert r.status_code == 200, r.text
+        return r.json()["result"]
+
+    async with httpx2.AsyncClient(timeout=30) as http:
+        task = await rpc(http, 1, "tools/call", "wait", {"name": "wait", "arguments": {"timeout": 30}})
+        assert (task["resultType"], task["status"]) == ("task", "working")
+        await until(lambda: has_waits(bus, 1), what="the task's wait registered")
+        await messages.send(bus, "sender", "orchestrator", "over http")
+        seen: dict = {}
+
+        async def settled() -> bool:
+            seen.update(await rpc(http, 2, "tasks/get", task["taskId"], {"taskId": task["taskId"]}))
+            return seen["status"] != "working"
+
+        await until(settled, 20, what="the task to settle")
+    assert seen["status"] == "completed"
+    assert seen["result"]["structuredContent"]["message"] == "over http"
+    assert [i.body for i in await bus.history("orchestrator")] == ["over http"]

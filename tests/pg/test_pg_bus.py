@@ -49,7 +49,7 @@ async def test_concurrent_first_use_creates_the_schema_once_with_its_version():
             rows = conn.execute(
                 sql.SQL("SELECT version FROM {}.schema_version").format(sql.Identifier(schema))
             ).fetchall()
-        assert rows == [(SCHEMA_VERSION,)]
+        assert sorted(rows) == [(v,) for v in range(1, SCHEMA_VERSION + 1)]  # each migration ran once
 
 
 async def test_a_bus_schema_newer_than_this_code_is_refused_with_what_to_do():

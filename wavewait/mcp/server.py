@@ -30,6 +30,7 @@ from .delivery import Deliveries, LoopStdin, ReportingStdout, cancel_handler, cl
 from .front import Front
 from .queue_tools import open_queue, register_queue_tools
 from .settings import Settings
+from .tasks_ext import TasksExtension
 from .tools import register, stop_orphans
 
 log = logging.getLogger(__name__)
@@ -93,6 +94,7 @@ class WaveServer(MCPServer):
 
     spawned: list[str]  # the flights spawn_agent started in this session
     deliveries: Deliveries  # what consuming waits took, until their responses are out
+    tasks: TasksExtension  # waits run as MCP tasks (tasks_ext.py)
     hidden: frozenset[str] = frozenset()  # callable but not listed (a leaf task's enqueue_task)
 
     async def list_tools(self, include_hidden: bool = False) -> list[MCPTool]:
@@ -127,7 +129,9 @@ class WaveServer(MCPServer):
 
 def build(bus: Bus, settings: Settings) -> WaveServer:
     """A server whose tools all act on `bus` as `settings.caller`."""
-    server = WaveServer("wavewait", instructions=INSTRUCTIONS, log_level="WARNING")
+    tasks = TasksExtension(bus, settings.caller)
+    server = WaveServer("wavewait", instructions=INSTRUCTIONS, log_level="WARNING", extensions=[tasks])
+    server.tasks = tasks
     server.deliveries = Deliveries() if settings.ack_grace is None else Deliveries(settings.ack_grace)
     server.spawned = register(server, bus, settings, server.deliveries)
     low = server._lowlevel_server  # the SDK's own notification registry; MCPServer has no public one
@@ -151,7 +155,7 @@ async def serve(settings: Settings, front: Front | None = None) -> None:
         if settings.queue:
             register_queue_tools(server, bus, settings, await open_queue(bus, settings))
         if settings.transport == "http":
-            async with server.deliveries.running():
+            async with server.deliveries.running(), server.tasks.running():
                 await serve_http(server, settings.host, settings.port, settings.token)
             return
         await _serve_stdio(server, front)
@@ -178,7 +182,7 @@ async def _serve_stdio(server: WaveServer, front: Front | None) -> None:
                     return
 
             tg.start_soon(stop_on_signal)
-            async with server.deliveries.running():
+            async with server.deliveries.running(), server.tasks.running():
                 if front is not None:
                     sdk_stdin = anyio.wrap_file(front.sdk_stdin)
                     await _run_stdio(server, ReportingStdout(front.sdk_stdout, server.deliveries), sdk_stdin)

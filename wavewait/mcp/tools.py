@@ -44,6 +44,7 @@ from ..core.results import (
 from .delivery import Deliveries
 from .flight_tools import SpawnCwd, SpawnEnv, register_flight_tools, spawn_place
 from .settings import Settings
+from .tasks_ext import running_task
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +76,8 @@ class Reporter:
         self.failed = False
 
     async def __call__(self, p: wait.Progress) -> None:
+        if running_task() is not None:  # a task's call was answered long ago: no progress on it
+            return
         value = max(p.elapsed, self.last + 0.001)
         self.last = value
         try:
@@ -309,17 +312,30 @@ def spawn_argv(s: Settings, command: Sequence[str] | None, prompt: str | None) -
 
 async def consuming(ctx: Context, deliveries: Deliveries, run: Callable[[wait.Control], Awaitable[R]]) -> R:
     """Run a wait that takes inbox items so that they leave the inbox only once the response
-    that carries them is out (wavewait/mcp/delivery.py); any failure before gives them back."""
-    control = wait.Control(hold=True)
+    that carries them is out (wavewait/mcp/delivery.py), or, for a wait run as a task, once
+    its result is stored in the task's record (tasks_ext.py); any failure before gives them back."""
+    task = running_task()
+    control = wait.Control() if task is None else task.control
+    control.hold = True
     try:
         result = await run(control)
         if control.delivery is not None:
-            await deliveries.hold(ctx.request_context, ctx.request_id, control.delivery)
+            if task is None:
+                await deliveries.hold(ctx.request_context, ctx.request_id, control.delivery)
+            else:
+                await control.delivery.confirm()
+                task.delivery = control.delivery
     except BaseException:
         if control.delivery is not None:
             await control.delivery.release()
         raise
     return result
+
+
+def task_control() -> wait.Control | None:
+    """The control of the task this call runs as (its wait id is on the task's record)."""
+    task = running_task()
+    return None if task is None else task.control
 
 
 # --------------------------------------------------------------------------- the tools
@@ -378,7 +394,14 @@ def register(server: MCPServer, bus: Bus, s: Settings, deliveries: Deliveries) -
         pattern = resolve_signal_path(s, signal_path)
         eff, cut = clamp(s, float(timeout_sec))
         r = await wait.wait_signal(
-            bus, s.caller, pattern, timeout=eff, min_count=min_count, on_progress=Reporter(ctx, eff), settings=ws
+            bus,
+            s.caller,
+            pattern,
+            timeout=eff,
+            min_count=min_count,
+            on_progress=Reporter(ctx, eff),
+            control=task_control(),
+            settings=ws,
         )
         hint = None
         if r.interrupted:
@@ -427,6 +450,7 @@ def register(server: MCPServer, bus: Bus, s: Settings, deliveries: Deliveries) -
             match=match,
             timeout_at=eff_at,
             on_progress=Reporter(ctx, None if eff is None else max(0.0, eff - now())),
+            control=task_control(),
             settings=ws,
         )
         hint = None

@@ -1,0 +1,252 @@
+"""The MCP Tasks extension (`io.modelcontextprotocol/tasks`) for the wait tools.
+
+A `tools/call` of a wait tool whose request declares the extension (2026-07-28 protocol:
+`_meta["io.modelcontextprotocol/clientCapabilities"].extensions`) is answered at once with
+a `CreateTaskResult` (`resultType: "task"`); the wait runs in this server's background and
+its result is stored in the task's record on the bus (core/mcptasks.py). Then:
+
+- `tasks/get` from any process on the same bus, acting as the same caller, returns the
+  task's status and, once settled, its result (a `CallToolResult`) or error;
+- `tasks/cancel` cancels the wait (here, or through a bus interrupt when another process
+  runs it): what it had taken goes back to the inbox, and the task ends `cancelled`;
+- `tasks/update` is acknowledged (a wait never asks for input) for a known task.
+
+A consuming wait's items leave the inbox once the result is stored in the task record: the
+record, not the response to `tools/call`, carries them to the caller. Requests that do not
+declare the extension, and every other tool, are served exactly as before.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+from mcp import MCPError
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.mcpserver import Extension, MethodBinding, require_client_extension
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, CallToolRequestParams, RequestParams
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import BaseModel
+
+from ..core import mcptasks, wait
+from ..core.bus import Bus
+from ..core.delivery import Delivery
+from ..core.errors import WavewaitError
+from ..core.model import MCP_TASK_TERMINAL, McpTask
+from ..core.results import iso
+
+log = logging.getLogger(__name__)
+
+TASKS = "io.modelcontextprotocol/tasks"
+#: the tools that may run as tasks: the blocking waits
+WAIT_TOOLS = frozenset({"wait", "wait_for_event", "wait_agent", "wave_wait_for_signal"})
+#: the poll interval suggested to clients (a wait's result is stored the moment it settles)
+POLL_INTERVAL_MS = 1000
+MODERN = frozenset(MODERN_PROTOCOL_VERSIONS)
+CANCELLED_BY_CLIENT = "cancelled by tasks/cancel; what the wait had taken went back to the inbox"
+SERVER_STOPPED = "the server stopped before the wait finished; what it had taken went back to the inbox"
+
+
+@dataclass
+class TaskRun:
+    """A wait running as a task in this process: its control (wait id, interrupt) and, once
+    a consuming wait returned, its claims until the result is stored."""
+
+    control: wait.Control
+    delivery: Delivery | None = None
+
+
+_current: ContextVar[TaskRun | None] = ContextVar("wavewait_mcp_task", default=None)
+
+
+def running_task() -> TaskRun | None:
+    """The task the current tool call runs as, if it runs as one (tools.py asks)."""
+    return _current.get()
+
+
+class TaskIdParams(RequestParams):
+    task_id: str
+
+
+class UpdateTaskParams(TaskIdParams):
+    input_responses: dict[str, Any] | None = None
+
+
+def declared(ctx: ServerRequestContext[Any, Any]) -> bool:
+    """Whether this request declares the extension (only 2026-07-28 requests carry their own
+    capabilities; the extension's results have no place on an older wire)."""
+    if ctx.protocol_version not in MODERN:
+        return False
+    try:
+        require_client_extension(ctx, TASKS)
+    except MCPError:
+        return False
+    return True
+
+
+def view(task: McpTask) -> dict[str, Any]:
+    """The task on the wire: a `Task`, with `result` or `error` once settled (`DetailedTask`)."""
+    out: dict[str, Any] = {
+        "taskId": task.id,
+        "status": "working" if task.status == "cancelling" else task.status,
+        "createdAt": iso(task.created_at),
+        "lastUpdatedAt": iso(task.updated_at),
+        "ttlMs": task.ttl_ms,
+    }
+    if task.status not in MCP_TASK_TERMINAL:
+        out["pollIntervalMs"] = POLL_INTERVAL_MS
+    if task.status_message:
+        out["statusMessage"] = task.status_message
+    if task.status == "completed":
+        out["result"] = task.result or {}
+    elif task.status == "failed":
+        out["error"] = task.error or {"code": INTERNAL_ERROR, "message": "failed"}
+    return out
+
+
+def _dump(result: HandlerResult) -> dict[str, Any]:
+    if isinstance(result, BaseModel):
+        dumped: dict[str, Any] = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+        return dumped
+    return dict(result) if isinstance(result, dict) else {"content": [], "isError": False}
+
+
+def _summary(result: dict[str, Any]) -> str | None:
+    content = result.get("content") or []
+    text = content[0].get("text") if content and isinstance(content[0], dict) else None
+    return text if isinstance(text, str) and len(text) <= 500 else None
+
+
+class TasksExtension(Extension):
+    """Serves the wait tools as tasks for clients that declare the extension."""
+
+    identifier = TASKS
+
+    def __init__(self, bus: Bus, caller: str) -> None:
+        self.bus, self.caller = bus, caller
+        self.local: dict[str, tuple[TaskRun, anyio.CancelScope]] = {}
+        self._tg: TaskGroup | None = None
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[TasksExtension]:
+        """Run tasks while the server serves; at its end, tasks still running are cancelled
+        (their claims go back to the inbox) and recorded so."""
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            try:
+                yield self
+            finally:
+                self._tg = None
+                tg.cancel_scope.cancel()
+
+    def methods(self) -> list[MethodBinding]:
+        return [
+            MethodBinding("tasks/get", TaskIdParams, self._get, protocol_versions=MODERN),
+            MethodBinding("tasks/cancel", TaskIdParams, self._cancel, protocol_versions=MODERN),
+            MethodBinding("tasks/update", UpdateTaskParams, self._update, protocol_versions=MODERN),
+        ]
+
+    # ------------------------------------------------------------------ tools/call
+    async def intercept_tool_call(
+        self, params: CallToolRequestParams, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
+        if params.name not in WAIT_TOOLS or self._tg is None or not declared(ctx):
+            return await call_next(ctx)
+        run = TaskRun(wait.Control())
+        task = await mcptasks.create(
+            self.bus, self.caller, params.name, dict(params.arguments or {}), run.control.wait_id
+        )
+        scope = anyio.CancelScope()
+        self.local[task.id] = (run, scope)
+        self._tg.start_soon(self._run, task, run, scope, ctx, call_next)
+        return {"resultType": "task", **view(task)}
+
+    async def _run(
+        self,
+        task: McpTask,
+        run: TaskRun,
+        scope: anyio.CancelScope,
+        ctx: ServerRequestContext[Any, Any],
+        call_next: CallNext,
+    ) -> None:
+        _current.set(run)
+        result: dict[str, Any] | None = None
+        error: dict[str, Any] | None = None
+        why = CANCELLED_BY_CLIENT
+        try:
+            with scope:
+                try:
+                    result = _dump(await call_next(ctx))
+                except MCPError as e:
+                    error = {"code": e.code, "message": e.message}
+                except Exception as e:  # a JSON-RPC internal error, as the plain call would answer
+                    log.exception("wavewait mcp: task %s (%s) failed", task.id, task.tool)
+                    error = {"code": INTERNAL_ERROR, "message": f"{type(e).__name__}: {e}"}
+        except BaseException:
+            why = SERVER_STOPPED
+            raise
+        finally:
+            with anyio.CancelScope(shield=True):
+                try:
+                    await self._settle(task, run, result, error, why)
+                except Exception:
+                    log.exception("wavewait mcp: task %s could not be settled", task.id)
+                self.local.pop(task.id, None)
+
+    async def _settle(
+        self, task: McpTask, run: TaskRun, result: dict[str, Any] | None, error: dict[str, Any] | None, why: str
+    ) -> None:
+        """Store the outcome; only then acknowledge what the wait took (the record carries it).
+        A cancel that came first wins: the items go back."""
+        delivery = run.delivery
+        try:
+            if result is not None and await mcptasks.complete(self.bus, task.id, result, _summary(result)):
+                if delivery is not None:
+                    await delivery.ack()
+                return
+            if delivery is not None:
+                await delivery.release()
+            if error is not None and await mcptasks.fail(self.bus, task.id, error):
+                return
+            await mcptasks.cancelled(self.bus, task.id, why)
+        except BaseException:
+            if delivery is not None:
+                await delivery.release()  # no-op once settled
+            raise
+
+    # ------------------------------------------------------------------ tasks/*
+    async def _load(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> McpTask:
+        require_client_extension(ctx, TASKS)
+        try:
+            task = await mcptasks.load(self.bus, params.task_id, self.caller)
+        except mcptasks.Expired:
+            raise MCPError(INVALID_PARAMS, "Failed to retrieve task: Task has expired") from None
+        except WavewaitError as e:  # not an id at all
+            raise MCPError(INVALID_PARAMS, f"Failed to retrieve task: {e}") from None
+        if task is None:
+            raise MCPError(INVALID_PARAMS, f"Failed to retrieve task: Task not found: {params.task_id!r}")
+        return task
+
+    async def _get(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> dict[str, Any]:
+        return {"resultType": "complete", **view(await self._load(ctx, params))}
+
+    async def _cancel(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> dict[str, Any]:
+        task = await self._load(ctx, params)
+        if task.status == "working":
+            local = self.local.get(task.id)
+            if local is not None:
+                await self.bus.transition_mcp_task(task.id, "cancelling", ("working",))
+                local[1].cancel()  # the wait is cancelled; its claims go back (core/wait.py)
+            else:
+                await mcptasks.request_cancel(self.bus, task)  # the process running it settles it
+        return {"resultType": "complete"}
+
+    async def _update(self, ctx: ServerRequestContext[Any, Any], params: UpdateTaskParams) -> dict[str, Any]:
+        await self._load(ctx, params)  # a wait never asks for input: nothing is outstanding
+        return {"resultType": "complete"}
