@@ -14,6 +14,7 @@ The panel's rule (also in the README and docs/words.md):
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -157,33 +158,91 @@ def flight_view(agent: Agent, received: bool) -> FlightView:
 
 
 def received_ids(
-    agents: Iterable[Agent],
+    agents: Mapping[str, Agent],
     heard_from: set[str],
     rounds: dict[str, float],
 ) -> set[str]:
-    """Apply the panel's rule: heard from, and not since given new work by the person."""
+    """Apply the panel's rule to the agents (by id) heard from: heard from, and not since
+    given new work by the person. Costs the senders heard from, not the whole wave."""
     out = set()
-    for a in agents:
-        if a.id not in heard_from:
+    for agent_id in heard_from:
+        a = agents.get(agent_id)
+        if a is None:
             continue
-        started = rounds.get(a.id)
+        started = rounds.get(agent_id)
         if started is not None and (a.last_message_at or 0) < started:
             continue
-        out.add(a.id)
+        out.add(agent_id)
     return out
 
 
 def summary(views: Sequence[FlightView]) -> str:
     """`3/5 reported · 1 needs input · 1 dead · 1 running` (zero counts left out)."""
-    if not views:
+    return summary_of(len(views), sum(v.reported for v in views), Counter(v.state for v in views))
+
+
+def summary_of(total: int, reported: int, states: Mapping[str, int]) -> str:
+    if not total:
         return "no flights yet"
-    counts: dict[str, int] = {}
-    for v in views:
-        counts[v.state] = counts.get(v.state, 0) + 1
-    parts = [f"{sum(v.reported for v in views)}/{len(views)} reported"]
+    parts = [f"{reported}/{total} reported"]
     order = ("needs_input", "dead", "running", "idle", "closed")
-    parts += [f"{counts[s]} {word(s)}" for s in order if counts.get(s)]
+    parts += [f"{states[s]} {word(s)}" for s in order if states.get(s)]
     return " · ".join(parts)
+
+
+class Panel:
+    """The flights panel's rows in order, with its counts, kept up to date by the flights
+    that changed: with 10,000 flights a repaint costs what changed, not the wave."""
+
+    def __init__(self, me: str) -> None:
+        self.me = me  # the person's own record is not a flight
+        self.views: list[FlightView] = []
+        self._pos: dict[str, int] = {}
+        self._got: set[str] = set()
+        self.states: Counter[str] = Counter()
+        self.waves: Counter[str] = Counter()
+        self.reported = 0
+
+    def rebuild(self, agents: Iterable[Agent], got: set[str]) -> None:
+        self.views = [flight_view(a, a.id in got) for a in agents if a.id != self.me]
+        self._pos = {v.id: i for i, v in enumerate(self.views)}
+        self._got = got
+        self.states = Counter(v.state for v in self.views)
+        self.waves = Counter(v.wave for v in self.views if v.wave)
+        self.reported = sum(v.reported for v in self.views)
+
+    def update(self, agents: Mapping[str, Agent], ids: Iterable[str], got: set[str]) -> list[FlightView] | None:
+        """Rebuild the views of `ids` and of the flights whose reported mark changed; the
+        views that differ, or None when a flight is new (then `rebuild`)."""
+        touched = set(ids) | (got ^ self._got)
+        touched.discard(self.me)
+        self._got = got
+        out = []
+        for agent_id in touched:
+            a = agents.get(agent_id)
+            if a is None:
+                continue
+            pos = self._pos.get(agent_id)
+            if pos is None:
+                return None
+            old, new = self.views[pos], flight_view(a, agent_id in got)
+            if new != old:
+                self.views[pos] = new
+                self._count(old, -1)
+                self._count(new, 1)
+                out.append(new)
+        return out
+
+    def _count(self, v: FlightView, n: int) -> None:
+        self.states[v.state] += n
+        self.reported += n * v.reported
+        if v.wave:
+            self.waves[v.wave] += n
+            if not self.waves[v.wave]:
+                del self.waves[v.wave]
+
+    def summary(self) -> str:
+        return summary_of(len(self.views), self.reported, self.states)
 
 
 @dataclass(frozen=True)

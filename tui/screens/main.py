@@ -26,7 +26,7 @@ from textual.widgets import DataTable, Footer, Input, Static
 
 from ...core import agents as agents_mod
 from ...core import messages
-from ...core.bus import Bus
+from ...core.bus import Bus, inbox_key
 from ...core.errors import WavewaitError
 from ...core.ids import resolve, short
 from ...core.model import AGENT_ITEM_TYPES, Agent, WaitRecord, now
@@ -36,7 +36,7 @@ from ..commands import Parsed, Usage, parse
 from ..demo import launch
 from ..messages import WaitEnded, WaitProgressed
 from ..result_view import received_from, render_result
-from ..state import GLYPH, FlightView, flight_view, mirror_view, one_line, received_ids, summary, word
+from ..state import GLYPH, FlightView, Panel, mirror_view, one_line, received_ids, word
 from ..typed_app import wave_app
 from ..widgets.command import CommandLine
 from ..widgets.eventlog import EventLog
@@ -81,6 +81,7 @@ received. **F1** shows the help of the focused part.
         super().__init__()
         # the latest read of the bus
         self.agents: list[Agent] = []
+        self._by_id: dict[str, Agent] = {}  # the same records by id, kept from read to read
         self.waits: list[WaitRecord] = []
         self.heard_from: set[str] = set()
         self.rounds: dict[str, float] = {}  # flight id -> when the person last sent it work
@@ -88,7 +89,8 @@ received. **F1** shows the help of the focused part.
         self._dirty = True
         self._first_read = True
         self._last_repaint_second = -1
-        self._view_cache: dict[str, tuple[Agent, bool, FlightView]] = {}
+        self._panel = Panel("")  # the rows and counts; its `me` is set on mount
+        self._stale: set[str] | None = None  # flights read since the last repaint; None: all
         self._full_gc_at = time.monotonic()
         # the person's own wait
         self.control: Control | None = None
@@ -169,7 +171,7 @@ received. **F1** shows the help of the focused part.
             while True:
                 started = time.monotonic()
                 try:
-                    await self.read_bus()
+                    await self.read_bus(None if failing else changes.changed())
                 except WavewaitError as e:  # say so, keep the last picture, try again shortly
                     if not failing:
                         log.exception("reading the bus failed")
@@ -187,22 +189,53 @@ received. **F1** shows the help of the focused part.
         finally:
             changes.close()
 
-    async def read_bus(self) -> None:
+    async def read_bus(self, changed: set[str] | None = None) -> None:
+        """Read what `changed` names (agent records, waits, this inbox), or everything when
+        it is None or on the first read: with 10,000 flights a wake costs what changed, not
+        the whole bus."""
         bus = self.bus
-        agents = await bus.list_agents()
-        waits = await bus.list_waits()
-        heard = {r.sender for r in await bus.pending(self.me) if r.type in AGENT_ITEM_TYPES}
-        heard |= {i.sender for i in await bus.history(self.me, 1000) if i.type in AGENT_ITEM_TYPES}
-        self._note_changes(agents, waits)
-        self.agents, self.waits, self.heard_from = agents, waits, heard
+        full = changed is None or not self.read_count
+        keys = changed or set()
+        if full:
+            fresh = await bus.list_agents()
+        else:
+            ids = [k[2:] for k in keys if k.startswith("a:")]
+            fresh = list((await bus.get_agents(ids)).values()) if ids else []
+        waits = await bus.list_waits() if full or any(k.startswith("w:") for k in keys) else self.waits
+        heard = self.heard_from
+        if full or inbox_key(self.me) in keys:
+            heard = {r.sender for r in await bus.pending(self.me) if r.type in AGENT_ITEM_TYPES}
+            heard |= {i.sender for i in await bus.history(self.me, 1000) if i.type in AGENT_ITEM_TYPES}
+        if full or fresh:
+            self._note_changes(fresh, waits)
+            self._take(fresh, full)
+        elif waits is not self.waits:
+            self._note_changes([], waits)
+        self.waits, self.heard_from = waits, heard
         self.read_count += 1
         self._dirty = True
         self._repaint_unless_timed()
 
+    def _take(self, fresh: list[Agent], full: bool) -> None:
+        """Fold the records just read into `agents` (ordered as the bus lists them)."""
+        if full:
+            self._by_id = {a.id: a for a in fresh}
+            self.agents = fresh
+            self._stale = None
+            return
+        if self._stale is not None:
+            self._stale.update(a.id for a in fresh)
+        new = any(a.id not in self._by_id for a in fresh)
+        self._by_id.update((a.id, a) for a in fresh)
+        self.agents = list(self._by_id.values())
+        if new:
+            self.agents.sort(key=lambda a: (a.created_at, a.id))
+
     def _note_changes(self, agents: list[Agent], waits: list[WaitRecord]) -> None:
-        """Turn the difference between two reads into event-log lines and death toasts."""
+        """Turn the difference between the records just read and the last ones into
+        event-log lines and death toasts (`agents`: only the records read this time)."""
         roles = self.wave_app.roles
-        before = {a.id: a for a in self.agents}
+        before = self._by_id
         events = self.query_one(EventLog)
         deaths: list[Agent] = []
         asks: list[Agent] = []
@@ -236,13 +269,18 @@ received. **F1** shows the help of the focused part.
         old_waits = {w.id for w in self.waits}
         new_waits = {w.id for w in waits}
         names = {a.id: a.name for a in agents}
+
+        def name_of(agent_id: str) -> str:
+            known = before.get(agent_id)
+            return names.get(agent_id) or (known.name if known else agent_id)
+
         for w in waits:
             if w.id not in old_waits and not self._first_read and w.id not in self.own_waits:
-                who = names.get(w.waiter, w.waiter)
+                who = name_of(w.waiter)
                 events.add(w.waiter, Text(f"⧗ {who} waits ({w.tool}): {w.description}", style=roles["warn"]))
         for w in self.waits:
             if w.id not in new_waits and w.id not in self.own_waits:
-                who = names.get(w.waiter, w.waiter)
+                who = name_of(w.waiter)
                 events.add(w.waiter, Text(f"⧗ wait {short(w.id)} of {who} ended", style="dim"))
         self._first_read = False
         for a in asks:
@@ -271,22 +309,22 @@ received. **F1** shows the help of the focused part.
         return [a for a in self.agents if a.id != self.me]
 
     def flight_views(self) -> list[FlightView]:
-        """One view per flight; a view is rebuilt only when its record or its word changed."""
-        flights = self.flights()
+        """One view per flight, in order."""
+        self._refresh_panel()
+        return self._panel.views
+
+    def _refresh_panel(self) -> list[FlightView] | None:
+        """Bring the panel's views up to the records read: the views that changed, or None
+        when all were rebuilt (the first read, a full read, a new flight)."""
+        panel = self._panel
+        panel.me = self.me
         heard = self.heard_from | self.wait_received | self.last_wait_received
-        got = received_ids(flights, heard, self.rounds)
-        cache, views = self._view_cache, []
-        for a in flights:
-            received = a.id in got
-            hit = cache.get(a.id)
-            if hit is None or hit[0] is not a or hit[1] != received:
-                hit = cache[a.id] = (a, received, flight_view(a, received))
-            views.append(hit[2])
-        if len(cache) > 2 * len(flights) + 100:
-            live = {a.id for a in flights}
-            for k in [k for k in cache if k not in live]:
-                del cache[k]
-        return views
+        got = received_ids(self._by_id, heard, self.rounds)
+        stale, self._stale = self._stale, set()
+        changed = None if stale is None else panel.update(self._by_id, stale, got)
+        if changed is None:
+            panel.rebuild(self.agents, got)
+        return changed
 
     def flight_ids(self) -> list[tuple[str, str]]:
         return [(a.id, a.name) for a in self.flights()]
@@ -328,13 +366,16 @@ received. **F1** shows the help of the focused part.
         t = self.wave_app.settings.clock()
         self._dirty = False
         self._last_repaint_second = int(t)
-        views = self.flight_views()
+        changed = self._refresh_panel()
         table = self.query_one(FlightsTable)
         table.roles = self.wave_app.roles
-        table.show(views, t)
+        if changed is None:
+            table.show(self._panel.views, t)
+        else:
+            table.show_changed(changed, t)
         head = Text()
-        head.append(summary(views), style="bold")
-        waves = sorted({v.wave for v in views if v.wave})
+        head.append(self._panel.summary(), style="bold")
+        waves = sorted(self._panel.waves)
         if waves:
             head.append(f"  ·  {', '.join(waves)}", style="dim")
         head.append(f"  ·  you: {self.me}", style="dim")

@@ -111,6 +111,15 @@ short id, wave, time since it started, time since its last message, and its last
                 self._paint(v, t)
         self.spin(t)
 
+    def show_changed(self, views: Sequence[FlightView], t: float) -> None:
+        """Repaint the rows of `views`, already shown in their places (`show` adds, removes
+        and orders rows); then bring the clocks on screen to `t`."""
+        for v in views:
+            if v.id in self._shown:
+                self._shown[v.id] = v
+                self._paint(v, t)
+        self.spin(t)
+
     def spin(self, t: float) -> None:
         """Bring the clocks and spinners of the rows on screen to time `t`."""
         self._t = t
