@@ -546,3 +546,30 @@ def test_demo_plan_is_repeatable_with_a_seed():
     assert plan(7) != plan(8)
     roles = sorted(f.role for f in plan(7).flights)
     assert roles == ["ask", "die", "report", "report", "report-cli", "slow"]
+
+
+async def test_a_wake_reads_only_what_changed_and_the_summary_follows(bus, monkeypatch):
+    """With a big wave a wake must not re-read every record: after the first read, the panel
+    follows changes (a state, a new flight, a report) by the keys the bus names."""
+    for i, name in enumerate(("file-reader", "test-runner", "linter")):
+        await put_flight(bus, name, i + 1)
+    full_reads = 0
+    list_agents = bus.list_agents
+
+    async def counted():
+        nonlocal full_reads
+        full_reads += 1
+        return await list_agents()
+
+    monkeypatch.setattr(bus, "list_agents", counted)
+    async with running(bus, sweep_every=0) as (app, pilot):
+        await until(lambda: "0/3 reported · 3 running" in screen_text(app), what="the first read")
+        first = full_reads
+        await bus.transition(IDS["linter"], "dead", ("running",), reason="exited with code 1")
+        await until(lambda: "0/3 reported · 1 dead · 2 running" in screen_text(app), what="the death")
+        await put_flight(bus, "doc-writer", 4)
+        await until(lambda: "0/4 reported · 1 dead · 3 running" in screen_text(app), what="the new flight")
+        await messages.send(bus, IDS["file-reader"], "orchestrator", "found 3 issues")
+        await until(lambda: "1/4 reported" in screen_text(app), what="the report")
+        assert [v.name for v in app.main.flight_views()] == ["file-reader", "test-runner", "linter", "doc-writer"]
+    assert full_reads == first  # every wake after the first read only what it was told changed
