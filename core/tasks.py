@@ -400,7 +400,8 @@ class TaskStore(Protocol):
         ...
 
     async def complete(self, task_id: str, handoff: HandoffRecord, only_from: Sequence[str]) -> Task | None:
-        """Store the handoff and set the status, if the status is in `only_from`."""
+        """Store the handoff (under the task's own type, whatever `handoff.type` says) and set
+        the status, if the status is in `only_from`: one atomic compare-and-set."""
         ...
 
     async def handoff(self, task_id: str) -> HandoffRecord | None: ...
@@ -614,19 +615,18 @@ async def complete_task(
     target = task_id or bound
     if not target:
         raise BadInput("taskId: this process is bound to no task (WAVEWAIT_TASK_ID is unset); pass taskId")
-    task = await q.task(target)
-    if task.status in FINISHED:
-        raise TaskError(f"taskId: task {task.id} is already {task.status}; a task is completed once")
+    check_id(target, "taskId")
+    # one compare-and-set, no read before it: the store files the handoff under the task's type
     record = HandoffRecord.model_validate(
-        checked.model_dump(by_alias=True) | {"taskId": task.id, "type": task.type, "status": status}
+        checked.model_dump(by_alias=True) | {"taskId": target, "type": "", "status": status}
     )
-    done = await q.store.complete(task.id, record, ("queued", "running"))
+    done = await q.store.complete(target, record, ("queued", "running"))
     if done is None:
-        current = await q.task(task.id)
-        raise TaskError(f"taskId: task {task.id} is already {current.status}; a task is completed once")
-    if bound == task.id:  # the task's own agent finished its job: idle (DESIGN)
+        current = await q.task(target)  # no such task, or finished already
+        raise TaskError(f"taskId: task {current.id} is already {current.status}; a task is completed once")
+    if bound == done.id:  # the task's own agent finished its job: idle (DESIGN)
         await q.bus.transition(caller, "idle", ("running",))
-    return Completed(task_id=task.id, status=record.status)
+    return Completed(task_id=done.id, status=record.status)
 
 
 async def upstream(q: TaskQueue, task: Task) -> list[Task]:
