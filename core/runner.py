@@ -104,10 +104,14 @@ class Runner:
         queue_changes = await self.q.store.subscribe()  # before the first read
         agent_changes = await self.q.bus.subscribe(agents=True)
         try:
+            first = True
             while True:
                 running = await self._round()
                 if running is None:
                     return await self.summary()
+                if first:  # says it is on the job (and, to a second runner's starter, that it is up)
+                    first = False
+                    await self._report_watching()
                 rescan_at = time.monotonic() + RESCAN_EVERY
                 while True:  # sleep until a change; meanwhile only sweep the agents' liveness
                     t = time.monotonic()
@@ -121,6 +125,11 @@ class Runner:
         finally:
             queue_changes.close()
             agent_changes.close()
+
+    async def _report_watching(self) -> None:
+        tasks = await self.q.store.tasks()
+        count = {s: sum(1 for t in tasks if t.status == s) for s in ("running", "queued")}
+        self.report(f"queue {self.q.name}: {count['running']} running, {count['queued']} queued; watching for changes")
 
     @staticmethod
     async def _changed(*changes: Changes, timeout: float) -> bool:
