@@ -121,7 +121,7 @@ class Runner:
                     if time.monotonic() >= rescan_at:
                         break
                     # a death it records is a change to an agent record, which wakes us
-                    await agents.sweep(self.q.bus, [a for i in running if (a := await self.q.bus.get_agent(i))])
+                    await agents.sweep(self.q.bus, list((await self.q.bus.get_agents(running)).values()))
         finally:
             queue_changes.close()
             agent_changes.close()
@@ -161,7 +161,7 @@ class Runner:
         ]
         starts = runnable[: max(0, self.max_parallel - running)]
         if starts:
-            results = await asyncio.gather(*(self._start(t) for t in starts))
+            results = await asyncio.gather(*(self._start(t, tasks) for t in starts))
             for t in results:
                 if t is not None:
                     tasks[t.id] = t
@@ -176,13 +176,12 @@ class Runner:
         `run-queue` on the same queue, say): left alone unless that has taken STARTING_GRACE,
         which only a runner that died between the two steps can make it take."""
         running = [t for t in running if t.agent_id is not None or now() - t.updated_at >= STARTING_GRACE]
-        known: dict[str, Agent] = {}
+        ids = [t.agent_id for t in running if t.agent_id]
+        known: dict[str, Agent] = await self.q.bus.get_agents(ids) if ids else {}  # one read
+        for dead in await agents.sweep(self.q.bus, [a for a in known.values() if not a.finished]):
+            known[dead.id] = dead
         for t in running:
-            if t.agent_id and (a := await self.q.bus.get_agent(t.agent_id)) is not None:
-                known[t.id] = a
-        await agents.sweep(self.q.bus, [a for a in known.values() if not a.finished])
-        for t in running:
-            agent = await self.q.bus.get_agent(t.agent_id) if t.id in known and t.agent_id else None
+            agent = known.get(t.agent_id) if t.agent_id else None
             if agent is not None and not agent.finished:
                 continue
             why = f"its agent {agent.reason or agent.status}" if agent else "its agent is gone"
@@ -220,14 +219,14 @@ class Runner:
                     changed = True
                     self.report(f"{t.type} {t.id[:8]}: skipped ({note})")
 
-    async def _start(self, task: Task) -> Task | None:
+    async def _start(self, task: Task, tasks: dict[str, Task]) -> Task | None:
         marked = await self.q.store.update(
             task.id, ("queued",), status="running", attempts=task.attempts + 1, agent_id=None, note=None
         )
         if marked is None:
             return None  # completed or changed by someone else meanwhile
         try:
-            prompt = await task_prompt(self.q, marked)
+            prompt = await task_prompt(self.q, marked, tasks)  # the queue as this round read it
             agent = await agents.spawn(
                 self.q.bus,
                 f"{task.type}-{task.id[:8]}",

@@ -280,6 +280,13 @@ class FileTaskStore:
     async def handoff(self, task_id: str) -> HandoffRecord | None:
         return self._read_handoff(self.root / "handoffs" / f"{check_id(task_id, 'taskId')}.json")
 
+    async def handoffs_of(self, task_ids: Sequence[str]) -> dict[str, HandoffRecord]:
+        found = {}
+        for task_id in task_ids:
+            if (h := await self.handoff(task_id)) is not None:
+                found[task_id] = h
+        return found
+
     async def handoffs(self) -> list[HandoffRecord]:
         found = []
         with os.scandir(self.root / "handoffs") as it:

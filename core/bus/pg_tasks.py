@@ -245,6 +245,15 @@ class PgTaskStore:
         )
         return HandoffRecord.model_validate(rows[0][0]) if rows else None
 
+    async def handoffs_of(self, task_ids: Sequence[str]) -> dict[str, HandoffRecord]:
+        await self._ready()
+        ids = [check_id(t, "taskId") for t in task_ids]
+        rows = await self.bus._rows(
+            "SELECT record FROM handoffs WHERE queue = %s AND task_id = ANY(%s)", [self.queue, ids]
+        )
+        found = [HandoffRecord.model_validate(r[0]) for r in rows]
+        return {h.task_id: h for h in found}
+
     async def handoffs(self) -> list[HandoffRecord]:
         await self._ready()
         rows = await self.bus._rows(
