@@ -18,8 +18,8 @@ renamed into place, so a crash never leaves half of one. The flush happens befor
 queue's lock is taken, so the flushes of concurrent writers (threads of one process, or
 several processes) share the file system's journal commits instead of queueing behind the
 lock; under the lock only the check and the rename remain (a compare-and-set: a change
-prepared from a record that moved on meanwhile is prepared again under the lock). The
-writes run in a worker thread, off the event loop. An enqueue's `seq` is the count it read
+prepared from a record that moved on meanwhile is prepared again under the lock). Writes
+that arrive together run in worker threads (`_off_loop`). An enqueue's `seq` is the count it read
 before the lock: enqueues that overlap may share one, then `created_at` orders them.
 """
 
@@ -31,9 +31,9 @@ import fcntl
 import logging
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -44,6 +44,7 @@ from ..tasks import FINISHED, Conflict, HandoffRecord, Task
 from .file import FileBus, _write_new
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class FileTaskStore:
@@ -58,6 +59,7 @@ class FileTaskStore:
             (self.root / sub).mkdir(mode=0o700, parents=True, exist_ok=True)
         self._cache: dict[str, tuple[tuple[int, int, int], Task]] = {}
         self._handoffs: dict[str, tuple[tuple[int, int, int], HandoffRecord]] = {}
+        self._writers = 0  # writes of this store under way (see _off_loop)
 
     # ------------------------------------------------------------------ files
     def _prepare(self, dest: Path, record: BaseModel) -> Path:
@@ -80,6 +82,20 @@ class FileTaskStore:
     def _discard(tmp: Path) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+
+    async def _off_loop(self, write: Callable[..., T], *args: Any) -> T:
+        """Run a write (which flushes to disk): on the event loop when it is this store's only
+        one, else in a worker thread, so the flushes of writes that arrive together (the
+        runner starting several tasks, a server's concurrent calls) overlap and share the
+        journal's commits; a lone writer saves the hop to a thread."""
+        self._writers += 1
+        try:
+            await asyncio.sleep(0)  # writes started together count themselves first
+            if self._writers == 1:
+                return write(*args)
+            return await asyncio.to_thread(write, *args)
+        finally:
+            self._writers -= 1
 
     @contextlib.contextmanager
     def _lock(self) -> Iterator[int]:
@@ -148,7 +164,7 @@ class FileTaskStore:
 
     # ------------------------------------------------------------------ the store
     async def add(self, task: Task, max_tasks: int) -> Conflict | None:
-        return await asyncio.to_thread(self._add, task, max_tasks)
+        return await self._off_loop(self._add, task, max_tasks)
 
     def _add(self, task: Task, max_tasks: int) -> Conflict | None:
         key = task.dedup_key
@@ -193,7 +209,7 @@ class FileTaskStore:
         return tasks
 
     async def update(self, task_id: str, only_from: Sequence[str], **changes: Any) -> Task | None:
-        return await asyncio.to_thread(self._update, task_id, only_from, changes)
+        return await self._off_loop(self._update, task_id, only_from, changes)
 
     def _update(self, task_id: str, only_from: Sequence[str], changes: dict[str, Any]) -> Task | None:
         """Prepared (written and flushed) outside the lock from the task as read; under the lock,
@@ -221,7 +237,7 @@ class FileTaskStore:
             self._discard(tmp)
 
     async def complete(self, task_id: str, handoff: HandoffRecord, only_from: Sequence[str]) -> Task | None:
-        return await asyncio.to_thread(self._complete, task_id, handoff, only_from)
+        return await self._off_loop(self._complete, task_id, handoff, only_from)
 
     def _complete(self, task_id: str, handoff: HandoffRecord, only_from: Sequence[str]) -> Task | None:
         """One file, the handoff, is the completion (the task's record is not rewritten): written
