@@ -15,7 +15,8 @@ Rows, for each bus:
   `spawn_agent`).
 - enqueue+complete throughput: N tasks enqueued, then each completed with a handoff, in one
   process; and the same split over 4 processes at once (fsyncs of concurrent writers share
-  journal commits on ext4).
+  journal commits on ext4). Each call waits for its own write: on the directory bus one
+  fsync'd file per enqueue and one per completion, on PostgreSQL one statement each.
 Targets (issue 14): dependency -> agent started p50 and p99 <= 50 ms on both buses;
 >= 1,000 tasks/s on the directory bus, >= 2,000 on PostgreSQL.
 The PostgreSQL schema is fresh for the run and dropped after.
@@ -39,6 +40,7 @@ from psycopg import sql
 
 from wavewait.core import agents
 from wavewait.core.bus import Bus, open_bus
+from wavewait.core.bus.file import DURABLE
 from wavewait.core.runner import Runner
 from wavewait.core.tasks import Limits, TaskQueue, complete_task, enqueue_task, parse_task_types
 
@@ -206,6 +208,12 @@ def main() -> None:
     for r in table:
         print("| " + " | ".join(str(x).ljust(w) for x, w in zip(r, widths, strict=True)) + " |")
     print("targets: done -> agent started p50/p99 <= 50 ms; >= 1,000 tasks/s (directory), >= 2,000 (PostgreSQL)")
+    print(
+        "durability: directory bus "
+        + ("fsync before every rename" if DURABLE else "no fsync (WAVEWAIT_FSYNC=0)")
+        + "; PostgreSQL synchronous_commit "
+        + ("as the URL sets it" if "synchronous_commit" in PG_URL else "off (the bus's default)")
+    )
 
 
 if __name__ == "__main__":

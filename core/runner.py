@@ -104,10 +104,14 @@ class Runner:
         queue_changes = await self.q.store.subscribe()  # before the first read
         agent_changes = await self.q.bus.subscribe(agents=True)
         try:
+            first = True
             while True:
                 running = await self._round()
                 if running is None:
                     return await self.summary()
+                if first:  # says it is on the job (and, to a second runner's starter, that it is up)
+                    first = False
+                    await self._report_watching()
                 rescan_at = time.monotonic() + RESCAN_EVERY
                 while True:  # sleep until a change; meanwhile only sweep the agents' liveness
                     t = time.monotonic()
@@ -117,10 +121,15 @@ class Runner:
                     if time.monotonic() >= rescan_at:
                         break
                     # a death it records is a change to an agent record, which wakes us
-                    await agents.sweep(self.q.bus, [a for i in running if (a := await self.q.bus.get_agent(i))])
+                    await agents.sweep(self.q.bus, list((await self.q.bus.get_agents(running)).values()))
         finally:
             queue_changes.close()
             agent_changes.close()
+
+    async def _report_watching(self) -> None:
+        tasks = await self.q.store.tasks()
+        count = {s: sum(1 for t in tasks if t.status == s) for s in ("running", "queued")}
+        self.report(f"queue {self.q.name}: {count['running']} running, {count['queued']} queued; watching for changes")
 
     @staticmethod
     async def _changed(*changes: Changes, timeout: float) -> bool:
@@ -152,7 +161,7 @@ class Runner:
         ]
         starts = runnable[: max(0, self.max_parallel - running)]
         if starts:
-            results = await asyncio.gather(*(self._start(t) for t in starts))
+            results = await asyncio.gather(*(self._start(t, tasks) for t in starts))
             for t in results:
                 if t is not None:
                     tasks[t.id] = t
@@ -167,13 +176,12 @@ class Runner:
         `run-queue` on the same queue, say): left alone unless that has taken STARTING_GRACE,
         which only a runner that died between the two steps can make it take."""
         running = [t for t in running if t.agent_id is not None or now() - t.updated_at >= STARTING_GRACE]
-        known: dict[str, Agent] = {}
+        ids = [t.agent_id for t in running if t.agent_id]
+        known: dict[str, Agent] = await self.q.bus.get_agents(ids) if ids else {}  # one read
+        for dead in await agents.sweep(self.q.bus, [a for a in known.values() if not a.finished]):
+            known[dead.id] = dead
         for t in running:
-            if t.agent_id and (a := await self.q.bus.get_agent(t.agent_id)) is not None:
-                known[t.id] = a
-        await agents.sweep(self.q.bus, [a for a in known.values() if not a.finished])
-        for t in running:
-            agent = await self.q.bus.get_agent(t.agent_id) if t.id in known and t.agent_id else None
+            agent = known.get(t.agent_id) if t.agent_id else None
             if agent is not None and not agent.finished:
                 continue
             why = f"its agent {agent.reason or agent.status}" if agent else "its agent is gone"
@@ -211,14 +219,14 @@ class Runner:
                     changed = True
                     self.report(f"{t.type} {t.id[:8]}: skipped ({note})")
 
-    async def _start(self, task: Task) -> Task | None:
+    async def _start(self, task: Task, tasks: dict[str, Task]) -> Task | None:
         marked = await self.q.store.update(
             task.id, ("queued",), status="running", attempts=task.attempts + 1, agent_id=None, note=None
         )
         if marked is None:
             return None  # completed or changed by someone else meanwhile
         try:
-            prompt = await task_prompt(self.q, marked)
+            prompt = await task_prompt(self.q, marked, tasks)  # the queue as this round read it
             agent = await agents.spawn(
                 self.q.bus,
                 f"{task.type}-{task.id[:8]}",

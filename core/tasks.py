@@ -400,10 +400,15 @@ class TaskStore(Protocol):
         ...
 
     async def complete(self, task_id: str, handoff: HandoffRecord, only_from: Sequence[str]) -> Task | None:
-        """Store the handoff and set the status, if the status is in `only_from`."""
+        """Store the handoff (under the task's own type, whatever `handoff.type` says) and set
+        the status, if the status is in `only_from`: one atomic compare-and-set."""
         ...
 
     async def handoff(self, task_id: str) -> HandoffRecord | None: ...
+    async def handoffs_of(self, task_ids: Sequence[str]) -> dict[str, HandoffRecord]:
+        """The handoffs of those of `task_ids` that have one, in one read where the bus can."""
+        ...
+
     async def handoffs(self) -> list[HandoffRecord]: ...
     async def subscribe(self) -> Changes:
         """Wakes on any change to the queue's tasks (call before reading)."""
@@ -614,23 +619,23 @@ async def complete_task(
     target = task_id or bound
     if not target:
         raise BadInput("taskId: this process is bound to no task (WAVEWAIT_TASK_ID is unset); pass taskId")
-    task = await q.task(target)
-    if task.status in FINISHED:
-        raise TaskError(f"taskId: task {task.id} is already {task.status}; a task is completed once")
+    check_id(target, "taskId")
+    # one compare-and-set, no read before it: the store files the handoff under the task's type
     record = HandoffRecord.model_validate(
-        checked.model_dump(by_alias=True) | {"taskId": task.id, "type": task.type, "status": status}
+        checked.model_dump(by_alias=True) | {"taskId": target, "type": "", "status": status}
     )
-    done = await q.store.complete(task.id, record, ("queued", "running"))
+    done = await q.store.complete(target, record, ("queued", "running"))
     if done is None:
-        current = await q.task(task.id)
-        raise TaskError(f"taskId: task {task.id} is already {current.status}; a task is completed once")
-    if bound == task.id:  # the task's own agent finished its job: idle (DESIGN)
+        current = await q.task(target)  # no such task, or finished already
+        raise TaskError(f"taskId: task {current.id} is already {current.status}; a task is completed once")
+    if bound == done.id:  # the task's own agent finished its job: idle (DESIGN)
         await q.bus.transition(caller, "idle", ("running",))
-    return Completed(task_id=task.id, status=record.status)
+    return Completed(task_id=done.id, status=record.status)
 
 
-async def upstream(q: TaskQueue, task: Task) -> list[Task]:
-    """The task's dependencies, transitively, nearest first (breadth first, each once)."""
+async def upstream(q: TaskQueue, task: Task, known: dict[str, Task] | None = None) -> list[Task]:
+    """The task's dependencies, transitively, nearest first (breadth first, each once).
+    `known` (the queue as the caller just read it) saves reading each dependency."""
     seen: set[str] = {task.id}
     order: list[Task] = []
     level = list(task.depends_on)
@@ -640,7 +645,9 @@ async def upstream(q: TaskQueue, task: Task) -> list[Task]:
             if dep_id in seen:
                 continue
             seen.add(dep_id)
-            dep = await q.store.get(dep_id)
+            dep = known.get(dep_id) if known is not None else None
+            if dep is None:
+                dep = await q.store.get(dep_id)
             if dep is None:
                 continue
             order.append(dep)
@@ -649,13 +656,10 @@ async def upstream(q: TaskQueue, task: Task) -> list[Task]:
     return order
 
 
-async def upstream_handoffs(q: TaskQueue, task: Task) -> list[HandoffRecord]:
-    out = []
-    for dep in await upstream(q, task):
-        h = await q.store.handoff(dep.id)
-        if h is not None:
-            out.append(h)
-    return out
+async def upstream_handoffs(q: TaskQueue, task: Task, known: dict[str, Task] | None = None) -> list[HandoffRecord]:
+    deps = await upstream(q, task, known)
+    found = await q.store.handoffs_of([d.id for d in deps]) if deps else {}
+    return [found[d.id] for d in deps if d.id in found]
 
 
 async def read_handoffs(
@@ -704,10 +708,10 @@ def handoff_text(handoffs: Sequence[HandoffRecord]) -> str:
     return "\n\n".join(blocks)
 
 
-async def task_prompt(q: TaskQueue, task: Task) -> str:
+async def task_prompt(q: TaskQueue, task: Task, known: dict[str, Task] | None = None) -> str:
     """The prompt a task's agent gets: its rendered prompt, then its dependencies' handoffs."""
     prompt = render_prompt(q.type_of(task.type), task.inputs)
-    handoffs = await upstream_handoffs(q, task)
+    handoffs = await upstream_handoffs(q, task, known)
     if not handoffs:
         return prompt
     return f"{prompt}\n\n# Handoffs of the tasks before this one (nearest first)\n\n{handoff_text(handoffs)}"

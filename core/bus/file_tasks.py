@@ -1,36 +1,50 @@
 """The task queue on the directory bus: a folder per queue.
 
     queues/<queue>/tasks/<id>.json      task records, replaced atomically (tmp, fsync, rename)
-    queues/<queue>/handoffs/<id>.json   handoffs, written once, the same way
+    queues/<queue>/handoffs/<id>.json   handoffs, written once, the same way; a task with a
+                                        handoff is finished: its status is the handoff's,
+                                        whatever its record says (completing writes one file)
     queues/<queue>/dedup/<key>          the id of the live task with that dedup key
     queues/<queue>/lock                 flock: one writer at a time; holds the task count
     queues/<queue>/tmp/                 files being written
 
-Every change to a task happens under the queue's lock, so the budget and dedup guards hold
-however many processes enqueue at once. The count is raised before the task's file is
-written: a crash between the two spends one task of the budget, never exceeds it.
+Every change to a task is decided under the queue's lock (a compare-and-set on its status),
+so the budget and dedup guards hold however many processes enqueue at once, and two runners
+never both mark one task running. The count is raised before the task's file is renamed into
+place: a crash between the two spends one task of the budget, never exceeds it.
+
+Durability: one state change is one file, written whole and flushed (fsync) before it is
+renamed into place, so a crash never leaves half of one. The flush happens before the
+queue's lock is taken, so the flushes of concurrent writers (threads of one process, or
+several processes) share the file system's journal commits instead of queueing behind the
+lock; under the lock only the check and the rename remain (a compare-and-set: a change
+prepared from a record that moved on meanwhile is prepared again under the lock). Writes
+that arrive together run in worker threads (`_off_loop`). An enqueue's `seq` is the count it read
+before the lock: enqueues that overlap may share one, then `created_at` orders them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fcntl
 import logging
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from .. import watch
 from ..ids import check_id, new_id
 from ..model import now
-from ..tasks import Conflict, HandoffRecord, Task
+from ..tasks import FINISHED, Conflict, HandoffRecord, Task
 from .file import FileBus, _write_new
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class FileTaskStore:
@@ -44,24 +58,44 @@ class FileTaskStore:
         for sub in ("", "tasks", "handoffs", "dedup", "tmp"):
             (self.root / sub).mkdir(mode=0o700, parents=True, exist_ok=True)
         self._cache: dict[str, tuple[tuple[int, int, int], Task]] = {}
+        self._handoffs: dict[str, tuple[tuple[int, int, int], HandoffRecord]] = {}
+        self._writers = 0  # writes of this store under way (see _off_loop)
 
     # ------------------------------------------------------------------ files
-    def _write(self, dest: Path, record: BaseModel) -> None:
-        """Atomically replace `dest`: a reader sees the old record or the new, and a crash of
-        the machine right after leaves the new one (fsync before the rename, as every write
-        of the directory bus: `WAVEWAIT_FSYNC=0` trades that for speed). A failed write
-        leaves nothing and says why."""
+    def _prepare(self, dest: Path, record: BaseModel) -> Path:
+        """A complete, flushed copy of `record` in tmp/, for `_publish` to rename to `dest`."""
         tmp = self.root / "tmp" / f"{dest.name}.{new_id()}"
         try:
             _write_new(tmp, record.model_dump_json(by_alias=True).encode())
-            try:
-                os.rename(tmp, dest)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
-                raise
         except OSError as e:
             raise self.bus._write_failed(e, f"the task record {dest.name}") from e
+        return tmp
+
+    def _publish(self, tmp: Path, dest: Path) -> None:
+        try:
+            os.rename(tmp, dest)
+        except OSError as e:
+            self._discard(tmp)
+            raise self.bus._write_failed(e, f"the task record {dest.name}") from e
+
+    @staticmethod
+    def _discard(tmp: Path) -> None:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+
+    async def _off_loop(self, write: Callable[..., T], *args: Any) -> T:
+        """Run a write (which flushes to disk): on the event loop when it is this store's only
+        one, else in a worker thread, so the flushes of writes that arrive together (the
+        runner starting several tasks, a server's concurrent calls) overlap and share the
+        journal's commits; a lone writer saves the hop to a thread."""
+        self._writers += 1
+        try:
+            await asyncio.sleep(0)  # writes started together count themselves first
+            if self._writers == 1:
+                return write(*args)
+            return await asyncio.to_thread(write, *args)
+        finally:
+            self._writers -= 1
 
     @contextlib.contextmanager
     def _lock(self) -> Iterator[int]:
@@ -87,7 +121,18 @@ class FileTaskStore:
     def _task_path(self, task_id: str) -> Path:
         return self.root / "tasks" / f"{check_id(task_id, 'taskId')}.json"
 
-    def _read(self, path: Path) -> Task | None:
+    def _read(self, path: Path, handoffs: set[str] | None = None) -> Task | None:
+        """The task in `path` as it stands: a task with a handoff has the handoff's status.
+        `handoffs` (the names in handoffs/, when the caller listed them) saves a stat."""
+        task = self._read_record(path)
+        if task is None or task.status in FINISHED or (handoffs is not None and path.name not in handoffs):
+            return task
+        h = self._read_handoff(self.root / "handoffs" / path.name)
+        if h is None:
+            return task
+        return task.model_copy(update={"status": h.status, "updated_at": h.completed_at})
+
+    def _read_record(self, path: Path) -> Task | None:
         try:
             st = path.stat()
         except FileNotFoundError:
@@ -119,19 +164,31 @@ class FileTaskStore:
 
     # ------------------------------------------------------------------ the store
     async def add(self, task: Task, max_tasks: int) -> Conflict | None:
+        return await self._off_loop(self._add, task, max_tasks)
+
+    def _add(self, task: Task, max_tasks: int) -> Conflict | None:
         key = task.dedup_key
-        with self._lock() as lock:
-            count = self._count(lock)
-            if count >= max_tasks:
-                return Conflict("budget", count=count)
-            if (other := self._live_with_key(key)) is not None:
-                return Conflict("dedup", existing=other.id)
-            os.pwrite(lock, str(count + 1).encode().ljust(20), 0)
-            task.seq = count + 1
-            self._write(self._task_path(task.id), task)
-            marker = self.root / "tmp" / f"dedup.{new_id()}"
-            marker.write_text(task.id)
-            os.rename(marker, self.root / "dedup" / key)
+        dest = self._task_path(task.id)
+        fd = os.open(self.root / "lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            task.seq = self._count(fd) + 1  # read before the lock: see the module's docstring
+        finally:
+            os.close(fd)
+        tmp = self._prepare(dest, task)
+        try:
+            with self._lock() as lock:
+                count = self._count(lock)
+                if count >= max_tasks:
+                    return Conflict("budget", count=count)
+                if (other := self._live_with_key(key)) is not None:
+                    return Conflict("dedup", existing=other.id)
+                os.pwrite(lock, str(count + 1).encode().ljust(20), 0)
+                self._publish(tmp, dest)
+                marker = self.root / "tmp" / f"dedup.{new_id()}"
+                marker.write_text(task.id)
+                os.rename(marker, self.root / "dedup" / key)
+        finally:
+            self._discard(tmp)  # gone once published
         return None
 
     async def get(self, task_id: str) -> Task | None:
@@ -139,44 +196,90 @@ class FileTaskStore:
 
     async def tasks(self) -> list[Task]:
         tasks = []
+        with os.scandir(self.root / "handoffs") as it:
+            handoffs = {entry.name for entry in it}
         with os.scandir(self.root / "tasks") as it:
             for entry in it:
                 if entry.name.endswith(".json"):
-                    if (t := self._read(Path(entry.path))) is not None:
+                    if (t := self._read(Path(entry.path), handoffs)) is not None:
                         tasks.append(t)
                 elif not entry.name.startswith("."):
                     self._quarantine(Path(entry.path), "foreign file in a queue's tasks/")
         tasks.sort(key=lambda t: (t.seq, t.created_at, t.id))
         return tasks
 
-    def _change(self, task_id: str, only_from: Sequence[str], changes: dict[str, Any]) -> Task | None:
-        """Under the lock: the changed task, written, or None if its status is not in `only_from`."""
-        path = self._task_path(task_id)
-        task = self._read(path)
-        if task is None or task.status not in only_from:
-            return None
-        task = Task.model_validate(task.model_dump() | changes | {"updated_at": now()})
-        self._write(path, task)
-        if task.status == "failed":  # a failed task may be enqueued again
-            marker = self.root / "dedup" / task.dedup_key
-            with contextlib.suppress(FileNotFoundError):
-                if marker.read_text().strip() == task.id:
-                    marker.unlink()
-        return task
-
     async def update(self, task_id: str, only_from: Sequence[str], **changes: Any) -> Task | None:
-        with self._lock():
-            return self._change(task_id, only_from, changes)
+        return await self._off_loop(self._update, task_id, only_from, changes)
+
+    def _update(self, task_id: str, only_from: Sequence[str], changes: dict[str, Any]) -> Task | None:
+        """Prepared (written and flushed) outside the lock from the task as read; under the lock,
+        renamed only if the task is still as read, else prepared again there."""
+        path = self._task_path(task_id)
+        seen = self._read(path)
+        if seen is None or seen.status not in only_from:
+            return None
+        changed = Task.model_validate(seen.model_dump() | changes | {"updated_at": now()})
+        tmp = self._prepare(path, changed)
+        try:
+            with self._lock():
+                current = self._read(path)
+                if current is None or current.status not in only_from:
+                    return None
+                if current != seen:  # it moved on meanwhile: prepare again from what it is now
+                    self._discard(tmp)
+                    changed = Task.model_validate(current.model_dump() | changes | {"updated_at": now()})
+                    tmp = self._prepare(path, changed)
+                self._publish(tmp, path)
+                if changed.status == "failed":  # a failed task may be enqueued again
+                    self._drop_dedup(changed)
+                return changed
+        finally:
+            self._discard(tmp)
 
     async def complete(self, task_id: str, handoff: HandoffRecord, only_from: Sequence[str]) -> Task | None:
-        with self._lock():
-            task = self._read(self._task_path(task_id))
-            if task is None or task.status not in only_from:
-                return None
-            self._write(self.root / "handoffs" / f"{task.id}.json", handoff)  # first: a done task has one
-            return self._change(task_id, only_from, {"status": handoff.status})
+        return await self._off_loop(self._complete, task_id, handoff, only_from)
+
+    def _complete(self, task_id: str, handoff: HandoffRecord, only_from: Sequence[str]) -> Task | None:
+        """One file, the handoff, is the completion (the task's record is not rewritten): written
+        and flushed outside the lock, renamed into place under it if the task may still end."""
+        path = self._task_path(task_id)
+        dest = self.root / "handoffs" / path.name
+        seen = self._read(path)
+        if seen is None or seen.status not in only_from:
+            return None
+        record = handoff.model_copy(update={"task_id": seen.id, "type": seen.type})
+        tmp = self._prepare(dest, record)
+        try:
+            with self._lock():
+                task = self._read(path)
+                if task is None or task.status not in only_from or os.path.lexists(dest):
+                    return None
+                self._publish(tmp, dest)
+                if record.status == "failed":  # a failed task may be enqueued again
+                    self._drop_dedup(task)
+        finally:
+            self._discard(tmp)
+        return task.model_copy(update={"status": record.status, "updated_at": record.completed_at})
+
+    def _drop_dedup(self, task: Task) -> None:
+        marker = self.root / "dedup" / task.dedup_key
+        with contextlib.suppress(FileNotFoundError):
+            if marker.read_text().strip() == task.id:
+                marker.unlink()
+
+    @staticmethod
+    def _key(path: Path) -> tuple[int, int, int]:
+        st = path.stat()
+        return (st.st_mtime_ns, st.st_ino, st.st_size)
 
     def _read_handoff(self, path: Path) -> HandoffRecord | None:
+        try:
+            key = self._key(path)
+        except FileNotFoundError:
+            return None
+        cached = self._handoffs.get(path.name)
+        if cached and cached[0] == key:
+            return cached[1]
         try:
             h = HandoffRecord.model_validate_json(path.read_bytes())
         except FileNotFoundError:
@@ -187,10 +290,18 @@ class FileTaskStore:
         if f"{h.task_id}.json" != path.name:
             self._quarantine(path, "a handoff filed under another task's name")
             return None
+        self._handoffs[path.name] = (key, h)
         return h
 
     async def handoff(self, task_id: str) -> HandoffRecord | None:
         return self._read_handoff(self.root / "handoffs" / f"{check_id(task_id, 'taskId')}.json")
+
+    async def handoffs_of(self, task_ids: Sequence[str]) -> dict[str, HandoffRecord]:
+        found = {}
+        for task_id in task_ids:
+            if (h := await self.handoff(task_id)) is not None:
+                found[task_id] = h
+        return found
 
     async def handoffs(self) -> list[HandoffRecord]:
         found = []
@@ -202,5 +313,5 @@ class FileTaskStore:
         return found
 
     async def subscribe(self) -> watch.Subscription:
-        folder = self.root / "tasks"
-        return watch.subscribe([folder], prefixes=[folder])
+        folders = [self.root / "tasks", self.root / "handoffs"]
+        return watch.subscribe(folders, prefixes=folders)

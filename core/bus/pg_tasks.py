@@ -94,12 +94,13 @@ _ADD = (
     "FROM c RETURNING seq) "
     "SELECT seq, pg_notify(%(channel)s, %(payload)s) FROM i"
 )
-#: one statement: the status (only from the given ones), the handoff beside it, notify
+#: one statement: the status (only from the given ones: a compare-and-set), the handoff
+#: beside it under the task's type, notify
 _COMPLETE = (
     "WITH u AS (UPDATE tasks SET record = record || %(patch)s::jsonb, status = %(status)s "
     "WHERE queue = %(queue)s AND id = %(id)s AND status = ANY(%(from)s) RETURNING record), "
     "h AS (INSERT INTO handoffs (queue, task_id, completed_at, record) "
-    "SELECT %(queue)s, %(id)s, %(at)s, %(handoff)s::jsonb FROM u "
+    "SELECT %(queue)s, %(id)s, %(at)s, %(handoff)s::jsonb || jsonb_build_object('type', u.record->'type') FROM u "
     "ON CONFLICT (queue, task_id) DO UPDATE SET record = excluded.record, completed_at = excluded.completed_at) "
     "SELECT record, pg_notify(%(channel)s, %(payload)s) FROM u"
 )
@@ -229,7 +230,7 @@ class PgTaskStore:
             if row is None and attempts > 1:  # did the last attempt commit before its answer was lost?
                 cur = await conn.execute(
                     "SELECT t.record FROM tasks t JOIN handoffs h ON h.queue = t.queue AND h.task_id = t.id "
-                    "WHERE t.queue = %s AND t.id = %s AND h.record = %s::jsonb",
+                    "WHERE t.queue = %s AND t.id = %s AND h.record - 'type' = %s::jsonb - 'type'",
                     [self.queue, task_id, record],
                 )
                 row = await cur.fetchone()
@@ -243,6 +244,15 @@ class PgTaskStore:
             "SELECT record FROM handoffs WHERE queue = %s AND task_id = %s", [self.queue, check_id(task_id, "taskId")]
         )
         return HandoffRecord.model_validate(rows[0][0]) if rows else None
+
+    async def handoffs_of(self, task_ids: Sequence[str]) -> dict[str, HandoffRecord]:
+        await self._ready()
+        ids = [check_id(t, "taskId") for t in task_ids]
+        rows = await self.bus._rows(
+            "SELECT record FROM handoffs WHERE queue = %s AND task_id = ANY(%s)", [self.queue, ids]
+        )
+        found = [HandoffRecord.model_validate(r[0]) for r in rows]
+        return {h.task_id: h for h in found}
 
     async def handoffs(self) -> list[HandoffRecord]:
         await self._ready()

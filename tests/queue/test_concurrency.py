@@ -9,9 +9,9 @@ from pathlib import Path
 
 import anyio
 import pytest
-from qtools import guard_events, make_queue, types_file
+from qtools import guard_events, handoff, make_queue, types_file
 
-from wavewait.core.tasks import list_tasks
+from wavewait.core.tasks import TaskError, complete_task, enqueue_task, list_tasks
 
 from conftest import env_for
 
@@ -62,3 +62,43 @@ async def test_concurrent_duplicates_are_enqueued_once(bus, tmp_path):
     assert sum(o["guards"].get("dedup", 0) for o in out) == (PROCESSES - 1) * 20
     topics = sorted(t["inputs"]["topic"] for t in (await list_tasks(q))["tasks"])
     assert topics == sorted(f"same-{i}" for i in range(20))
+
+
+async def test_concurrent_claims_and_completions_of_one_task_each_succeed_once(bus, tmp_path):
+    """Writes that arrive together (worker threads on the directory bus, pooled connections
+    on PostgreSQL): of eight claims of one queued task one marks it running; of eight
+    completions one stores its handoff, and the task takes that handoff's status."""
+    q = make_queue(bus, tmp_path)
+    tid = (await enqueue_task(q, "orchestrator", type="research", inputs={"topic": "x"}, reason="r")).id
+
+    claims: list[object] = []
+    completions: list[str] = []
+
+    async def claim(n: int) -> None:
+        claims.append(await q.store.update(tid, ("queued",), status="running", agent_id=f"agent-{n}"))
+
+    async def complete(n: int) -> None:
+        try:
+            await complete_task(q, "orchestrator", task_id=tid, status="done", handoff=handoff(did=f"did {n}"))
+        except TaskError as e:
+            assert "is already done; a task is completed once" in str(e)
+        else:
+            completions.append(f"did {n}")
+
+    async with anyio.create_task_group() as tg:
+        for n in range(8):
+            tg.start_soon(claim, n)
+    won = [c for c in claims if c is not None]
+    assert len(claims) == 8 and len(won) == 1
+    task = await q.store.get(tid)
+    assert task is not None and (task.status, task.agent_id) == ("running", won[0].agent_id)
+
+    async with anyio.create_task_group() as tg:
+        for n in range(8):
+            tg.start_soon(complete, n)
+    assert len(completions) == 1
+    task = await q.store.get(tid)
+    h = await q.store.handoff(tid)
+    assert task is not None and task.status == "done"
+    assert h is not None and (h.did, h.type, h.status) == (completions[0], "research", "done")
+    assert await q.store.update(tid, ("running",), status="queued") is None  # a done task stays done

@@ -9,6 +9,7 @@ import os
 import shlex
 import signal
 import subprocess
+import threading
 from pathlib import Path
 
 import anyio
@@ -240,3 +241,58 @@ async def test_ctrl_c_on_run_queue_says_where_it_stopped_and_leaves_the_agents_r
 async def _status(q, task_id: str, status: str) -> bool:
     t = await q.store.get(task_id)
     return t is not None and t.status == status
+
+
+async def test_two_run_queue_processes_on_one_queue_start_every_task_exactly_once(bus, tmp_path):
+    """Two `wavewait run-queue` processes on one queue race for every task: each is started once.
+
+    Both runners are up and watching (each says so on stderr) while a gate task holds back
+    eight others; when the gate's agent completes it, both wake together and try to start
+    all eight at once.
+    """
+    q = make_queue(bus, tmp_path)
+    gate = await step(q, "gate", "gate")
+    names = [f"s{i}" for i in range(8)]
+    for name in names:
+        await step(q, name, after=[gate])
+    env = agent_env(bus, tmp_path, WAVEWAIT_QUEUE="q1", WAVEWAIT_TASK_TYPES=str(types_file(tmp_path)))
+    argv = wavewait_cmd("run-queue", "--agent-command", shlex.join(AGENT), "--max-parallel", "8", "--json")
+    runners = [
+        subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)
+    ]
+    errs: list[list[str]] = [[], []]
+
+    def read(p: subprocess.Popen[str], lines: list[str]) -> None:
+        for line in p.stderr or ():
+            lines.append(line)
+
+    readers = [threading.Thread(target=read, args=pe, daemon=True) for pe in zip(runners, errs, strict=True)]
+    for r in readers:
+        r.start()
+    try:
+        for e in errs:
+            await until(lambda e=e: any("watching for changes" in line for line in e), 90, "both runners watching")
+        await until(lambda: _agent_of(q, gate), 30, "the gate's agent")
+        task = await q.store.get(gate)
+        assert task is not None and task.agent_id
+        await messages.send(bus, "orchestrator", task.agent_id, "go on")  # open the gate: both race
+        with anyio.fail_after(120):
+            outs = [await anyio.to_thread.run_sync(p.stdout.read) for p in runners]
+            codes = [await anyio.to_thread.run_sync(p.wait) for p in runners]
+        for r in readers:
+            r.join(10)
+    finally:
+        for p in runners:
+            if p.poll() is None:
+                p.kill()
+    assert codes == [0, 0], errs
+    summaries = [json.loads(out) for out in outs]
+    assert sum(s["agentsStarted"] for s in summaries) == len(names) + 1, errs
+    starts = sorted(x[1] for x in agent_log(tmp_path) if x[0] == "start")
+    assert starts == sorted(["gate", *names]), errs  # every task started once, none twice
+    assert {(t["status"], t["attempts"]) for t in summaries[-1]["tasks"]} == {("done", 1)}
+
+
+async def _agent_of(q, task_id: str) -> bool:
+    t = await q.store.get(task_id)
+    return t is not None and t.status == "running" and t.agent_id is not None

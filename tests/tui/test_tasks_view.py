@@ -152,6 +152,18 @@ async def test_the_tasks_command_opens_the_view_or_says_how_to_have_one(file_bus
 
 
 @pytest.mark.anyio
+async def test_the_palette_entry_of_tasks_opens_the_view(file_bus):
+    app = make_app(file_bus, queue="q1")
+    async with app.run_test(size=SIZE) as pilot:
+        await until(lambda: app.main.read_count > 0, what="the first read")
+        await pilot.press("ctrl+p")
+        await pilot.press(*"/tasks")
+        await until(lambda: "open the task queue's view" in screen_text(app), what="the palette hit")
+        await pilot.press("enter")
+        await until(lambda: isinstance(app.screen, TasksScreen), what="the tasks view from the palette")
+
+
+@pytest.mark.anyio
 async def test_the_queue_demo_runs_a_graph_with_one_failure_in_the_tasks_view(file_bus, tmp_path, monkeypatch):
     monkeypatch.setenv("WAVEWAIT_LOG_DIR", str(tmp_path / "logs"))
     app = make_app(file_bus, queue_demo=True)
