@@ -126,6 +126,9 @@ class Fanout:
         self._by_key: dict[str, set[Keyed]] = {}
         self._by_prefix: dict[str, set[Keyed]] = {}
         self._subs: set[Keyed] = set()
+        # keys not yet handed to their subscribers, per loop: a loop that falls behind its
+        # watcher gets one pending hand-over with the keys merged, not a queue that grows
+        self._pending: dict[asyncio.AbstractEventLoop, dict[Keyed, set[str]]] = {}
 
     def __len__(self) -> int:
         return len(self._subs)
@@ -164,22 +167,34 @@ class Fanout:
                     if key.startswith(prefix):
                         for sub in subs:
                             hits.setdefault(sub, []).append(key)
-        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[Keyed, list[str]]]] = {}
-        for sub, ks in hits.items():
-            by_loop.setdefault(sub.loop, []).append((sub, ks))
-        for loop, batch in by_loop.items():
+        to_schedule = []
+        with self._lock:
+            for sub, ks in hits.items():
+                pending = self._pending.get(sub.loop)
+                if pending is None:
+                    pending = self._pending[sub.loop] = {}
+                    to_schedule.append(sub.loop)
+                got = pending.setdefault(sub, set())
+                if EVERYTHING not in got:
+                    got.update(ks)
+                    if len(got) > MAX_KEYS:  # bounded: the subscriber re-reads everything
+                        pending[sub] = {EVERYTHING}
+        for loop in to_schedule:
             try:
-                loop.call_soon_threadsafe(_note_each, batch)
+                loop.call_soon_threadsafe(self._hand_over, loop)
             except RuntimeError:  # that subscriber's loop is closed: nobody waits there any more
-                continue
+                with self._lock:
+                    self._pending.pop(loop, None)
+
+    def _hand_over(self, loop: asyncio.AbstractEventLoop) -> None:
+        """On `loop`: give its subscribers the keys gathered since the last hand-over."""
+        with self._lock:
+            batch = self._pending.pop(loop, {})
+        for sub, keys in batch.items():
+            sub._note(keys)
 
     def everything(self) -> None:
         self.dispatch([EVERYTHING])
-
-
-def _note_each(batch: list[tuple[Keyed, list[str]]]) -> None:
-    for sub, keys in batch:
-        sub._note(keys)
 
 
 class Subscription(Wakeup):
