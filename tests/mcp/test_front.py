@@ -1,17 +1,58 @@
 """The front that answers `initialize` and `tools/list` while the SDK imports never says anything
 the SDK would not: the pre-rendered answers are the SDK's current ones, and a server with the
-front answers exactly as one without it (over raw JSON-RPC, for every handshake version)."""
+front answers exactly as one without it (over raw JSON-RPC, for every handshake version, and for
+a session that opens in the 2026 era as Claude Code 2.1.330 does)."""
 
 from __future__ import annotations
 
+import io
 import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
 
 import pytest
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
 
 from wavewait.mcp import prerendered
-from wavewait.mcp.front import OFF
+from wavewait.mcp.front import OFF, Front
 from wavewait.mcp.prerender import ask_sdk, payload
+
+ENVELOPE = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientInfo": {"name": "test", "version": "0"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+def req(id_: int | str, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": id_, "method": method, **({"params": params} if params is not None else {})}
+
+
+def initialize(id_: int | str, version: str = LATEST_HANDSHAKE_VERSION) -> dict[str, Any]:
+    return req(id_, "initialize", {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t"}})
+
+
+INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+
+# What Claude Code 2.1.330 sent when the SDK took longer than its probe bound (~2.8 s) to answer
+# (recorded from the host suite): a 2026-era `server/discover` probe, then, unanswered, the
+# handshake on the same pipe, and tools/call with a `_meta` that has no envelope. The SDK takes
+# the probe as opening a 2026-era connection and refuses the rest; the front used to answer
+# `initialize` and `tools/list` itself, so the host went on in the handshake era and every
+# tools/call got "params._meta is missing the required envelope key(s)".
+PROBE_THEN_HANDSHAKE = [
+    req("server-discover-probe-1", "server/discover", {"_meta": ENVELOPE}),
+    initialize(0),
+    INITIALIZED,
+    req(1, "tools/list"),
+    req(2, "tools/call", {"name": "list_agents", "arguments": {}, "_meta": {"progressToken": 2}}),
+]
 
 
 def test_the_prerendered_answers_are_the_sdks_own():
@@ -21,3 +62,58 @@ def test_the_prerendered_answers_are_the_sdks_own():
 @pytest.mark.parametrize("version", [HANDSHAKE_PROTOCOL_VERSIONS[0], HANDSHAKE_PROTOCOL_VERSIONS[-1], "1999-01-01"])
 def test_a_server_with_the_front_answers_as_one_without(version):
     assert ask_sdk(version, env={OFF: "1"}) == ask_sdk(version)  # on vs off
+
+
+def exchange(frames: list[dict[str, Any]], env: dict[str, str], bus: Path, deadline: float = 60) -> dict[str, Any]:
+    """Send `frames` at once to a fresh `wavewait mcp`; its answer to each request, by id."""
+    want = {json.dumps(f["id"]) for f in frames if "id" in f}
+    base = {k: v for k, v in os.environ.items() if not k.startswith("WAVEWAIT_")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "wavewait", "mcp"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=base | {"WAVEWAIT_BUS": str(bus)} | env,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    lines: queue.Queue[bytes] = queue.Queue()
+    out = proc.stdout
+    threading.Thread(target=lambda: [lines.put(x) for x in iter(out.readline, b"")], daemon=True).start()
+    proc.stdin.write(b"".join((json.dumps(f) + "\n").encode() for f in frames))
+    proc.stdin.flush()
+    got: dict[str, Any] = {}
+    end = time.monotonic() + deadline
+    try:
+        while want - got.keys():
+            msg = json.loads(lines.get(timeout=max(0.01, end - time.monotonic())))
+            if "id" in msg and "method" not in msg:
+                key = json.dumps(msg["id"])
+                assert key not in got, f"two answers to request {key}"
+                got[key] = msg.get("result", {"error": msg.get("error")})
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=30)
+    return got
+
+
+def test_a_session_opened_by_a_2026_probe_goes_as_without_the_front(tmp_path):
+    on = exchange(PROBE_THEN_HANDSHAKE, {OFF: "1"}, tmp_path / "on")
+    off = exchange(PROBE_THEN_HANDSHAKE, {OFF: "0"}, tmp_path / "off")
+    assert on == off
+    assert off["0"]["error"]["code"] == -32022  # initialize refused: the host re-discovers
+
+
+def test_the_front_answers_initialize_only_as_the_first_request():
+    """In process, with an SDK that never answers: what the front itself sends back."""
+    for frames, answered in (
+        (PROBE_THEN_HANDSHAKE, []),
+        ([initialize(0), INITIALIZED, req(1, "tools/list")], [0, 1]),
+        ([req(7, "ping"), initialize(0), req(1, "tools/list")], []),
+        ([initialize(0), INITIALIZED, req(1, "tools/list", {"_meta": ENVELOPE})], [0]),
+    ):
+        stdout = io.BytesIO()
+        front = Front(io.BytesIO(b"".join((json.dumps(f) + "\n").encode() for f in frames)), stdout)
+        front._pump_in()  # reads to EOF, forwarding everything to the (silent) SDK pipe
+        front.sdk_stdin.close()
+        front.sdk_stdout.close()
+        assert [json.loads(x)["id"] for x in stdout.getvalue().splitlines()] == answered, frames

@@ -27,6 +27,15 @@ from . import prerendered
 OFF = "WAVEWAIT_MCP_PRERENDER"
 
 
+ENVELOPE_KEY = "io.modelcontextprotocol/protocolVersion"  # in `_meta`: a 2026-era request
+
+
+def _enveloped(params: dict[str, Any]) -> bool:
+    """Whether a request carries the 2026-era envelope (the SDK refuses it on a handshake-era connection)."""
+    meta = params.get("_meta")
+    return isinstance(meta, dict) and ENVELOPE_KEY in meta
+
+
 class Front:
     """The pipes the SDK server reads and writes, and the threads that join them to stdio."""
 
@@ -38,7 +47,8 @@ class Front:
         self.sdk_stdout = os.fdopen(from_sdk_w, "w", encoding="utf-8")
         self._answered: set[str] = set()  # ids whose answer the front sent: the SDK's is dropped
         self._sdk_spoke = threading.Event()  # the SDK answered something: it is up, stop answering
-        self._handshake = False  # this session's initialize was answered here
+        self._seen_request = False  # a request went by: the SDK's era is decided (as the SDK does)
+        self._handshake = False  # this session's initialize, its first request, was answered here
         self._lock = threading.Lock()
         self._data: dict[str, Any] = json.loads(prerendered.PAYLOAD)
 
@@ -53,16 +63,28 @@ class Front:
 
     def _early(self, msg: dict[str, Any]) -> dict[str, Any] | None:
         """The answer the SDK would give, for the requests answered here; else None."""
-        if self._sdk_spoke.is_set() or "id" not in msg:
+        if "id" not in msg or "method" not in msg:
+            return None  # a notification or a response: only the SDK deals with those
+        opening = not self._seen_request
+        self._seen_request = True
+        if self._sdk_spoke.is_set():
             return None
-        method, params = msg.get("method"), msg.get("params") or {}
+        method, params = msg.get("method"), msg.get("params")
+        if params is None:
+            params = {}
+        if not isinstance(params, dict) or not isinstance(msg["id"], (str, int)):
+            return None
         if method == "initialize":
-            version = params.get("protocolVersion") if isinstance(params, dict) else None
-            if version not in self._data["versions"]:
+            # Only as the session's first request: the SDK takes the era of its connection from
+            # the first request it reads, and one opened by a 2026-era request (Claude Code
+            # 2.1.330 sends `server/discover` first, then `initialize` when that goes
+            # unanswered for ~3 s) refuses `initialize` and every request without the envelope.
+            version = params.get("protocolVersion")
+            if not opening or version not in self._data["versions"]:
                 return None
             self._handshake = True
             return {"protocolVersion": version, **self._data["initialize"]}
-        if method == "tools/list" and self._handshake and isinstance(params, dict) and not params.get("cursor"):
+        if method == "tools/list" and self._handshake and not params.get("cursor") and not _enveloped(params):
             return dict(self._data["tools_list"])
         return None
 
