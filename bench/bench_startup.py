@@ -6,8 +6,9 @@ Hosts give a starting MCP server little time: Claude Code -p about 2 s for a pro
 Codex about 1 s for one that is not `required` (issue 15); past that the model starts without
 the tools. Measured here over raw JSON-RPC on stdio (no client library in the way): spawn →
 `initialize` answered → `tools/list` answered, idle and with every core busy, with the front
-that answers those two from the pre-rendered list while the SDK imports (wavewait/mcp/front.py)
-(opt-in: WAVEWAIT_MCP_PRERENDER=1) and without it. Then where the time goes: `python -X importtime` of the same start, summed per top-level package.
+that answers those two from the pre-rendered list while the SDK imports (wavewait/mcp/front.py,
+on by default) and without it (WAVEWAIT_MCP_PRERENDER=0). Then where the time goes:
+`python -X importtime` of the same start, summed per top-level package.
 Target (issue 15): `tools/list` answered within 300 ms of spawn (p50, idle).
 """
 
@@ -139,12 +140,12 @@ def main() -> None:
 
     print(f"`wavewait mcp` start, {a.n} runs each, target tools/list p50 <= {TARGET_MS:.0f} ms idle")
     print(f"{'condition':<22}{'initialize p50':>16}{'tools/list p50':>16}{'p99':>9}{'max':>9}")
-    front = env | {"WAVEWAIT_MCP_PRERENDER": "1"}  # the opt-in front answers the first two requests
+    off = env | {"WAVEWAIT_MCP_PRERENDER": "0"}  # no front: the SDK answers from the start
     for label, ctx, e in (
-        ("idle", None, env),
-        ("every core busy", busy_cores, env),
-        ("idle, front on", None, front),
-        ("busy, front on", busy_cores, front),
+        ("idle, front off", None, off),
+        ("busy, front off", busy_cores, off),
+        ("idle (front on)", None, env),
+        ("every core busy (on)", busy_cores, env),
     ):
         if ctx is None:
             runs = [one_start(cmd, e) for _ in range(a.n)]

@@ -9,6 +9,16 @@ the front itself answers `initialize` (for the handshake-era protocol versions) 
 definitions and compared with the SDK's own answers by tests/mcp/test_front.py. The SDK's
 answers to those ids are dropped, so the client sees exactly one answer per request, and the
 SDK's session goes through the same requests as without the front.
+
+Only what the SDK would answer the same way is answered here. The SDK takes a connection's
+protocol era from the first request it reads: `initialize` opens a handshake-era one, a request
+with the 2026-07-28 `_meta` envelope a 2026-era one, which refuses `initialize` and every
+request without the envelope. So the front answers `initialize` only when it is the session's
+first request, and `tools/list` only after that, without the envelope. Claude Code 2.1.330
+opens with a 2026-era `server/discover` probe and, when that goes unanswered for about 3 s,
+sends `initialize` on the same pipe: the front leaves all of that to the SDK (which refuses the
+`initialize`, so the host discovers again), as without the front. Codex 0.169.0 opens with
+`initialize`: that session is the one the front speeds up.
 """
 
 from __future__ import annotations
@@ -21,9 +31,9 @@ from typing import Any, BinaryIO
 
 from . import prerendered
 
-# "1" turns the front on. Off by default: with it, Claude Code 2.1.330 ended in sessions whose
-# tools/call the SDK refused for a missing 2026-era `_meta` envelope (3 of 10 host scenarios;
-# not understood yet, see docs/hosts.md), so it stays opt-in until the host suite passes with it.
+# "0" turns the front off (on by default). It once answered an `initialize` that came after a
+# 2026-era probe, which the SDK refuses (see above and docs/hosts.md); tests/mcp/test_front.py
+# replays that session, and the host suite passes with the front on.
 OFF = "WAVEWAIT_MCP_PRERENDER"
 
 
@@ -123,8 +133,8 @@ class Front:
 
 
 def start() -> Front | None:
-    """The front on this process's stdio, running; None unless turned on."""
-    if os.environ.get(OFF) != "1":
+    """The front on this process's stdio, running; None when turned off (WAVEWAIT_MCP_PRERENDER=0)."""
+    if os.environ.get(OFF) == "0":
         return None
     f = Front(sys.stdin.buffer, sys.stdout.buffer)
     f.start()
