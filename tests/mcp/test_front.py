@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
 
+from wavewait.launch import _mcp_on_stdio
 from wavewait.mcp import prerendered
 from wavewait.mcp.front import OFF, Front
 from wavewait.mcp.prerender import ask_sdk, payload
@@ -117,3 +118,21 @@ def test_the_front_answers_initialize_only_as_the_first_request():
         front.sdk_stdin.close()
         front.sdk_stdout.close()
         assert [json.loads(x)["id"] for x in stdout.getvalue().splitlines()] == answered, frames
+
+
+@pytest.mark.parametrize(
+    ("argv", "early"),
+    [
+        (["mcp"], True),
+        (["mcp", "--max-block", "240", "--bus", "/tmp/b"], True),
+        (["mcp", "--transport", "stdio"], True),
+        (["mcp", "--transport=http"], False),
+        (["mcp", "--transport", "http", "--port", "0"], False),
+        (["mcp", "--print-config", "codex"], False),
+        (["mcp", "--help"], False),
+        (["wait", "mcp"], False),
+        ([], False),
+    ],
+)
+def test_the_front_starts_before_the_cli_imports_only_for_the_stdio_server(argv, early):
+    assert _mcp_on_stdio(argv) is early
