@@ -21,7 +21,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERS
 
 from wavewait.launch import _mcp_on_stdio
 from wavewait.mcp import prerendered
-from wavewait.mcp.front import OFF, Front
+from wavewait.mcp.front import OFF, SUBSCRIPTION_KEY, Front
 from wavewait.mcp.prerender import ask_sdk, payload
 
 ENVELOPE = {
@@ -56,6 +56,33 @@ PROBE_THEN_HANDSHAKE = [
 ]
 
 
+# Claude Code 2.1.330 opening a session in the 2026 era, as recorded from the host suite (its
+# envelope, clientInfo trimmed): it waits for the probe's answer, then for the listen stream's
+# acknowledgement, before it asks for the lists.
+CLAUDE_META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientInfo": {"name": "claude-code", "title": "Claude Code", "version": "2.1.330"},
+    "io.modelcontextprotocol/clientCapabilities": {
+        "roots": {"listChanged": True},
+        "elicitation": {"form": {}, "url": {}},
+    },
+}
+LISTEN = {"toolsListChanged": True, "promptsListChanged": True, "resourcesListChanged": True}
+CLAUDE_SESSION = [
+    req("server-discover-probe-1", "server/discover", {"_meta": CLAUDE_META}),
+    req("listen:0", "subscriptions/listen", {"_meta": CLAUDE_META, "notifications": LISTEN}),
+    req(0, "server/discover", {"_meta": CLAUDE_META}),
+    req(1, "prompts/list", {"_meta": CLAUDE_META}),
+    req(2, "resources/list", {"_meta": CLAUDE_META}),
+    req(3, "tools/list", {"_meta": CLAUDE_META}),
+    req(
+        4,
+        "tools/call",
+        {"name": "list_agents", "arguments": {}, "_meta": {**CLAUDE_META, "progressToken": 4, "toolUseId": "t"}},
+    ),
+]
+
+
 def test_the_prerendered_answers_are_the_sdks_own():
     assert json.loads(prerendered.PAYLOAD) == payload(), "run `python -m wavewait.mcp.prerender`"
 
@@ -66,8 +93,11 @@ def test_a_server_with_the_front_answers_as_one_without(version):
 
 
 def exchange(frames: list[dict[str, Any]], env: dict[str, str], bus: Path, deadline: float = 60) -> dict[str, Any]:
-    """Send `frames` at once to a fresh `wavewait mcp`; its answer to each request, by id."""
-    want = {json.dumps(f["id"]) for f in frames if "id" in f}
+    """Send `frames` at once to a fresh `wavewait mcp`; its answer to each request, by id (a
+    listen stream's acknowledgement as `ack ID`)."""
+    want = {
+        f"ack {f['id']}" if f["method"] == "subscriptions/listen" else json.dumps(f["id"]) for f in frames if "id" in f
+    }
     base = {k: v for k, v in os.environ.items() if not k.startswith("WAVEWAIT_")}
     proc = subprocess.Popen(
         [sys.executable, "-m", "wavewait", "mcp"],
@@ -89,8 +119,12 @@ def exchange(frames: list[dict[str, Any]], env: dict[str, str], bus: Path, deadl
             msg = json.loads(lines.get(timeout=max(0.01, end - time.monotonic())))
             if "id" in msg and "method" not in msg:
                 key = json.dumps(msg["id"])
-                assert key not in got, f"two answers to request {key}"
-                got[key] = msg.get("result", {"error": msg.get("error")})
+            elif msg.get("method") == "notifications/subscriptions/acknowledged":
+                key = f"ack {msg['params']['_meta']['io.modelcontextprotocol/subscriptionId']}"
+            else:
+                continue
+            assert key not in got, f"two answers to {key}"
+            got[key] = msg.get("result", {"error": msg.get("error")}) if "id" in msg else msg["params"]
     finally:
         proc.stdin.close()
         proc.wait(timeout=30)
@@ -104,20 +138,39 @@ def test_a_session_opened_by_a_2026_probe_goes_as_without_the_front(tmp_path):
     assert off["0"]["error"]["code"] == -32022  # initialize refused: the host re-discovers
 
 
+def test_a_2026_session_goes_as_without_the_front(tmp_path):
+    """Claude Code's opening, answered by the front while the SDK imports, as the SDK answers it."""
+    partial = {"toolsListChanged": True, "resourcesListChanged": False}
+    frames = [*CLAUDE_SESSION, req("listen:1", "subscriptions/listen", {"_meta": ENVELOPE, "notifications": partial})]
+    on = exchange(frames, {OFF: "1"}, tmp_path / "on")
+    off = exchange(frames, {OFF: "0"}, tmp_path / "off")
+    assert on == off
+    assert off["ack listen:0"]["notifications"] == LISTEN and off["4"]["isError"] is False
+    assert off["ack listen:1"]["notifications"] == {"toolsListChanged": True}
+
+
 def test_the_front_answers_initialize_only_as_the_first_request():
     """In process, with an SDK that never answers: what the front itself sends back."""
     for frames, answered in (
-        (PROBE_THEN_HANDSHAKE, []),
+        (PROBE_THEN_HANDSHAKE, ["server-discover-probe-1"]),
         ([initialize(0), INITIALIZED, req(1, "tools/list")], [0, 1]),
         ([req(7, "ping"), initialize(0), req(1, "tools/list")], []),
         ([initialize(0), INITIALIZED, req(1, "tools/list", {"_meta": ENVELOPE})], [0]),
+        (CLAUDE_SESSION, ["server-discover-probe-1", "ack listen:0", 0, 1, 2, 3]),
+        ([initialize(0), *CLAUDE_SESSION[:2]], [0]),  # a handshake session: no 2026 answers
+        ([req(0, "server/discover", {"_meta": ENVELOPE, "x": 1}), req(1, "tools/list", {"_meta": ENVELOPE})], [1]),
+        ([req(0, "tools/list", {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}})], []),
+        ([req(0, "tools/list", {"_meta": {**ENVELOPE, "io.modelcontextprotocol/protocolVersion": "2027-01-01"}})], []),
+        ([req(0, "tools/list", {"_meta": ENVELOPE, "cursor": "c"})], []),
     ):
         stdout = io.BytesIO()
         front = Front(io.BytesIO(b"".join((json.dumps(f) + "\n").encode() for f in frames)), stdout)
         front._pump_in()  # reads to EOF, forwarding everything to the (silent) SDK pipe
         front.sdk_stdin.close()
         front.sdk_stdout.close()
-        assert [json.loads(x)["id"] for x in stdout.getvalue().splitlines()] == answered, frames
+        sent = [json.loads(x) for x in stdout.getvalue().splitlines()]
+        got = [m["id"] if "id" in m else f"ack {m['params']['_meta'][SUBSCRIPTION_KEY]}" for m in sent]
+        assert got == answered, frames
 
 
 @pytest.mark.parametrize(

@@ -2,23 +2,32 @@
 
 Hosts give a starting server little time (Claude Code -p about 2 s, Codex about 1 s without
 `required`), and importing the SDK takes 0.5 s idle and several seconds under load. So
-`wavewait mcp` on stdio starts this front first: a thread reads the real stdin and forwards
-every line, unchanged and in order, to the SDK server through a pipe; until the SDK answers,
-the front itself answers `initialize` (for the handshake-era protocol versions) and
-`tools/list` (no cursor) from `prerendered`, which is generated from the real tool
-definitions and compared with the SDK's own answers by tests/mcp/test_front.py. The SDK's
-answers to those ids are dropped, so the client sees exactly one answer per request, and the
-SDK's session goes through the same requests as without the front.
+`wavewait mcp` on stdio starts this front first (wavewait.launch starts it before anything
+else is imported): a thread reads the real stdin and forwards every line, unchanged and in
+order, to the SDK server through a pipe; until the SDK answers anything, the front itself
+answers the requests of a session's opening from `prerendered`, which is generated from the
+SDK's own answers by `python -m wavewait.mcp.prerender` and compared with them by
+tests/mcp/test_front.py. The SDK's answers to those ids are dropped, so the client sees
+exactly one answer per request, and the SDK's session goes through the same requests as
+without the front.
 
 Only what the SDK would answer the same way is answered here. The SDK takes a connection's
-protocol era from the first request it reads: `initialize` opens a handshake-era one, a request
-with the 2026-07-28 `_meta` envelope a 2026-era one, which refuses `initialize` and every
-request without the envelope. So the front answers `initialize` only when it is the session's
-first request, and `tools/list` only after that, without the envelope. Claude Code 2.1.330
-opens with a 2026-era `server/discover` probe and, when that goes unanswered for about 3 s,
-sends `initialize` on the same pipe: the front leaves all of that to the SDK (which refuses the
-`initialize`, so the host discovers again), as without the front. Codex 0.169.0 opens with
-`initialize`: that session is the one the front speeds up.
+protocol era from the first request it reads: `initialize` opens a handshake-era connection,
+a request with the 2026-07-28 `_meta` envelope a 2026-era one, which refuses `initialize` and
+every request without the envelope. The front decides the era by the same rule, then:
+
+- handshake era (Codex 0.169.0): `initialize` (a handshake version) when it is the session's
+  first request, and `tools/list` (no cursor, no envelope) after it;
+- 2026 era (Claude Code 2.1.330): `server/discover`, `tools/list`, `prompts/list` and
+  `resources/list` carrying a supported envelope and no other parameter (their results do not
+  depend on the client), and the acknowledgement that opens a `subscriptions/listen` stream
+  for list changes (the SDK's own acknowledgement is dropped; the stream is the SDK's).
+
+Claude Code waits for the probe's answer, then for the listen acknowledgement, before it asks
+for the lists. When its `server/discover` probe goes unanswered for about 3 s, it sends
+`initialize` on the same pipe; the SDK refuses that (the connection is 2026-era) and the host
+discovers again. The front once answered that `initialize` itself, which left the host in the
+handshake era and every later `tools/call` refused (docs/hosts.md).
 """
 
 from __future__ import annotations
@@ -31,13 +40,18 @@ from typing import Any, BinaryIO
 
 from . import prerendered
 
-# "0" turns the front off (on by default). It once answered an `initialize` that came after a
-# 2026-era probe, which the SDK refuses (see above and docs/hosts.md); tests/mcp/test_front.py
-# replays that session, and the host suite passes with the front on.
+# "0" turns the front off (on by default; the host suite passes with it on).
 OFF = "WAVEWAIT_MCP_PRERENDER"
 
 
 ENVELOPE_KEY = "io.modelcontextprotocol/protocolVersion"  # in `_meta`: a 2026-era request
+CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"  # the envelope's other required key
+SUBSCRIPTION_KEY = "io.modelcontextprotocol/subscriptionId"
+ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
+# 2026-era requests answered here (with no other parameter than the envelope); their results do
+# not depend on the client's info or capabilities (tests/mcp/test_front.py compares).
+MODERN_ANSWERED = ("server/discover", "tools/list", "prompts/list", "resources/list")
+LIST_CHANGED = ("toolsListChanged", "promptsListChanged", "resourcesListChanged")
 
 
 def _enveloped(params: dict[str, Any]) -> bool:
@@ -57,8 +71,9 @@ class Front:
         self.sdk_stdout = os.fdopen(from_sdk_w, "w", encoding="utf-8")
         self._answered: set[str] = set()  # ids whose answer the front sent: the SDK's is dropped
         self._sdk_spoke = threading.Event()  # the SDK answered something: it is up, stop answering
-        self._seen_request = False  # a request went by: the SDK's era is decided (as the SDK does)
+        self._era: str | None = None  # "handshake" or "modern": as the SDK decides it, by the first request
         self._handshake = False  # this session's initialize, its first request, was answered here
+        self._acked: set[str] = set()  # subscriptions/listen ids acknowledged here: the SDK's ack is dropped
         self._lock = threading.Lock()
         self._data: dict[str, Any] = json.loads(prerendered.PAYLOAD)
 
@@ -75,20 +90,21 @@ class Front:
         """The answer the SDK would give, for the requests answered here; else None."""
         if "id" not in msg or "method" not in msg:
             return None  # a notification or a response: only the SDK deals with those
-        opening = not self._seen_request
-        self._seen_request = True
-        if self._sdk_spoke.is_set():
-            return None
         method, params = msg.get("method"), msg.get("params")
         if params is None:
             params = {}
-        if not isinstance(params, dict) or not isinstance(msg["id"], (str, int)):
+        opening = self._era is None
+        if opening:  # the SDK's rule (mcp.server.runner.serve_dual_era_loop)
+            modern = method != "initialize" and isinstance(params, dict) and _enveloped(params)
+            self._era = "modern" if modern else "handshake"
+        if self._sdk_spoke.is_set() or not isinstance(params, dict) or not isinstance(msg["id"], (str, int)):
             return None
+        if self._era == "modern":
+            return self._early_modern(msg["id"], method, params)
         if method == "initialize":
-            # Only as the session's first request: the SDK takes the era of its connection from
-            # the first request it reads, and one opened by a 2026-era request (Claude Code
-            # 2.1.330 sends `server/discover` first, then `initialize` when that goes
-            # unanswered for ~3 s) refuses `initialize` and every request without the envelope.
+            # Only as the session's first request: a connection opened by a 2026-era request
+            # (Claude Code 2.1.330 sends `server/discover` first, then `initialize` when that
+            # goes unanswered for ~3 s) refuses `initialize` and every request without the envelope.
             version = params.get("protocolVersion")
             if not opening or version not in self._data["versions"]:
                 return None
@@ -96,6 +112,31 @@ class Front:
             return {"protocolVersion": version, **self._data["initialize"]}
         if method == "tools/list" and self._handshake and not params.get("cursor") and not _enveloped(params):
             return dict(self._data["tools_list"])
+        return None
+
+    def _early_modern(self, id_: str | int, method: object, params: dict[str, Any]) -> dict[str, Any] | None:
+        """On a 2026-era connection: each request carries its envelope and is answered on its own."""
+        meta = params.get("_meta")
+        if not isinstance(meta, dict) or meta.get(ENVELOPE_KEY) not in self._data["modern_versions"]:
+            return None
+        if CAPABILITIES_KEY not in meta:
+            return None
+        rest = {k: v for k, v in params.items() if k != "_meta"}
+        if method in MODERN_ANSWERED and not rest:
+            return dict(self._data["modern"][method])
+        if method == "subscriptions/listen" and isinstance(id_, str) and set(rest) == {"notifications"}:
+            asked = rest["notifications"]
+            if (
+                isinstance(asked, dict)
+                and set(asked) <= set(LIST_CHANGED)
+                and all(type(v) is bool for v in asked.values())
+            ):
+                # The SDK's first frame on a listen stream, before any event, is acknowledged
+                # here; the stream itself (its events, its end) is the SDK's.
+                self._acked.add(id_)
+                honored = {k: True for k in LIST_CHANGED if asked.get(k)}
+                ack = {"_meta": {SUBSCRIPTION_KEY: id_}, "notifications": honored}
+                self._write((json.dumps({"jsonrpc": "2.0", "method": ACKNOWLEDGED, "params": ack}) + "\n").encode())
         return None
 
     def _pump_in(self) -> None:
@@ -129,6 +170,11 @@ class Front:
                         self._sdk_spoke.set()
                         continue
                     self._sdk_spoke.set()
+                elif isinstance(msg, dict) and msg.get("method") == ACKNOWLEDGED and self._acked:
+                    meta = (msg.get("params") or {}).get("_meta") or {}
+                    if meta.get(SUBSCRIPTION_KEY) in self._acked:
+                        self._acked.discard(meta[SUBSCRIPTION_KEY])
+                        continue
                 self._write(raw)
 
 
