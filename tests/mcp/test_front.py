@@ -36,7 +36,9 @@ def req(id_: int | str, method: str, params: dict[str, Any] | None = None) -> di
 
 
 def initialize(id_: int | str, version: str = LATEST_HANDSHAKE_VERSION) -> dict[str, Any]:
-    return req(id_, "initialize", {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t"}})
+    return req(
+        id_, "initialize", {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}
+    )
 
 
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
@@ -92,7 +94,16 @@ def test_a_server_with_the_front_answers_as_one_without(version):
     assert ask_sdk(version, env={OFF: "1"}) == ask_sdk(version)  # on vs off
 
 
-def exchange(frames: list[dict[str, Any]], env: dict[str, str], bus: Path, deadline: float = 60) -> dict[str, Any]:
+def test_an_initialize_the_sdk_refuses_is_the_sdks_to_refuse(tmp_path):
+    frames = [req(0, "initialize", {**initialize(0)["params"], "clientInfo": {"name": "t"}}), req(1, "tools/list")]
+    on = exchange(frames, {OFF: "1"}, tmp_path / "on")
+    assert on == exchange(frames, {OFF: "0"}, tmp_path / "off")
+    assert on["0"]["error"]["code"] == -32602
+
+
+def exchange(
+    frames: list[dict[str, Any]], env: dict[str, str], bus: Path, *args: str, deadline: float = 60
+) -> dict[str, Any]:
     """Send `frames` at once to a fresh `wavewait mcp`; its answer to each request, by id (a
     listen stream's acknowledgement as `ack ID`)."""
     want = {
@@ -100,7 +111,7 @@ def exchange(frames: list[dict[str, Any]], env: dict[str, str], bus: Path, deadl
     }
     base = {k: v for k, v in os.environ.items() if not k.startswith("WAVEWAIT_")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "wavewait", "mcp"],
+        [sys.executable, "-m", "wavewait", "mcp", *args],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -149,6 +160,17 @@ def test_a_2026_session_goes_as_without_the_front(tmp_path):
     assert off["ack listen:1"]["notifications"] == {"toolsListChanged": True}
 
 
+@pytest.mark.parametrize(("args", "env"), [(["--queue", "q"], {}), (["--que=q"], {}), ([], {"WAVEWAIT_QUEUE": "q"})])
+def test_with_a_queue_the_tools_list_is_the_sdks(tmp_path, args, env):
+    """A queue adds its tools to the list, which the pre-rendered one does not have."""
+    handshake = [initialize(0), INITIALIZED, req(1, "tools/list")]
+    for frames in (handshake, CLAUDE_SESSION[:-1]):
+        on = exchange(frames, {OFF: "1"} | env, tmp_path / "on", *args)
+        off = exchange(frames, {OFF: "0"} | env, tmp_path / "off", *args)
+        assert on == off
+    assert len(on["3"]["tools"]) > len(json.loads(prerendered.PAYLOAD)["tools_list"]["tools"])  # the queue's
+
+
 def test_the_front_answers_initialize_only_as_the_first_request():
     """In process, with an SDK that never answers: what the front itself sends back."""
     for frames, answered in (
@@ -157,6 +179,17 @@ def test_the_front_answers_initialize_only_as_the_first_request():
         ([req(7, "ping"), initialize(0), req(1, "tools/list")], []),
         ([initialize(0), INITIALIZED, req(1, "tools/list", {"_meta": ENVELOPE})], [0]),
         (CLAUDE_SESSION, ["server-discover-probe-1", "ack listen:0", 0, 1, 2, 3]),
+        ([req(0, "initialize", {**initialize(0)["params"], "clientInfo": {"name": "t"}}), req(1, "tools/list")], []),
+        (
+            [
+                req(
+                    0,
+                    "initialize",
+                    {"protocolVersion": LATEST_HANDSHAKE_VERSION, "clientInfo": {"name": "t", "version": "0"}},
+                )
+            ],
+            [],
+        ),
         ([initialize(0), *CLAUDE_SESSION[:2]], [0]),  # a handshake session: no 2026 answers
         ([req(0, "server/discover", {"_meta": ENVELOPE, "x": 1}), req(1, "tools/list", {"_meta": ENVELOPE})], [1]),
         ([req(0, "tools/list", {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}})], []),

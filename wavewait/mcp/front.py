@@ -36,6 +36,7 @@ import json
 import os
 import sys
 import threading
+from collections.abc import Mapping
 from typing import Any, BinaryIO
 
 from . import prerendered
@@ -60,11 +61,18 @@ def _enveloped(params: dict[str, Any]) -> bool:
     return isinstance(meta, dict) and ENVELOPE_KEY in meta
 
 
+def queue_named(argv: list[str], environ: Mapping[str, str]) -> bool:
+    """Whether the server may have a queue, whose tools the pre-rendered list lacks: `--queue`
+    (or any abbreviation argparse takes for it) or WAVEWAIT_QUEUE (wavewait.core.tasks.queue_name)."""
+    return bool(environ.get("WAVEWAIT_QUEUE")) or any(a.startswith("--q") for a in argv)
+
+
 class Front:
     """The pipes the SDK server reads and writes, and the threads that join them to stdio."""
 
-    def __init__(self, stdin: BinaryIO, stdout: BinaryIO) -> None:
-        self.stdin, self.stdout = stdin, stdout
+    def __init__(self, stdin: BinaryIO, stdout: BinaryIO, tools: bool = True) -> None:
+        """`tools`: answer `tools/list` too (the pre-rendered list is that of a server without a queue)."""
+        self.stdin, self.stdout, self._tools = stdin, stdout, tools
         to_sdk_r, self._to_sdk_w = os.pipe()
         self._from_sdk_r, from_sdk_w = os.pipe()
         self.sdk_stdin = os.fdopen(to_sdk_r, "r", encoding="utf-8", errors="replace")
@@ -105,12 +113,22 @@ class Front:
             # Only as the session's first request: a connection opened by a 2026-era request
             # (Claude Code 2.1.330 sends `server/discover` first, then `initialize` when that
             # goes unanswered for ~3 s) refuses `initialize` and every request without the envelope.
-            version = params.get("protocolVersion")
-            if not opening or version not in self._data["versions"]:
+            version, info = params.get("protocolVersion"), params.get("clientInfo")
+            if not opening or version not in self._data["versions"] or not isinstance(params.get("capabilities"), dict):
                 return None
+            if not (
+                isinstance(info, dict) and isinstance(info.get("name"), str) and isinstance(info.get("version"), str)
+            ):
+                return None  # the SDK refuses it: invalid parameters
             self._handshake = True
             return {"protocolVersion": version, **self._data["initialize"]}
-        if method == "tools/list" and self._handshake and not params.get("cursor") and not _enveloped(params):
+        if (
+            method == "tools/list"
+            and self._tools
+            and self._handshake
+            and not params.get("cursor")
+            and not _enveloped(params)
+        ):
             return dict(self._data["tools_list"])
         return None
 
@@ -122,7 +140,7 @@ class Front:
         if CAPABILITIES_KEY not in meta:
             return None
         rest = {k: v for k, v in params.items() if k != "_meta"}
-        if method in MODERN_ANSWERED and not rest:
+        if method in MODERN_ANSWERED and not rest and (self._tools or method != "tools/list"):
             return dict(self._data["modern"][method])
         if method == "subscriptions/listen" and isinstance(id_, str) and set(rest) == {"notifications"}:
             asked = rest["notifications"]
@@ -182,6 +200,6 @@ def start() -> Front | None:
     """The front on this process's stdio, running; None when turned off (WAVEWAIT_MCP_PRERENDER=0)."""
     if os.environ.get(OFF) == "0":
         return None
-    f = Front(sys.stdin.buffer, sys.stdout.buffer)
+    f = Front(sys.stdin.buffer, sys.stdout.buffer, tools=not queue_named(sys.argv[1:], os.environ))
     f.start()
     return f
