@@ -94,6 +94,29 @@ def test_a_server_with_the_front_answers_as_one_without(version):
     assert ask_sdk(version, env={OFF: "1"}) == ask_sdk(version)  # on vs off
 
 
+# Codex 0.169.0's opening (handshake era), as recorded from the host suite.
+CODEX_SESSION = [
+    req(
+        0,
+        "initialize",
+        {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {"experimental": {"codex/auth-change": {}}, "elicitation": {"form": {}, "url": {}}},
+            "clientInfo": {"name": "codex-mcp-client", "title": "Codex", "version": "0.169.0"},
+        },
+    ),
+    INITIALIZED,
+    req(1, "tools/list", {"_meta": {"progressToken": 0}}),
+    req(2, "tools/call", {"name": "list_agents", "arguments": {}, "_meta": {"progressToken": 1}}),
+]
+
+
+def test_a_codex_session_goes_as_without_the_front(tmp_path):
+    on = exchange(CODEX_SESSION, {OFF: "1"}, tmp_path / "on")
+    assert on == exchange(CODEX_SESSION, {OFF: "0"}, tmp_path / "off")
+    assert on["2"]["isError"] is False
+
+
 def test_an_initialize_the_sdk_refuses_is_the_sdks_to_refuse(tmp_path):
     frames = [req(0, "initialize", {**initialize(0)["params"], "clientInfo": {"name": "t"}}), req(1, "tools/list")]
     on = exchange(frames, {OFF: "1"}, tmp_path / "on")
@@ -179,6 +202,7 @@ def test_the_front_answers_initialize_only_as_the_first_request():
         ([req(7, "ping"), initialize(0), req(1, "tools/list")], []),
         ([initialize(0), INITIALIZED, req(1, "tools/list", {"_meta": ENVELOPE})], [0]),
         (CLAUDE_SESSION, ["server-discover-probe-1", "ack listen:0", 0, 1, 2, 3]),
+        (CODEX_SESSION, [0, 1]),
         ([req(0, "initialize", {**initialize(0)["params"], "clientInfo": {"name": "t"}}), req(1, "tools/list")], []),
         (
             [
