@@ -203,6 +203,8 @@ def test_the_front_answers_initialize_only_as_the_first_request():
         ([initialize(0), INITIALIZED, req(1, "tools/list", {"_meta": ENVELOPE})], [0]),
         (CLAUDE_SESSION, ["server-discover-probe-1", "ack listen:0", 0, 1, 2, 3]),
         (CODEX_SESSION, [0, 1]),
+        ([{**CLAUDE_SESSION[0], "id": None}, initialize(0), *CLAUDE_SESSION[2:4]], []),  # not a request to the SDK
+        ([{**initialize(0), "jsonrpc": "1.0"}, initialize(1)], []),
         ([req(0, "initialize", {**initialize(0)["params"], "clientInfo": {"name": "t"}}), req(1, "tools/list")], []),
         (
             [

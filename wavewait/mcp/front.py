@@ -101,14 +101,20 @@ class Front:
         method, params = msg.get("method"), msg.get("params")
         if params is None:
             params = {}
+        id_ = msg["id"]
+        request = msg.get("jsonrpc") == "2.0" and type(id_) in (str, int) and isinstance(method, str)
+        request = request and isinstance(params, dict)
         opening = self._era is None
         if opening:  # the SDK's rule (mcp.server.runner.serve_dual_era_loop)
-            modern = method != "initialize" and isinstance(params, dict) and _enveloped(params)
-            self._era = "modern" if modern else "handshake"
-        if self._sdk_spoke.is_set() or not isinstance(params, dict) or not isinstance(msg["id"], (str, int)):
+            if not request:  # the SDK may not count it as the first request: answer nothing
+                self._era = "unknown"
+            else:
+                modern = method != "initialize" and _enveloped(params)
+                self._era = "modern" if modern else "handshake"
+        if self._sdk_spoke.is_set() or not request or self._era == "unknown":
             return None
         if self._era == "modern":
-            return self._early_modern(msg["id"], method, params)
+            return self._early_modern(id_, method, params)
         if method == "initialize":
             # Only as the session's first request: a connection opened by a 2026-era request
             # (Claude Code 2.1.330 sends `server/discover` first, then `initialize` when that
