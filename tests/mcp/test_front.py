@@ -248,3 +248,18 @@ def test_the_front_answers_initialize_only_as_the_first_request():
 )
 def test_the_front_starts_before_the_cli_imports_only_for_the_stdio_server(argv, early):
     assert _mcp_on_stdio(argv) is early
+
+
+def test_a_call_read_before_the_sdk_is_up_counts_its_wait_from_arrival(monkeypatch):
+    """A host's time limit for a tools/call runs from when it sent it: the time the call waited in
+    the front for the SDK is taken off the wait's max-block (tools.max_block)."""
+    clock = iter([100.0, 103.5])
+    monkeypatch.setattr("wavewait.mcp.front.time.monotonic", lambda: next(clock))
+    call = req(4, "tools/call", {"name": "wait", "arguments": {"timeout": 10}})
+    front = Front(io.BytesIO((json.dumps(call) + "\n").encode()), io.BytesIO())
+    front._pump_in()
+    front.sdk_stdin.close()
+    front.sdk_stdout.close()
+    assert front.queued("4") == 0.0  # ids as sent: 4, not "4"
+    assert front.queued(4) == 3.5
+    assert front.queued(4) == 0.0  # once

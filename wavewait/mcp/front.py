@@ -36,6 +36,7 @@ import json
 import os
 import sys
 import threading
+import time
 from collections.abc import Mapping
 from typing import Any, BinaryIO
 
@@ -82,6 +83,8 @@ class Front:
         self._era: str | None = None  # "handshake" or "modern": as the SDK decides it, by the first request
         self._handshake = False  # this session's initialize, its first request, was answered here
         self._acked: set[str] = set()  # subscriptions/listen ids acknowledged here: the SDK's ack is dropped
+        # when each tools/call read before the SDK was up arrived: the host's clock for it runs from there
+        self._arrived: dict[str, float] = {}
         self._lock = threading.Lock()
         self._data: dict[str, Any] = json.loads(prerendered.PAYLOAD)
 
@@ -171,6 +174,8 @@ class Front:
                     msg = json.loads(raw)
                 except ValueError:
                     msg = None
+                if isinstance(msg, dict) and msg.get("method") == "tools/call" and not self._sdk_spoke.is_set():
+                    self._arrived[json.dumps(msg.get("id"))] = time.monotonic()
                 if isinstance(msg, dict) and (result := self._early(msg)) is not None:
                     self._answered.add(json.dumps(msg["id"]))
                     self._write((json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}) + "\n").encode())
@@ -201,11 +206,27 @@ class Front:
                         continue
                 self._write(raw)
 
+    def queued(self, request_id: object) -> float:
+        """Seconds tools/call `request_id` waited here for the SDK to start (0 for one it read at once)."""
+        arrived = self._arrived.pop(json.dumps(request_id), None)
+        return 0.0 if arrived is None else max(0.0, time.monotonic() - arrived)
+
+
+_running: Front | None = None
+
+
+def queued(request_id: object) -> float:
+    """Seconds tools/call `request_id` waited in this process's front for the SDK to start: a host
+    can call a tool the front listed before the SDK is up, and its time limit runs from the call
+    (without the front it could not have called before), so a wait's max-block counts from there."""
+    return 0.0 if _running is None else _running.queued(request_id)
+
 
 def start() -> Front | None:
     """The front on this process's stdio, running; None when turned off (WAVEWAIT_MCP_PRERENDER=0)."""
     if os.environ.get(OFF) == "0":
         return None
-    f = Front(sys.stdin.buffer, sys.stdout.buffer, tools=not queue_named(sys.argv[1:], os.environ))
+    global _running
+    f = _running = Front(sys.stdin.buffer, sys.stdout.buffer, tools=not queue_named(sys.argv[1:], os.environ))
     f.start()
     return f
