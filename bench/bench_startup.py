@@ -5,9 +5,12 @@
 Hosts give a starting MCP server little time: Claude Code -p about 2 s for a project server,
 Codex about 1 s for one that is not `required` (issue 15); past that the model starts without
 the tools. Measured here over raw JSON-RPC on stdio (no client library in the way): spawn →
-`initialize` answered → `tools/list` answered, idle and with every core busy, with the front
-that answers those two from the pre-rendered list while the SDK imports (wavewait/mcp/front.py)
-(opt-in: WAVEWAIT_MCP_PRERENDER=1) and without it. Then where the time goes: `python -X importtime` of the same start, summed per top-level package.
+`initialize` answered → `tools/list` answered (as Codex opens), and `server/discover` probe
+answered → listen acknowledged → `tools/list` answered (the 2026-era opening of Claude Code),
+idle and with every core busy, with the front that answers the opening from pre-rendered
+answers while the SDK imports (wavewait/mcp/front.py, on by default) and without it
+(WAVEWAIT_MCP_PRERENDER=0). Then where the time goes: `python -X importtime` of the same
+start, summed per top-level package.
 Target (issue 15): `tools/list` answered within 300 ms of spawn (p50, idle).
 """
 
@@ -39,20 +42,56 @@ def rpc(proc: subprocess.Popen[bytes], msg: dict) -> None:
     proc.stdin.flush()
 
 
-def answer(proc: subprocess.Popen[bytes], want_id: int) -> dict:
+def answer(proc: subprocess.Popen[bytes], want_id: int | str, ack: bool = False) -> dict:
+    """The answer to request `want_id` (with `ack`: the acknowledgement of listen stream `want_id`)."""
     assert proc.stdout is not None
     while line := proc.stdout.readline():
         msg = json.loads(line)
-        if msg.get("id") == want_id:
+        if ack and msg.get("method") == "notifications/subscriptions/acknowledged":
+            if msg["params"]["_meta"].get("io.modelcontextprotocol/subscriptionId") == want_id:
+                return msg
+        elif msg.get("id") == want_id and "method" not in msg:
             return msg
     raise RuntimeError(f"server ended before answering request {want_id}")
 
 
-def one_start(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
-    """Milliseconds from spawn to the `initialize` answer and to the `tools/list` answer."""
+# Claude Code 2.1.330's opening (2026 era): the probe, then a listen stream for list changes;
+# once that is acknowledged, the lists (docs/hosts.md).
+MODERN_META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "0"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+LISTEN = {"toolsListChanged": True, "promptsListChanged": True, "resourcesListChanged": True}
+
+
+def one_start(cmd: list[str], env: dict[str, str], era: str = "handshake") -> tuple[float, float]:
+    """Milliseconds from spawn to the first answer (`initialize`, or the `server/discover` probe
+    in the 2026 era) and to the `tools/list` answer."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
     try:
+        if era == "2026":
+            meta = {"_meta": MODERN_META}
+            rpc(proc, {"jsonrpc": "2.0", "id": "probe", "method": "server/discover", "params": meta})
+            answer(proc, "probe")
+            t_first = time.perf_counter()
+            rpc(
+                proc,
+                {
+                    "jsonrpc": "2.0",
+                    "id": "listen",
+                    "method": "subscriptions/listen",
+                    "params": {**meta, "notifications": LISTEN},
+                },
+            )
+            answer(proc, "listen", ack=True)
+            for i, method in enumerate(("server/discover", "prompts/list", "resources/list", "tools/list")):
+                rpc(proc, {"jsonrpc": "2.0", "id": i, "method": method, "params": meta})
+            tools = answer(proc, 3)
+            t_list = time.perf_counter()
+            assert tools["result"]["tools"], tools
+            return (t_first - t0) * 1000, (t_list - t0) * 1000
         rpc(
             proc,
             {
@@ -67,7 +106,7 @@ def one_start(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
             },
         )
         answer(proc, 1)
-        t_init = time.perf_counter()
+        t_first = time.perf_counter()
         rpc(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
         rpc(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
         tools = answer(proc, 2)
@@ -81,7 +120,7 @@ def one_start(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
         except subprocess.TimeoutExpired:  # not what is measured here; do not leave it behind
             proc.kill()
             proc.wait()
-    return (t_init - t0) * 1000, (t_list - t0) * 1000
+    return (t_first - t0) * 1000, (t_list - t0) * 1000
 
 
 @contextmanager
@@ -138,23 +177,28 @@ def main() -> None:
     one_start(cmd, env)  # warm the page cache and .pyc files
 
     print(f"`wavewait mcp` start, {a.n} runs each, target tools/list p50 <= {TARGET_MS:.0f} ms idle")
-    print(f"{'condition':<22}{'initialize p50':>16}{'tools/list p50':>16}{'p99':>9}{'max':>9}")
-    front = env | {"WAVEWAIT_MCP_PRERENDER": "1"}  # the opt-in front answers the first two requests
-    for label, ctx, e in (
-        ("idle", None, env),
-        ("every core busy", busy_cores, env),
-        ("idle, front on", None, front),
-        ("busy, front on", busy_cores, front),
+    print("handshake era (initialize; as Codex), 2026 era (server/discover, listen; as Claude Code)")
+    print(f"{'condition':<30}{'1st answer p50':>16}{'tools/list p50':>16}{'p99':>9}{'max':>9}")
+    off = env | {"WAVEWAIT_MCP_PRERENDER": "0"}  # no front: the SDK answers from the start
+    for label, ctx, e, era in (
+        ("handshake, idle, front off", None, off, "handshake"),
+        ("handshake, busy, front off", busy_cores, off, "handshake"),
+        ("handshake, idle, front on", None, env, "handshake"),
+        ("handshake, busy, front on", busy_cores, env, "handshake"),
+        ("2026, idle, front off", None, off, "2026"),
+        ("2026, busy, front off", busy_cores, off, "2026"),
+        ("2026, idle, front on", None, env, "2026"),
+        ("2026, busy, front on", busy_cores, env, "2026"),
     ):
         if ctx is None:
-            runs = [one_start(cmd, e) for _ in range(a.n)]
+            runs = [one_start(cmd, e, era) for _ in range(a.n)]
         else:
             with ctx():
-                runs = [one_start(cmd, e) for _ in range(a.n)]
+                runs = [one_start(cmd, e, era) for _ in range(a.n)]
         init = [r[0] for r in runs]
         lst = [r[1] for r in runs]
         print(
-            f"{label:<22}{statistics.median(init):>13.0f} ms{statistics.median(lst):>13.0f} ms"
+            f"{label:<30}{statistics.median(init):>13.0f} ms{statistics.median(lst):>13.0f} ms"
             f"{pct(lst, 99):>6.0f} ms{max(lst):>6.0f} ms"
         )
 

@@ -15,7 +15,7 @@ import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import anyio
 
@@ -43,6 +43,9 @@ from .mcp.hosts import HOSTS
 from .queue_cli import COMMANDS as QUEUE_COMMANDS
 from .queue_cli import add_commands as add_queue_commands
 from .queue_cli import add_queue_flags, mcp_settings
+
+if TYPE_CHECKING:
+    from .mcp.front import Front
 
 BAD_INPUT = 2
 #: the answer could not be written or the wait lost its claims: nothing was consumed, run it again
@@ -478,7 +481,7 @@ def _split_spawn(argv: list[str]) -> list[str] | None:
     return cmd
 
 
-def run_mcp(args: argparse.Namespace) -> int:
+def run_mcp(args: argparse.Namespace, front: Front | None = None) -> int:
     """`wavewait mcp`: one `Settings` from flags and environment, then the server (or its set-up text)."""
     url = bus_url(args.bus)
     if args.print_config:
@@ -487,9 +490,8 @@ def run_mcp(args: argparse.Namespace) -> int:
         shown = url if "://" in url else os.path.abspath(os.path.expanduser(url))
         sys.stdout.write(render(args.print_config, shown, args.max_block, os.getcwd()))
         return 0
-    front = None
-    if args.transport == "stdio":  # answer the host's first requests while the SDK imports
-        from .mcp.front import start as start_front
+    if args.transport == "stdio" and front is None:  # answer the host's first requests while the SDK imports
+        from .mcp.front import start as start_front  # (wavewait.launch starts it sooner)
 
         front = start_front()
     from .mcp.server import serve
@@ -572,7 +574,8 @@ def _token(given: str | None) -> str:
     return token
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None, front: Front | None = None) -> None:
+    """The `wavewait` command; `front` is the MCP front `wavewait.launch` already started, if any."""
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     whole = list(argv)
@@ -592,7 +595,7 @@ def main(argv: list[str] | None = None) -> None:
 
         sys.exit(run_serve(args))
     if args.command == "mcp":
-        sys.exit(run_mcp(args))
+        sys.exit(run_mcp(args, front))
     if args.command == "spawn" and not args.cmd:
         print("wavewait spawn: error: give the command after --: spawn NAME -- CMD ...", file=sys.stderr)
         sys.exit(BAD_INPUT)

@@ -2,13 +2,32 @@
 
 Hosts give a starting server little time (Claude Code -p about 2 s, Codex about 1 s without
 `required`), and importing the SDK takes 0.5 s idle and several seconds under load. So
-`wavewait mcp` on stdio starts this front first: a thread reads the real stdin and forwards
-every line, unchanged and in order, to the SDK server through a pipe; until the SDK answers,
-the front itself answers `initialize` (for the handshake-era protocol versions) and
-`tools/list` (no cursor) from `prerendered`, which is generated from the real tool
-definitions and compared with the SDK's own answers by tests/mcp/test_front.py. The SDK's
-answers to those ids are dropped, so the client sees exactly one answer per request, and the
-SDK's session goes through the same requests as without the front.
+`wavewait mcp` on stdio starts this front first (wavewait.launch starts it before anything
+else is imported): a thread reads the real stdin and forwards every line, unchanged and in
+order, to the SDK server through a pipe; until the SDK answers anything, the front itself
+answers the requests of a session's opening from `prerendered`, which is generated from the
+SDK's own answers by `python -m wavewait.mcp.prerender` and compared with them by
+tests/mcp/test_front.py. The SDK's answers to those ids are dropped, so the client sees
+exactly one answer per request, and the SDK's session goes through the same requests as
+without the front.
+
+Only what the SDK would answer the same way is answered here. The SDK takes a connection's
+protocol era from the first request it reads: `initialize` opens a handshake-era connection,
+a request with the 2026-07-28 `_meta` envelope a 2026-era one, which refuses `initialize` and
+every request without the envelope. The front decides the era by the same rule, then:
+
+- handshake era (Codex 0.169.0): `initialize` (a handshake version) when it is the session's
+  first request, and `tools/list` (no cursor, no envelope) after it;
+- 2026 era (Claude Code 2.1.330): `server/discover`, `tools/list`, `prompts/list` and
+  `resources/list` carrying a supported envelope and no other parameter (their results do not
+  depend on the client), and the acknowledgement that opens a `subscriptions/listen` stream
+  for list changes (the SDK's own acknowledgement is dropped; the stream is the SDK's).
+
+Claude Code waits for the probe's answer, then for the listen acknowledgement, before it asks
+for the lists. When its `server/discover` probe goes unanswered for about 3 s, it sends
+`initialize` on the same pipe; the SDK refuses that (the connection is 2026-era) and the host
+discovers again. The front once answered that `initialize` itself, which left the host in the
+handshake era and every later `tools/call` refused (docs/hosts.md).
 """
 
 from __future__ import annotations
@@ -17,28 +36,55 @@ import json
 import os
 import sys
 import threading
+import time
+from collections.abc import Mapping
 from typing import Any, BinaryIO
 
 from . import prerendered
 
-# "1" turns the front on. Off by default: with it, Claude Code 2.1.330 ended in sessions whose
-# tools/call the SDK refused for a missing 2026-era `_meta` envelope (3 of 10 host scenarios;
-# not understood yet, see docs/hosts.md), so it stays opt-in until the host suite passes with it.
+# "0" turns the front off (on by default; the host suite passes with it on).
 OFF = "WAVEWAIT_MCP_PRERENDER"
+
+
+ENVELOPE_KEY = "io.modelcontextprotocol/protocolVersion"  # in `_meta`: a 2026-era request
+CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"  # the envelope's other required key
+SUBSCRIPTION_KEY = "io.modelcontextprotocol/subscriptionId"
+ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
+# 2026-era requests answered here (with no other parameter than the envelope); their results do
+# not depend on the client's info or capabilities (tests/mcp/test_front.py compares).
+MODERN_ANSWERED = ("server/discover", "tools/list", "prompts/list", "resources/list")
+LIST_CHANGED = ("toolsListChanged", "promptsListChanged", "resourcesListChanged")
+
+
+def _enveloped(params: dict[str, Any]) -> bool:
+    """Whether a request carries the 2026-era envelope (the SDK refuses it on a handshake-era connection)."""
+    meta = params.get("_meta")
+    return isinstance(meta, dict) and ENVELOPE_KEY in meta
+
+
+def queue_named(argv: list[str], environ: Mapping[str, str]) -> bool:
+    """Whether the server may have a queue, whose tools the pre-rendered list lacks: `--queue`
+    (or any abbreviation argparse takes for it) or WAVEWAIT_QUEUE (wavewait.core.tasks.queue_name)."""
+    return bool(environ.get("WAVEWAIT_QUEUE")) or any(a.startswith("--q") for a in argv)
 
 
 class Front:
     """The pipes the SDK server reads and writes, and the threads that join them to stdio."""
 
-    def __init__(self, stdin: BinaryIO, stdout: BinaryIO) -> None:
-        self.stdin, self.stdout = stdin, stdout
+    def __init__(self, stdin: BinaryIO, stdout: BinaryIO, tools: bool = True) -> None:
+        """`tools`: answer `tools/list` too (the pre-rendered list is that of a server without a queue)."""
+        self.stdin, self.stdout, self._tools = stdin, stdout, tools
         to_sdk_r, self._to_sdk_w = os.pipe()
         self._from_sdk_r, from_sdk_w = os.pipe()
         self.sdk_stdin = os.fdopen(to_sdk_r, "r", encoding="utf-8", errors="replace")
         self.sdk_stdout = os.fdopen(from_sdk_w, "w", encoding="utf-8")
         self._answered: set[str] = set()  # ids whose answer the front sent: the SDK's is dropped
         self._sdk_spoke = threading.Event()  # the SDK answered something: it is up, stop answering
-        self._handshake = False  # this session's initialize was answered here
+        self._era: str | None = None  # "handshake" or "modern": as the SDK decides it, by the first request
+        self._handshake = False  # this session's initialize, its first request, was answered here
+        self._acked: set[str] = set()  # subscriptions/listen ids acknowledged here: the SDK's ack is dropped
+        # when each tools/call read before the SDK was up arrived: the host's clock for it runs from there
+        self._arrived: dict[str, float] = {}
         self._lock = threading.Lock()
         self._data: dict[str, Any] = json.loads(prerendered.PAYLOAD)
 
@@ -53,17 +99,71 @@ class Front:
 
     def _early(self, msg: dict[str, Any]) -> dict[str, Any] | None:
         """The answer the SDK would give, for the requests answered here; else None."""
-        if self._sdk_spoke.is_set() or "id" not in msg:
+        if "id" not in msg or "method" not in msg:
+            return None  # a notification or a response: only the SDK deals with those
+        method, params = msg.get("method"), msg.get("params")
+        if params is None:
+            params = {}
+        id_ = msg["id"]
+        request = msg.get("jsonrpc") == "2.0" and type(id_) in (str, int) and isinstance(method, str)
+        request = request and isinstance(params, dict)
+        opening = self._era is None
+        if opening:  # the SDK's rule (mcp.server.runner.serve_dual_era_loop)
+            if not request:  # the SDK may not count it as the first request: answer nothing
+                self._era = "unknown"
+            else:
+                modern = method != "initialize" and _enveloped(params)
+                self._era = "modern" if modern else "handshake"
+        if self._sdk_spoke.is_set() or not request or self._era == "unknown":
             return None
-        method, params = msg.get("method"), msg.get("params") or {}
+        if self._era == "modern":
+            return self._early_modern(id_, method, params)
         if method == "initialize":
-            version = params.get("protocolVersion") if isinstance(params, dict) else None
-            if version not in self._data["versions"]:
+            # Only as the session's first request: a connection opened by a 2026-era request
+            # (Claude Code 2.1.330 sends `server/discover` first, then `initialize` when that
+            # goes unanswered for ~3 s) refuses `initialize` and every request without the envelope.
+            version, info = params.get("protocolVersion"), params.get("clientInfo")
+            if not opening or version not in self._data["versions"] or not isinstance(params.get("capabilities"), dict):
                 return None
+            if not (
+                isinstance(info, dict) and isinstance(info.get("name"), str) and isinstance(info.get("version"), str)
+            ):
+                return None  # the SDK refuses it: invalid parameters
             self._handshake = True
             return {"protocolVersion": version, **self._data["initialize"]}
-        if method == "tools/list" and self._handshake and isinstance(params, dict) and not params.get("cursor"):
+        if (
+            method == "tools/list"
+            and self._tools
+            and self._handshake
+            and not params.get("cursor")
+            and not _enveloped(params)
+        ):
             return dict(self._data["tools_list"])
+        return None
+
+    def _early_modern(self, id_: str | int, method: object, params: dict[str, Any]) -> dict[str, Any] | None:
+        """On a 2026-era connection: each request carries its envelope and is answered on its own."""
+        meta = params.get("_meta")
+        if not isinstance(meta, dict) or meta.get(ENVELOPE_KEY) not in self._data["modern_versions"]:
+            return None
+        if CAPABILITIES_KEY not in meta:
+            return None
+        rest = {k: v for k, v in params.items() if k != "_meta"}
+        if method in MODERN_ANSWERED and not rest and (self._tools or method != "tools/list"):
+            return dict(self._data["modern"][method])
+        if method == "subscriptions/listen" and isinstance(id_, str) and set(rest) == {"notifications"}:
+            asked = rest["notifications"]
+            if (
+                isinstance(asked, dict)
+                and set(asked) <= set(LIST_CHANGED)
+                and all(type(v) is bool for v in asked.values())
+            ):
+                # The SDK's first frame on a listen stream, before any event, is acknowledged
+                # here; the stream itself (its events, its end) is the SDK's.
+                self._acked.add(id_)
+                honored = {k: True for k in LIST_CHANGED if asked.get(k)}
+                ack = {"_meta": {SUBSCRIPTION_KEY: id_}, "notifications": honored}
+                self._write((json.dumps({"jsonrpc": "2.0", "method": ACKNOWLEDGED, "params": ack}) + "\n").encode())
         return None
 
     def _pump_in(self) -> None:
@@ -74,6 +174,8 @@ class Front:
                     msg = json.loads(raw)
                 except ValueError:
                     msg = None
+                if isinstance(msg, dict) and msg.get("method") == "tools/call" and not self._sdk_spoke.is_set():
+                    self._arrived[json.dumps(msg.get("id"))] = time.monotonic()
                 if isinstance(msg, dict) and (result := self._early(msg)) is not None:
                     self._answered.add(json.dumps(msg["id"]))
                     self._write((json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}) + "\n").encode())
@@ -97,13 +199,34 @@ class Front:
                         self._sdk_spoke.set()
                         continue
                     self._sdk_spoke.set()
+                elif isinstance(msg, dict) and msg.get("method") == ACKNOWLEDGED and self._acked:
+                    meta = (msg.get("params") or {}).get("_meta") or {}
+                    if meta.get(SUBSCRIPTION_KEY) in self._acked:
+                        self._acked.discard(meta[SUBSCRIPTION_KEY])
+                        continue
                 self._write(raw)
+
+    def queued(self, request_id: object) -> float:
+        """Seconds tools/call `request_id` waited here for the SDK to start (0 for one it read at once)."""
+        arrived = self._arrived.pop(json.dumps(request_id), None)
+        return 0.0 if arrived is None else max(0.0, time.monotonic() - arrived)
+
+
+_running: Front | None = None
+
+
+def queued(request_id: object) -> float:
+    """Seconds tools/call `request_id` waited in this process's front for the SDK to start: a host
+    can call a tool the front listed before the SDK is up, and its time limit runs from the call
+    (without the front it could not have called before), so a wait's max-block counts from there."""
+    return 0.0 if _running is None else _running.queued(request_id)
 
 
 def start() -> Front | None:
-    """The front on this process's stdio, running; None unless turned on."""
-    if os.environ.get(OFF) != "1":
+    """The front on this process's stdio, running; None when turned off (WAVEWAIT_MCP_PRERENDER=0)."""
+    if os.environ.get(OFF) == "0":
         return None
-    f = Front(sys.stdin.buffer, sys.stdout.buffer)
+    global _running
+    f = _running = Front(sys.stdin.buffer, sys.stdout.buffer, tools=not queue_named(sys.argv[1:], os.environ))
     f.start()
     return f

@@ -1,4 +1,4 @@
-"""Write `prerendered.py`: the SDK's own answers to `initialize` and `tools/list`, for the front.
+"""Write `prerendered.py`: the SDK's own answers to the requests the front answers.
 
     python -m wavewait.mcp.prerender          rewrite wavewait/mcp/prerendered.py
     python -m wavewait.mcp.prerender --check  exit 1 if it differs from what the SDK answers now
@@ -17,9 +17,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION, MODERN_PROTOCOL_VERSIONS
 
-from .front import OFF
+from .front import CAPABILITIES_KEY, ENVELOPE_KEY, MODERN_ANSWERED, OFF
 
 TARGET = Path(__file__).with_name("prerendered.py")
 
@@ -56,11 +56,45 @@ def ask_sdk(
     return got[1], got[2]
 
 
+def ask_sdk_modern(env: dict[str, str] | None = None) -> dict[str, Any]:
+    """The 2026-era results of MODERN_ANSWERED from `wavewait mcp` (front off unless `env` says),
+    each request carrying the envelope and nothing else."""
+    meta = {ENVELOPE_KEY: MODERN_PROTOCOL_VERSIONS[-1], CAPABILITIES_KEY: {}}
+    with tempfile.TemporaryDirectory(prefix="wavewait-prerender-") as bus:
+        base = {k: v for k, v in os.environ.items() if not k.startswith("WAVEWAIT_")}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "wavewait", "mcp"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=base | {"WAVEWAIT_BUS": bus, OFF: "0"} | (env or {}),
+        )
+        assert proc.stdin is not None and proc.stdout is not None
+        for i, method in enumerate(MODERN_ANSWERED):
+            msg = {"jsonrpc": "2.0", "id": i, "method": method, "params": {"_meta": meta}}
+            proc.stdin.write((json.dumps(msg) + "\n").encode())
+        proc.stdin.flush()
+        got: dict[str, Any] = {}
+        while len(got) < len(MODERN_ANSWERED) and (line := proc.stdout.readline()):
+            msg = json.loads(line)
+            if isinstance(msg.get("id"), int) and 0 <= msg["id"] < len(MODERN_ANSWERED):
+                got[MODERN_ANSWERED[msg["id"]]] = msg["result"]
+        proc.stdin.close()
+        proc.wait(timeout=30)
+    return got
+
+
 def payload() -> dict[str, Any]:
     """What the front needs, as the SDK answers it now."""
     init, tools = ask_sdk()
     init = {k: v for k, v in init.items() if k != "protocolVersion"}
-    return {"versions": list(HANDSHAKE_PROTOCOL_VERSIONS), "initialize": init, "tools_list": tools}
+    return {
+        "versions": list(HANDSHAKE_PROTOCOL_VERSIONS),
+        "initialize": init,
+        "tools_list": tools,
+        "modern_versions": list(MODERN_PROTOCOL_VERSIONS),
+        "modern": ask_sdk_modern(),
+    }
 
 
 def main() -> None:

@@ -41,6 +41,7 @@ from ..core.results import (
     WaitResult,
     iso,
 )
+from . import front
 from .delivery import Deliveries
 from .flight_tools import SpawnCwd, SpawnEnv, register_flight_tools, spawn_place
 from .settings import Settings
@@ -209,11 +210,19 @@ def _ann(
 
 
 # --------------------------------------------------------------------------- helpers
-def clamp(s: Settings, timeout: float) -> tuple[float, bool]:
+def max_block(s: Settings, ctx: Context | None) -> float | None:
+    """`--max-block` for this call, less the time it waited for the server to start (front.queued)."""
+    if s.max_block is None or ctx is None:
+        return s.max_block
+    return max(0.0, s.max_block - front.queued(ctx.request_context.request_id))
+
+
+def clamp(s: Settings, timeout: float, ctx: Context | None = None) -> tuple[float, bool]:
     """Apply `--max-block`: the timeout to use, and whether it was cut."""
-    if s.max_block is None or timeout <= s.max_block:
+    mb = max_block(s, ctx)
+    if mb is None or timeout <= mb:
         return timeout, False
-    return s.max_block, True
+    return mb, True
 
 
 def cut_hint(s: Settings, asked: float | None) -> str:
@@ -356,7 +365,7 @@ def register(server: MCPServer, bus: Bus, s: Settings, deliveries: Deliveries) -
         ctx: Context, timeout: Timeout, from_agents: AgentIds = None
     ) -> Annotated[CallToolResult, WaitResult]:
         timeout = wait.check_timeout(timeout)
-        eff, cut = clamp(s, timeout)
+        eff, cut = clamp(s, timeout, ctx)
         if from_agents is None:
             nxt = await consuming(
                 ctx,
@@ -392,7 +401,7 @@ def register(server: MCPServer, bus: Bus, s: Settings, deliveries: Deliveries) -
         min_count: Annotated[int, Field(gt=0, description="How many matching files satisfy the signal.")] = 1,
     ) -> Annotated[CallToolResult, Signal]:
         pattern = resolve_signal_path(s, signal_path)
-        eff, cut = clamp(s, float(timeout_sec))
+        eff, cut = clamp(s, float(timeout_sec), ctx)
         r = await wait.wait_signal(
             bus,
             s.caller,
@@ -436,8 +445,9 @@ def register(server: MCPServer, bus: Bus, s: Settings, deliveries: Deliveries) -
         more = [a.id for a in await agents.resolve_agents(bus, agentIds or [], "agentIds")]
         asked = wait.parse_deadline(timeoutAt)
         eff_at, eff, cut = timeoutAt, asked, False
-        if s.max_block is not None and (asked is None or asked - now() > s.max_block):
-            eff = now() + s.max_block
+        mb = max_block(s, ctx)
+        if mb is not None and (asked is None or asked - now() > mb):
+            eff = now() + mb
             eff_at, cut = iso(eff), True
         r = await wait.wait_agents(
             bus,
@@ -483,7 +493,7 @@ def register(server: MCPServer, bus: Bus, s: Settings, deliveries: Deliveries) -
         timeout_secs: Annotated[float, Field(ge=0, description="Seconds to wait at most (0 = instant check).")] = 240,
     ) -> Annotated[CallToolResult, Event]:
         timeout = wait.check_timeout(timeout_secs, "timeout_secs")
-        eff, cut = clamp(s, timeout)
+        eff, cut = clamp(s, timeout, ctx)
         r = await consuming(
             ctx,
             deliveries,
