@@ -24,10 +24,9 @@ from .front import CAPABILITIES_KEY, ENVELOPE_KEY, MODERN_ANSWERED, OFF
 TARGET = Path(__file__).with_name("prerendered.py")
 
 
-def ask_sdk(
-    version: str = LATEST_HANDSHAKE_VERSION, env: dict[str, str] | None = None
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """`initialize` and `tools/list` results from `wavewait mcp` (front off unless `env` says)."""
+def _answers(requests: list[dict[str, Any]], env: dict[str, str] | None) -> dict[Any, Any]:
+    """The results `wavewait mcp` (front off unless `env` says) gives `requests`, by id."""
+    wanted = {r["id"] for r in requests if "id" in r}
     with tempfile.TemporaryDirectory(prefix="wavewait-prerender-") as bus:
         base = {k: v for k, v in os.environ.items() if not k.startswith("WAVEWAIT_")}
         proc = subprocess.Popen(
@@ -38,21 +37,32 @@ def ask_sdk(
             env=base | {"WAVEWAIT_BUS": bus, OFF: "0"} | (env or {}),
         )
         assert proc.stdin is not None and proc.stdout is not None
-        init = {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "prerender", "version": "0"}}
-        for msg in (
-            {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init},
-            {"jsonrpc": "2.0", "method": "notifications/initialized"},
-            {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
-        ):
+        for msg in requests:
             proc.stdin.write((json.dumps(msg) + "\n").encode())
         proc.stdin.flush()
-        got: dict[int, Any] = {}
-        while len(got) < 2 and (line := proc.stdout.readline()):
+        got: dict[Any, Any] = {}
+        while len(got) < len(wanted) and (line := proc.stdout.readline()):
             msg = json.loads(line)
-            if msg.get("id") in (1, 2):
+            if msg.get("id") in wanted:
                 got[msg["id"]] = msg["result"]
         proc.stdin.close()
         proc.wait(timeout=30)
+    return got
+
+
+def ask_sdk(
+    version: str = LATEST_HANDSHAKE_VERSION, env: dict[str, str] | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`initialize` and `tools/list` results from `wavewait mcp` (front off unless `env` says)."""
+    init = {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "prerender", "version": "0"}}
+    got = _answers(
+        [
+            {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init},
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        ],
+        env,
+    )
     return got[1], got[2]
 
 
@@ -60,28 +70,11 @@ def ask_sdk_modern(env: dict[str, str] | None = None) -> dict[str, Any]:
     """The 2026-era results of MODERN_ANSWERED from `wavewait mcp` (front off unless `env` says),
     each request carrying the envelope and nothing else."""
     meta = {ENVELOPE_KEY: MODERN_PROTOCOL_VERSIONS[-1], CAPABILITIES_KEY: {}}
-    with tempfile.TemporaryDirectory(prefix="wavewait-prerender-") as bus:
-        base = {k: v for k, v in os.environ.items() if not k.startswith("WAVEWAIT_")}
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "wavewait", "mcp"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=base | {"WAVEWAIT_BUS": bus, OFF: "0"} | (env or {}),
-        )
-        assert proc.stdin is not None and proc.stdout is not None
-        for i, method in enumerate(MODERN_ANSWERED):
-            msg = {"jsonrpc": "2.0", "id": i, "method": method, "params": {"_meta": meta}}
-            proc.stdin.write((json.dumps(msg) + "\n").encode())
-        proc.stdin.flush()
-        got: dict[str, Any] = {}
-        while len(got) < len(MODERN_ANSWERED) and (line := proc.stdout.readline()):
-            msg = json.loads(line)
-            if isinstance(msg.get("id"), int) and 0 <= msg["id"] < len(MODERN_ANSWERED):
-                got[MODERN_ANSWERED[msg["id"]]] = msg["result"]
-        proc.stdin.close()
-        proc.wait(timeout=30)
-    return got
+    requests = [
+        {"jsonrpc": "2.0", "id": i, "method": method, "params": {"_meta": meta}}
+        for i, method in enumerate(MODERN_ANSWERED)
+    ]
+    return {MODERN_ANSWERED[i]: result for i, result in _answers(requests, env).items()}
 
 
 def payload() -> dict[str, Any]:
