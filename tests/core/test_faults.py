@@ -38,6 +38,7 @@ async def test_a_bus_folder_removed_under_a_running_wait_ends_it_with_a_clear_er
 async def test_through_mcp_a_removed_bus_is_an_error_result_and_the_server_stays_up(file_bus):
     await register_crew(file_bus, "orchestrator")
     async with mcp_client(file_bus) as c:
+        await c.call_tool("list_agents", {})  # the server is up on the bus (its front answers earlier)
         shutil.rmtree(file_bus.root)
         text = error_text(await c.call_tool("wait", {"timeout": 5}))
         assert "is gone" in text and "Traceback" not in text

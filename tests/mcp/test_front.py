@@ -21,7 +21,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERS
 
 from wavewait.launch import _mcp_on_stdio
 from wavewait.mcp import prerendered
-from wavewait.mcp.front import OFF, SUBSCRIPTION_KEY, Front
+from wavewait.mcp.front import OFF, SUBSCRIPTION_KEY, Front, fd_lines
 from wavewait.mcp.prerender import ask_sdk, payload
 
 ENVELOPE = {
@@ -263,3 +263,14 @@ def test_a_call_read_before_the_sdk_is_up_counts_its_wait_from_arrival(monkeypat
     assert front.queued("4") == 0.0  # ids as sent: 4, not "4"
     assert front.queued(4) == 3.5
     assert front.queued(4) == 0.0  # once
+
+
+def test_the_front_reads_lines_across_reads_without_a_buffered_file():
+    """The front's reader uses os.read (a buffered stdin blocked in a daemon thread aborts
+    the interpreter at exit); lines split across reads come out whole, the last one too."""
+    r, w = os.pipe()
+    for part in (b'{"a":1}\n{"b"', b":2}\n", b'{"c":3}'):
+        os.write(w, part)
+    os.close(w)
+    assert list(fd_lines(r, chunk=5)) == [b'{"a":1}\n', b'{"b":2}\n', b'{"c":3}']
+    os.close(r)

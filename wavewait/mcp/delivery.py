@@ -228,11 +228,11 @@ class LoopStdin:
         self.reader = reader
 
     @classmethod
-    async def open(cls) -> LoopStdin | None:
-        """None when stdin is not a pipe, socket or terminal (a file, say): read it as the SDK does."""
+    async def open(cls, fd: int = 0) -> LoopStdin | None:
+        """None when `fd` is not a pipe, socket or terminal (a file, say): read it as the SDK does."""
         reader = asyncio.StreamReader(limit=MAX_LINE)
         try:
-            pipe = os.fdopen(os.dup(0), "rb", buffering=0)
+            pipe = os.fdopen(os.dup(fd), "rb", buffering=0)
             await asyncio.get_running_loop().connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
         except (OSError, ValueError):
             return None

@@ -37,7 +37,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, BinaryIO
 
 from . import prerendered
@@ -71,7 +71,7 @@ def queue_named(argv: list[str], environ: Mapping[str, str]) -> bool:
 class Front:
     """The pipes the SDK server reads and writes, and the threads that join them to stdio."""
 
-    def __init__(self, stdin: BinaryIO, stdout: BinaryIO, tools: bool = True) -> None:
+    def __init__(self, stdin: Iterable[bytes], stdout: BinaryIO, tools: bool = True) -> None:
         """`tools`: answer `tools/list` too (the pre-rendered list is that of a server without a queue)."""
         self.stdin, self.stdout, self._tools = stdin, stdout, tools
         to_sdk_r, self._to_sdk_w = os.pipe()
@@ -222,11 +222,28 @@ def queued(request_id: object) -> float:
     return 0.0 if _running is None else _running.queued(request_id)
 
 
+def fd_lines(fd: int, chunk: int = 1 << 16) -> Iterator[bytes]:
+    """The lines read from `fd` with `os.read`: no buffered file object, whose lock this
+    daemon thread would hold while it blocks, so the interpreter can end while it reads
+    (a blocked `sys.stdin.buffer` aborts the process at shutdown: "could not acquire lock")."""
+    buf = bytearray()
+    while data := os.read(fd, chunk):
+        start = len(buf)
+        buf += data
+        end = buf.find(b"\n", start)
+        while end >= 0:
+            yield bytes(buf[: end + 1])
+            del buf[: end + 1]
+            end = buf.find(b"\n")
+    if buf:
+        yield bytes(buf)
+
+
 def start() -> Front | None:
     """The front on this process's stdio, running; None when turned off (WAVEWAIT_MCP_PRERENDER=0)."""
     if os.environ.get(OFF) == "0":
         return None
     global _running
-    f = _running = Front(sys.stdin.buffer, sys.stdout.buffer, tools=not queue_named(sys.argv[1:], os.environ))
+    f = _running = Front(fd_lines(0), sys.stdout.buffer, tools=not queue_named(sys.argv[1:], os.environ))
     f.start()
     return f

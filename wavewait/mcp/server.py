@@ -183,8 +183,8 @@ async def _serve_stdio(server: WaveServer, front: Front | None) -> None:
 
             tg.start_soon(stop_on_signal)
             async with server.deliveries.running(), server.tasks.running():
-                if front is not None:
-                    sdk_stdin = anyio.wrap_file(front.sdk_stdin)
+                if front is not None:  # its pipe read on the loop too, so a signal stops the server at once
+                    sdk_stdin = await LoopStdin.open(front.sdk_stdin.fileno()) or anyio.wrap_file(front.sdk_stdin)
                     await _run_stdio(server, ReportingStdout(front.sdk_stdout, server.deliveries), sdk_stdin)
                     front.sdk_stdout.close()
                 else:
