@@ -298,7 +298,7 @@ def _interrupt_from_the_tui(p: Project, tmux: list[str], env: dict[str, str], do
         if waits and "Waits by other processes" in screen:
             subprocess.run([*tmux, "send-keys", f"/interrupt {waits[0]['id'][:8]}", "Enter"], env=env, check=True)
             return
-        time.sleep(0.2)
+        done.wait(0.2)  # polls the pane (no event exists for it); returns at once when the run ends
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (.ci/run installs it)")
