@@ -40,9 +40,10 @@ def render_result(result: Result, roles: Mapping[str, str]) -> list[Text]:
 
 
 def received_from(result: Result) -> set[str] | None:
-    """Ids of the flights a fan-in heard from, the sender of a next message; None: no word."""
+    """Ids of the flights a fan-in heard from (a question is a report too), the sender of a
+    next message; None: no word."""
     if isinstance(result, FanIn):
-        return {r.agent_id for r in result.results if r.status == "received"}
+        return {r.agent_id for r in result.results if r.status in ("received", "needs_input")}
     if isinstance(result, NextMessage) and result.sender:
         return {result.sender}
     return None

@@ -13,7 +13,7 @@ import anyio
 import pytest
 from textual import events
 
-from wavewait.core import messages
+from wavewait.core import messages, wait
 from wavewait.core.agents import register
 from wavewait.core.ids import short
 from wavewait.tui.commands import COMMANDS
@@ -573,3 +573,16 @@ async def test_a_wake_reads_only_what_changed_and_the_summary_follows(bus, monke
         await until(lambda: "1/4 reported" in screen_text(app), what="the report")
         assert [v.name for v in app.main.flight_views()] == ["file-reader", "test-runner", "linter", "doc-writer"]
     assert full_reads == first  # every wake after the first read only what it was told changed
+
+
+async def test_what_a_wait_took_into_the_history_still_counts_as_reported(bus):
+    """A report taken by a wait of another process leaves the inbox for its history; the
+    panel must still count it, though it reads the inbox only when told it changed."""
+    for i, name in enumerate(("file-reader", "test-runner")):
+        await put_flight(bus, name, i + 1)
+    async with running(bus, sweep_every=0) as (app, pilot):
+        await until(lambda: "0/2 reported" in screen_text(app), what="the first read")
+        await messages.ask(bus, IDS["test-runner"], "which database?")
+        r = await wait.wait_fan_in(bus, "orchestrator", 5, [IDS["test-runner"]])
+        assert [t.status for t in r.results] == ["needs_input"]
+        await until(lambda: "1/2 reported · 1 needs input" in screen_text(app), what="the question counted")

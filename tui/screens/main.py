@@ -202,8 +202,9 @@ received. **F1** shows the help of the focused part.
             ids = [k[2:] for k in keys if k.startswith("a:")]
             fresh = list((await bus.get_agents(ids)).values()) if ids else []
         waits = await bus.list_waits() if full or any(k.startswith("w:") for k in keys) else self.waits
+        ended = {w.id for w in self.waits} - {w.id for w in waits}  # a wait that ends files what it took
         heard = self.heard_from
-        if full or inbox_key(self.me) in keys:
+        if full or ended or inbox_key(self.me) in keys:
             heard = {r.sender for r in await bus.pending(self.me) if r.type in AGENT_ITEM_TYPES}
             heard |= {i.sender for i in await bus.history(self.me, 1000) if i.type in AGENT_ITEM_TYPES}
         if full or fresh:
