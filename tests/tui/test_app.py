@@ -586,3 +586,15 @@ async def test_what_a_wait_took_into_the_history_still_counts_as_reported(bus):
         r = await wait.wait_fan_in(bus, "orchestrator", 5, [IDS["test-runner"]])
         assert [t.status for t in r.results] == ["needs_input"]
         await until(lambda: "1/2 reported · 1 needs input" in screen_text(app), what="the question counted")
+
+
+async def test_a_change_read_but_not_yet_painted_is_painted_even_if_the_views_were_asked_for(bus):
+    """With the timed repaint, asking for the views between a read and the next tick (Enter
+    on a flight does) must not take the changed rows away from that tick."""
+    async with running(bus, "file-reader", "test-runner", animate=True) as (app, pilot):
+        table = app.main.query_one(FlightsTable)
+        await until(lambda: IDS["test-runner"] in {k.value for k in table.rows}, what="the rows")
+        await bus.update_agent(IDS["test-runner"], last_message="step two", last_message_at=NOW)
+        await app.main.read_bus({f"a:{IDS['test-runner']}"})  # read; the timer repaints later
+        app.main.flight_views()  # before that tick, with no await in between
+        await until(lambda: "step two" in screen_text(app), what="the changed row painted")

@@ -90,7 +90,8 @@ received. **F1** shows the help of the focused part.
         self._first_read = True
         self._last_repaint_second = -1
         self._panel = Panel("")  # the rows and counts; its `me` is set on mount
-        self._stale: set[str] | None = None  # flights read since the last repaint; None: all
+        self._stale: set[str] | None = None  # flights read since the panel's views; None: all
+        self._unpainted: dict[str, FlightView] | None = None  # views the table lacks; None: all
         self._full_gc_at = time.monotonic()
         # the person's own wait
         self.control: Control | None = None
@@ -202,7 +203,8 @@ received. **F1** shows the help of the focused part.
             ids = [k[2:] for k in keys if k.startswith("a:")]
             fresh = list((await bus.get_agents(ids)).values()) if ids else []
         waits = await bus.list_waits() if full or any(k.startswith("w:") for k in keys) else self.waits
-        ended = {w.id for w in self.waits} - {w.id for w in waits}  # a wait that ends files what it took
+        # a wait that ends files what it took into the history, which no inbox change announces
+        ended = waits is not self.waits and bool({w.id for w in self.waits} - {w.id for w in waits})
         heard = self.heard_from
         if full or ended or inbox_key(self.me) in keys:
             heard = {r.sender for r in await bus.pending(self.me) if r.type in AGENT_ITEM_TYPES}
@@ -314,9 +316,10 @@ received. **F1** shows the help of the focused part.
         self._refresh_panel()
         return self._panel.views
 
-    def _refresh_panel(self) -> list[FlightView] | None:
-        """Bring the panel's views up to the records read: the views that changed, or None
-        when all were rebuilt (the first read, a full read, a new flight)."""
+    def _refresh_panel(self) -> None:
+        """Bring the panel's views up to the records read, and note for the table which views
+        changed (all of them after the first read, a full read or a new flight). Asking for
+        the views between a read and a repaint leaves the table's work for the repaint."""
         panel = self._panel
         panel.me = self.me
         heard = self.heard_from | self.wait_received | self.last_wait_received
@@ -325,7 +328,9 @@ received. **F1** shows the help of the focused part.
         changed = None if stale is None else panel.update(self._by_id, stale, got)
         if changed is None:
             panel.rebuild(self.agents, got)
-        return changed
+            self._unpainted = None
+        elif self._unpainted is not None:
+            self._unpainted.update((v.id, v) for v in changed)
 
     def flight_ids(self) -> list[tuple[str, str]]:
         return [(a.id, a.name) for a in self.flights()]
@@ -367,13 +372,14 @@ received. **F1** shows the help of the focused part.
         t = self.wave_app.settings.clock()
         self._dirty = False
         self._last_repaint_second = int(t)
-        changed = self._refresh_panel()
+        self._refresh_panel()
+        unpainted, self._unpainted = self._unpainted, {}
         table = self.query_one(FlightsTable)
         table.roles = self.wave_app.roles
-        if changed is None:
+        if unpainted is None:
             table.show(self._panel.views, t)
         else:
-            table.show_changed(changed, t)
+            table.show_changed(list(unpainted.values()), t)
         head = Text()
         head.append(self._panel.summary(), style="bold")
         waves = sorted(self._panel.waves)
