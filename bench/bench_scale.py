@@ -5,6 +5,7 @@
     python bench/bench_scale.py --duration 600       # the 10-minute RSS run
     python bench/bench_scale.py --code /tmp/old/pkg  # the same bench against other code
     python bench/bench_scale.py --tracemalloc        # also traced Python memory, first vs end
+    python bench/bench_scale.py --profile /tmp/prof  # the waiting children under cProfile
     WAVEWAIT_TEST_PG=postgresql://...                # the server (default postgres@127.0.0.1/test)
 
 Every measured process is a child (`--role ...`), so `--code DIR` (a folder holding a
@@ -240,8 +241,14 @@ class Run:
 
     def child(self, *argv: str, fsync: bool = True) -> subprocess.Popen[str]:
         env = self.env | {"WAVEWAIT_FSYNC": "1" if fsync else "0"}
+        profile: list[str] = []
+        if self.args.profile and argv[1] in ("server", "fanin", "consume", "idle"):
+            os.makedirs(self.args.profile, exist_ok=True)
+            kind = "pg" if argv[argv.index("--bus") + 1].startswith("postgres") else "files"
+            out = os.path.join(self.args.profile, f"{argv[1]}-{kind}-{time.time_ns()}.prof")
+            profile = ["-m", "cProfile", "-o", out]
         return subprocess.Popen(
-            [sys.executable, HERE, *argv],
+            [sys.executable, *profile, HERE, *argv],
             env=env,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -574,6 +581,7 @@ def parse() -> argparse.Namespace:
     p.add_argument("--idle-window", type=float, default=10.0)
     p.add_argument("--code", help="a folder with the wavewait package to measure instead")
     p.add_argument("--tracemalloc", action="store_true")
+    p.add_argument("--profile", metavar="DIR", help="run the measured children under cProfile, writing DIR/*.prof")
     p.add_argument("--listeners", default="1,4,16,64", help="with --only listeners: k processes on one database")
     p.add_argument("--rounds", type=int, default=30)
     args = p.parse_args()

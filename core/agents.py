@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import weakref
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -48,6 +49,29 @@ async def ensure_registered(bus: Bus, agent_id: str) -> None:
     if agent_id not in known:
         await ensure_agent(bus, agent_id)
         known.add(agent_id)
+
+
+#: how long a process trusts an agent's name it read (a name changes only if the agent is
+#: registered again), and how many it keeps
+NAME_TTL = 30.0
+NAMES_KEPT = 10_000
+_names: weakref.WeakKeyDictionary[Bus, dict[str, tuple[str, float]]] = weakref.WeakKeyDictionary()
+
+
+async def name_of(bus: Bus, agent_id: str) -> str:
+    """The name to show for `agent_id` (its id if it has no record), read at most once per
+    NAME_TTL: a server returning 1,000 messages/s from a few senders reads each name once."""
+    names = _names.setdefault(bus, {})
+    t = time.monotonic()
+    cached = names.get(agent_id)
+    if cached is not None and t - cached[1] < NAME_TTL:
+        return cached[0]
+    agent = await bus.get_agent(agent_id)
+    name = agent.name if agent else agent_id
+    if len(names) >= NAMES_KEPT:
+        names.clear()
+    names[agent_id] = (name, t)
+    return name
 
 
 async def ensure_agent(bus: Bus, agent_id: str, name: str | None = None, **fields: object) -> Agent:

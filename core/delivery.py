@@ -35,6 +35,16 @@ class ClaimLost(WavewaitError):
         )
 
 
+async def take_and_end(bus: Bus, inbox: str, wait_id: str) -> list[Item]:
+    """Take the wait's claims and end its record: one statement on PostgreSQL. If that
+    fails, the record is still ended (its claims then go back through recovery)."""
+    try:
+        return await bus.take(inbox, wait_id, inbox, end=True)
+    except BaseException:
+        await bus.end_wait(wait_id)
+        raise
+
+
 @dataclass
 class Delivery:
     """The claims of one finished wait, until the face acknowledges or releases them."""
@@ -62,11 +72,7 @@ class Delivery:
         self.settled = True
         taken: list[Item] = []
         with anyio.CancelScope(shield=True):
-            try:
-                if self.expected:
-                    taken = await self.bus.take(self.inbox, self.wait_id, self.inbox)
-            finally:
-                await self.bus.end_wait(self.wait_id)
+            taken = await take_and_end(self.bus, self.inbox, self.wait_id)
         return taken
 
     async def release(self) -> int:

@@ -22,6 +22,7 @@ import itertools
 import math
 import os
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -30,9 +31,9 @@ from typing import Any, Generic, Literal, TypeVar, cast
 import anyio
 
 from . import signals, watch
-from .agents import SWEEP_INTERVAL, ensure_registered, resolve_agents, sweep
-from .bus import Bus, Changes, inbox_key, wait_key
-from .delivery import Delivery
+from .agents import SWEEP_INTERVAL, ensure_registered, name_of, resolve_agents, sweep
+from .bus import Bus, Changes, inbox_key, interrupt_key
+from .delivery import Delivery, take_and_end
 from .errors import BadInput
 from .ids import check_id, check_type, new_id
 from .limits import check_path
@@ -56,6 +57,10 @@ PROGRESS_EVERY = 10.0  # the MCP face must report at least every 15 s
 #: how often a wait re-reads with no change reported, and returns claims of dead waiters:
 #: a backstop for change events the kernel dropped (its queue overflows silently)
 RESCAN_EVERY = 5.0
+#: on a bus whose change notices are not dropped while connected (a reconnect re-reads
+#: everything), the backstop re-read runs on every this-many rescans: 100 idle waits on
+#: PostgreSQL then cost a few statements a second, not 20
+RELIABLE_BACKSTOP = 6
 
 R = TypeVar("R", bound=Result)
 Ending = Literal["timeout", "interrupted"]
@@ -134,6 +139,9 @@ class Waiting:
     #: the keys that changed since the last step (`i:<inbox>`, `a:<agent>`, `w:<wait>`);
     #: None: anything may have changed (the first step, a rescan, an overflow): read it all
     changed: set[str] | None = None
+    #: what the registration claimed for a condition that `claims_oldest`, until a step uses it
+    first_claim: Item | None = None
+    first_claimed: bool = False
 
     def touched(self, key: str) -> bool:
         """True when `key` may have changed since the last step."""
@@ -161,6 +169,10 @@ class Condition(Generic[R]):
     kind: WaitKind
     tool: str
     uses_inbox: bool = False
+    #: the condition's first read is the claim of the oldest item of `claim_types` (any when
+    #: None) in the caller's inbox: the engine makes it with the registration, one statement
+    claims_oldest: bool = False
+    claim_types: Sequence[str] | None = None
 
     def __init__(
         self,
@@ -255,6 +267,7 @@ class _Engine(Generic[R]):
         self.next_rescan = t + settings.rescan_every
         self.next_sweep = t + settings.sweep_every
         self.next_write: float | None = None
+        self.rescans = 0
         self.written, self.written_at = "", t  # the progress line on the wait's record, and when
         self.reported: str | None = None  # the progress line last given to the face
 
@@ -262,7 +275,6 @@ class _Engine(Generic[R]):
         w, c = self.w, self.c
         record = c.record(w, self.timeout)
         self.written = record.progress
-        await w.bus.register_wait(record)
         changes = await w.bus.subscribe(
             inboxes=[w.caller] if c.uses_inbox else [], agents=[a.id for a in c.targets], wait_id=w.id
         )
@@ -273,11 +285,16 @@ class _Engine(Generic[R]):
             if c.watch_dirs:  # still before the first read
                 files = watch.subscribe(c.watch_dirs, prefixes=c.watch_dirs, wakes=changes)
             if c.uses_inbox:
-                await w.bus.recover(w.caller)
+                await _recover(w.bus, w.caller)
             if c.targets:
                 await sweep(w.bus, c.targets)
             _changed(changes)  # the first step reads everything: what changed so far is in it
             w.changed = None
+            if c.claims_oldest:  # registered and the first claim made in one step
+                w.first_claim = await w.bus.register_wait(record, claim_from=w.caller, types=c.claim_types)
+                w.first_claimed = True
+            else:
+                await w.bus.register_wait(record)
             result = await self._loop(changes)
             cancelled = False
             return result
@@ -295,7 +312,7 @@ class _Engine(Generic[R]):
             if result is not None:
                 return result
             if self.control.interrupted or (
-                self.w.touched(wait_key(self.w.id)) and await self.w.bus.interrupted(self.w.id)
+                self.w.touched(interrupt_key(self.w.id)) and await self.w.bus.interrupted(self.w.id)
             ):
                 return self.c.ended("interrupted", self.w)
             if not await self._sleep(changes):
@@ -318,12 +335,15 @@ class _Engine(Generic[R]):
                 self.w.changed = _changed(changes)
                 return True
             t = time.monotonic()
-            if t >= self.next_rescan:  # the backstop: read everything once
+            if t >= self.next_rescan:  # the backstop: recover, and read everything once
                 self.next_rescan = t + self.s.rescan_every
+                self.rescans += 1
                 if self.c.uses_inbox:
-                    await self.w.bus.recover(self.w.caller)
-                self.w.changed = None
-                return True
+                    await _recover(self.w.bus, self.w.caller)
+                if self.c.watch_dirs or not self.w.bus.reliable_changes or self.rescans % RELIABLE_BACKSTOP == 0:
+                    self.w.changed = None
+                    return True
+                continue
             if t >= self.next_progress or (self.next_write is not None and t >= self.next_write):
                 self.w.changed = set()  # a beat: nothing new to read
                 return True
@@ -359,14 +379,30 @@ class _Engine(Generic[R]):
         if self.c.uses_inbox and self.control.hold and not cancelled:
             self.control.delivery = Delivery(bus, caller, self.w.id, self.c.claimed())
             return
+        if self.c.uses_inbox and not cancelled:
+            await take_and_end(bus, caller, self.w.id)
+            return
         try:
             if self.c.uses_inbox:
-                if cancelled:
-                    await bus.release(caller, self.w.id)
-                else:
-                    await bus.take(caller, self.w.id, caller)
+                await bus.release(caller, self.w.id)
         finally:
             await bus.end_wait(self.w.id)
+
+
+#: a process returns the claims of dead waits (at a wait's start and on its rescans) at most
+#: this often per inbox, or per bus where one sweep covers every inbox: a server looping
+#: next-message waits, or holding 100 idle ones, would otherwise pay it per message or per wait
+RECOVER_EVERY = 1.0
+_recovered: weakref.WeakKeyDictionary[Bus, dict[str | None, float]] = weakref.WeakKeyDictionary()
+
+
+async def _recover(bus: Bus, inbox: str) -> None:
+    scope = None if bus.recovers_all_at_once else inbox
+    last = _recovered.setdefault(bus, {})
+    t = time.monotonic()
+    if t - last.get(scope, -math.inf) >= RECOVER_EVERY:
+        last[scope] = t
+        await bus.recover(scope)
 
 
 def _changed(changes: Changes) -> set[str] | None:
@@ -387,6 +423,9 @@ NAMES_SHOWN = 20
 async def _claim_oldest(w: Waiting, types: Sequence[str] | None) -> Item | None:
     """Claim the oldest pending item of these types in the caller's inbox (FIFO), when the
     inbox may have changed since the last step (a step before found nothing to claim)."""
+    if w.first_claimed:  # the registration made this step's claim
+        w.first_claimed = False
+        return w.first_claim
     if not w.touched(inbox_key(w.caller)):
         return None
     return await w.bus.claim_first(w.caller, w.id, types)  # one statement on PostgreSQL, no listing
@@ -399,20 +438,21 @@ class NextItem(Condition[NextMessage]):
     kind = "next"
     tool = "wait"
     uses_inbox = True
+    claims_oldest = True
+    claim_types = _AGENT_TYPES
 
     def __init__(self) -> None:
         super().__init__("next message")
         self.got: Item | None = None
 
     async def step(self, w: Waiting) -> NextMessage | None:
-        item = self.got = await _claim_oldest(w, _AGENT_TYPES)
+        item = self.got = await _claim_oldest(w, self.claim_types)
         if item is None:
             return None
-        sender = await w.bus.get_agent(item.sender)
         return NextMessage(
             status="received",
             sender=item.sender,
-            name=sender.name if sender else item.sender,
+            name=await name_of(w.bus, item.sender),
             message=item.body,
             message_id=item.id,
             sent_at=iso(item.sent_at),
@@ -622,14 +662,16 @@ class OneEvent(Condition[Event]):
     kind = "event"
     tool = "wait_for_event"
     uses_inbox = True
+    claims_oldest = True
 
     def __init__(self, types: Sequence[str] | None) -> None:
         super().__init__(f"an event of type {', '.join(types)}" if types else "any event")
         self.wanted = set(types) if types else None
+        self.claim_types = sorted(self.wanted) if self.wanted else None
         self.got: Item | None = None
 
     async def step(self, w: Waiting) -> Event | None:
-        self.got = await _claim_oldest(w, None if self.wanted is None else sorted(self.wanted))
+        self.got = await _claim_oldest(w, self.claim_types)
         return None if self.got is None else Event(**event_view(self.got))
 
     def progress(self) -> str:

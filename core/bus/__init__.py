@@ -21,7 +21,8 @@ class Changes(Protocol):
 
     `async for _ in changes:` steps once something changed since the last step (changes in
     between coalesce). Steps are hints: re-read after each. `changed()` says what changed
-    since its last call, as keys (`i:<inbox>`, `a:<agent>`, `w:<wait>`), so a step re-reads
+    since its last call, as keys (`i:<inbox>`, `a:<agent>`, `w:<wait>`, `x:<wait>` for an
+    interrupt), so a step re-reads
     only those; None means "anything may have changed" (a poke, an overflow, a reconnect):
     re-read everything. `poke` wakes it from this process (an interrupt); `close` ends it.
     """
@@ -49,11 +50,23 @@ def wait_key(wait_id: str) -> str:
     return f"w:{wait_id}"
 
 
+def interrupt_key(wait_id: str) -> str:
+    """An interrupt of one wait: a key of its own, so the wait's own record writes (its
+    registration, progress, end: `w:`) never wake it."""
+    return f"x:{wait_id}"
+
+
 class Bus(Protocol):
     url: str
     #: True when agents may run on other hosts, whose pids we cannot see: supervisors then
     #: renew a lease so an agent whose host vanished is marked dead when it runs out
     multi_host: bool
+    #: True when `recover()` over every inbox costs about what one inbox does (one statement),
+    #: so a process sweeps the whole bus instead of inbox by inbox
+    recovers_all_at_once: bool
+    #: True when no change notice is dropped while connected (a reconnect wakes every
+    #: subscriber to re-read): a wait's backstop re-read can then run less often
+    reliable_changes: bool
 
     # agents
     async def put_agent(self, agent: Agent) -> None: ...
@@ -98,12 +111,23 @@ class Bus(Protocol):
 
     async def release(self, inbox: str, wait_id: str) -> int: ...
     async def unclaim(self, inbox: str, ref: ItemRef, wait_id: str) -> bool: ...
-    async def take(self, inbox: str, wait_id: str, taker: str) -> list[Item]: ...
+    async def take(self, inbox: str, wait_id: str, taker: str, *, end: bool = False) -> list[Item]:
+        """Move the claims of `wait_id` to the inbox's history, taken by `taker`; `end`: also
+        end the wait (as `end_wait`), in the same statement where the backend can."""
+        ...
+
     async def history(self, inbox: str, limit: int = 100) -> list[Item]: ...
     async def peek(self, inbox: str) -> list[Item]: ...
 
     # waits in progress
-    async def register_wait(self, record: WaitRecord) -> None: ...
+    async def register_wait(
+        self, record: WaitRecord, *, claim_from: str | None = None, types: Sequence[str] | None = None
+    ) -> Item | None:
+        """Put the wait's record on the bus. With `claim_from` (an inbox), also claim its oldest
+        unclaimed item of `types` (any when None) for the wait, as `claim_first` does: in the
+        same statement where the backend can (a wait that finds its message at once)."""
+        ...
+
     async def update_wait(self, wait_id: str, progress: str) -> None: ...
     async def end_wait(self, wait_id: str) -> None: ...
     async def list_waits(self) -> list[WaitRecord]: ...
@@ -135,7 +159,11 @@ class Bus(Protocol):
         agents: bool | Sequence[str] = False,
         waits: bool = False,
         wait_id: str | None = None,
-    ) -> Changes: ...
+    ) -> Changes:
+        """Changes to these inboxes, agents (all when True) and wait records (`waits`);
+        `wait_id`: interrupts of that wait."""
+        ...
+
     async def recover(self, inbox: str | None = None) -> int: ...
     def log_path(self, agent_id: str) -> str | None: ...
     async def close(self) -> None: ...

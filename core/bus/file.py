@@ -232,6 +232,8 @@ class FileBus:
     """
 
     multi_host = False  # one machine: pids decide liveness
+    recovers_all_at_once = False  # a sweep of every inbox lists every claims folder
+    reliable_changes = False  # the kernel drops events past its queue's size, unreported
 
     def __init__(self, root: str | os.PathLike[str], *, create: bool = True) -> None:
         self.root = Path(root).expanduser().absolute()
@@ -625,12 +627,20 @@ class FileBus:
             return False
         return True
 
-    async def take(self, inbox: str, wait_id: str, taker: str) -> list[Item]:
-        """Move a wait's claims into history in one rename of its claim folder.
+    async def take(self, inbox: str, wait_id: str, taker: str, *, end: bool = False) -> list[Item]:
+        """Move a wait's claims into history in one rename of its claim folder (and then end
+        the wait, `end`).
 
         The folder lands as cur/<taken at ns>~<count>~<taker>~<wait id>, so a fan-in that
         took 1,000 items returns as fast as one that took one.
         """
+        try:
+            return self._take(inbox, wait_id, taker)
+        finally:
+            if end:
+                await self.end_wait(wait_id)
+
+    def _take(self, inbox: str, wait_id: str, taker: str) -> list[Item]:
         box = self._inbox(inbox)
         folder = box / "claims" / check_id(wait_id, "wait")
         known = self._claimed.pop((inbox, wait_id), {})
@@ -700,9 +710,12 @@ class FileBus:
     def _wait_path(self, wait_id: str, suffix: str = ".json") -> Path:
         return self.root / "waits" / f"{check_id(wait_id, 'wait')}{suffix}"
 
-    async def register_wait(self, record: WaitRecord) -> None:
+    async def register_wait(
+        self, record: WaitRecord, *, claim_from: str | None = None, types: Sequence[str] | None = None
+    ) -> Item | None:
         self._write_json(self._wait_path(record.id), record.model_dump_json(), durable=False)
         self._my_waits[record.id] = record
+        return None if claim_from is None else await self.claim_first(claim_from, record.id, types)
 
     async def update_wait(self, wait_id: str, progress: str) -> None:
         path = self._wait_path(wait_id)
@@ -839,7 +852,7 @@ class FileBus:
         if waits:
             prefixes.append("w:")
         if wait_id is not None:
-            keys.add(f"w:{check_id(wait_id, 'wait')}")
+            keys.add(f"x:{check_id(wait_id, 'wait')}")
         sub = self._fanout.add(watch.Keyed(self._fanout, keys, prefixes))
         if self._watcher is None:  # before the caller reads: the inotify watches are in place
             roots = [self.root / d for d in _WATCHED]
@@ -859,7 +872,10 @@ class FileBus:
                 if len(parts) == 2 or parts[2] == "new":
                     keys.add(f"i:{parts[1]}")
             elif len(parts) == 2 and parts[0] == "waits":
-                keys.add(f"w:{parts[1].rpartition('.')[0]}")
+                wait_id, _, suffix = parts[1].rpartition(".")
+                keys.add(f"w:{wait_id}")
+                if suffix == "interrupt":
+                    keys.add(f"x:{wait_id}")
             else:
                 keys.add(watch.EVERYTHING)
         if keys:

@@ -5,7 +5,8 @@ takes an optional condition or an identifier, it is a `psycopg.sql.SQL` template
 part is composed in with `.format()`; the parts are the fixed fragments below or
 `sql.Identifier`. A statement that changes what a wait may be waiting on also calls
 `pg_notify` on the bus's channel, with a payload naming what changed (`i:<inbox>`,
-`a:<agent>`, `w:<wait>`; several keys in one payload are separated by spaces).
+`a:<agent>`, `w:<wait>`, `x:<wait>` for an interrupt; several keys in one payload are
+separated by spaces).
 """
 
 from __future__ import annotations
@@ -116,6 +117,13 @@ TAKE: Final = (
     "WITH t AS (DELETE FROM items WHERE inbox = %(inbox)s AND claimed_by = %(w)s "
     "RETURNING seq, inbox, record) " + _TO_HISTORY
 )
+#: TAKE and END_WAIT in one statement (a wait that returned, or a delivery acknowledged):
+#: a data-modifying CTE runs to completion even unread, its notification included
+TAKE_AND_END: Final = (
+    "WITH t AS (DELETE FROM items WHERE inbox = %(inbox)s AND claimed_by = %(w)s "
+    "RETURNING seq, inbox, record), "
+    "e AS (DELETE FROM waits WHERE id = %(w)s RETURNING pg_notify(%(channel)s, %(key)s)) " + _TO_HISTORY
+)
 #: {} is TYPE_FILTER or nothing
 TAKE_NEXT: Final = sql.SQL(
     "WITH t AS (DELETE FROM items WHERE seq IN (SELECT seq FROM items "
@@ -131,6 +139,18 @@ REGISTER_WAIT: Final = (
     "VALUES (%s, %s, %s, %s, %s, now() + make_interval(secs => %s), %s::jsonb) "
     "ON CONFLICT (id) DO UPDATE SET record = excluded.record, lease_until = excluded.lease_until "
     "RETURNING id) SELECT pg_notify(%s, %s) FROM u"
+)
+#: REGISTER_WAIT and the claim of the oldest unclaimed item (CLAIM_NEXT, one row) in one
+#: statement: recovery sees the record and its claim together or neither; {} is TYPE_FILTER
+#: or nothing
+REGISTER_AND_CLAIM: Final = sql.SQL(
+    "WITH u AS (INSERT INTO waits (id, started_at, host, pid, pid_start, lease_until, record) "
+    "VALUES (%(w)s, %(started)s, %(host)s, %(pid)s, %(pid_start)s, now() + make_interval(secs => %(lease)s), "
+    "%(record)s::jsonb) ON CONFLICT (id) DO UPDATE SET record = excluded.record, "
+    "lease_until = excluded.lease_until RETURNING pg_notify(%(channel)s, %(key)s)), "
+    "c AS (UPDATE items SET claimed_by = %(w)s WHERE seq IN (SELECT seq FROM items "
+    "WHERE inbox = %(inbox)s AND claimed_by IS NULL{} ORDER BY seq LIMIT 1 "
+    "FOR UPDATE SKIP LOCKED) RETURNING seq, record) SELECT seq, record FROM c"
 )
 RENEW_LEASES: Final = "UPDATE waits SET lease_until = now() + make_interval(secs => %s) WHERE id = ANY(%s)"
 UPDATE_WAIT: Final = (

@@ -9,8 +9,8 @@ The statements it runs are in `pg_queries.py`, by name.
 How the protocol maps onto the server:
 - a change (delivery, agent record, wait record) is one statement that also calls
   `pg_notify` on the bus's one channel, with a payload naming what changed (`i:<inbox>`,
-  `a:<agent>`, `w:<wait>`). Notifications are hints: a woken wait re-reads its state, so a
-  notification lost (say, while the server restarts) loses nothing.
+  `a:<agent>`, `w:<wait>`, `x:<wait>` for an interrupt). Notifications are hints: a woken
+  wait re-reads its state, so a notification lost (say, while the server restarts) loses nothing.
 - one LISTEN connection per open bus serves every subscription of the process; after a
   reconnect it listens again first and then wakes every subscriber to re-read.
 - a claim sets `claimed_by` on a row under `FOR UPDATE SKIP LOCKED`, so each item goes to
@@ -137,6 +137,8 @@ class PostgresBus:
     """A bus in a PostgreSQL schema; open with `await PostgresBus.open(url)`."""
 
     multi_host = True  # agents may run on other hosts: supervisors renew leases
+    recovers_all_at_once = True  # one statement finds every claiming wait (an index on claimed_by)
+    reliable_changes = True  # NOTIFY is transactional; after a reconnect every wait re-reads
 
     def __init__(self, url: str, conninfo: str, schema: str) -> None:
         self.url = url
@@ -424,15 +426,17 @@ class PostgresBus:
             await self._notify(f"i:{inbox}")
         return bool(n)
 
-    async def take(self, inbox: str, wait_id: str, taker: str) -> list[Item]:
-        """Move the wait's claims to history. On a retry (the first commit's answer was lost)
-        the items this wait already moved are read back, so none goes missing."""
+    async def take(self, inbox: str, wait_id: str, taker: str, *, end: bool = False) -> list[Item]:
+        """Move the wait's claims to history (and end the wait, `end`, in the same statement).
+        On a retry (the first commit's answer was lost) the items this wait already moved are
+        read back, so none goes missing."""
         check_id(inbox, "inbox")
         check_id(wait_id, "wait")
-        rows = await self._move_to_history(
-            q.TAKE,
-            {"inbox": inbox, "w": wait_id, "taker": taker, "at": now(), "keep": HISTORY_KEPT},
-        )
+        params = {"inbox": inbox, "w": wait_id, "taker": taker, "at": now(), "keep": HISTORY_KEPT}
+        if end:
+            self._my_waits.discard(wait_id)
+            params |= {"channel": self.channel, "key": f"w:{wait_id}"}
+        rows = await self._move_to_history(q.TAKE_AND_END if end else q.TAKE, params)
         return _taken(rows)
 
     async def take_next(
@@ -499,25 +503,49 @@ class PostgresBus:
         return _taken(rows)
 
     # ------------------------------------------------------------------ waits
-    async def register_wait(self, record: WaitRecord) -> None:
+    async def register_wait(
+        self, record: WaitRecord, *, claim_from: str | None = None, types: Sequence[str] | None = None
+    ) -> Item | None:
+        """Register the wait; with `claim_from`, also claim that inbox's oldest unclaimed item
+        (of `types`) for it, in the same statement."""
         check_id(record.id, "wait")
-        await self._rows(
-            q.REGISTER_WAIT,
-            [
-                record.id,
-                record.started_at,
-                record.host,
-                record.pid,
-                record.pid_start,
-                WAIT_LEASE,
-                record.model_dump_json(),
-                self.channel,
-                f"w:{record.id}",
-            ],
-        )
+        if claim_from is None:
+            await self._rows(
+                q.REGISTER_WAIT,
+                [
+                    record.id,
+                    record.started_at,
+                    record.host,
+                    record.pid,
+                    record.pid_start,
+                    WAIT_LEASE,
+                    record.model_dump_json(),
+                    self.channel,
+                    f"w:{record.id}",
+                ],
+            )
+            rows = []
+        else:
+            rows = await self._rows(
+                q.REGISTER_AND_CLAIM.format(q.TYPE_FILTER if types else sql.SQL("")),
+                {
+                    "w": record.id,
+                    "started": record.started_at,
+                    "host": record.host,
+                    "pid": record.pid,
+                    "pid_start": record.pid_start,
+                    "lease": WAIT_LEASE,
+                    "record": record.model_dump_json(),
+                    "channel": self.channel,
+                    "key": f"w:{record.id}",
+                    "inbox": check_id(claim_from, "inbox"),
+                    "types": list(types or []),
+                },
+            )
         self._my_waits.add(record.id)
         if self._renewer is None or self._renewer.done():
             self._renewer = asyncio.create_task(self._renew_leases(), name="wavewait-pg-leases")
+        return Item.model_validate(rows[0][1] | {"seq": rows[0][0]}) if rows else None
 
     async def _renew_leases(self) -> None:
         """Keep the leases of this process's waits fresh while they run."""
@@ -564,7 +592,7 @@ class PostgresBus:
     async def interrupt(self, wait_id: str) -> bool:
         rows = await self._rows(
             q.INTERRUPT,
-            [check_id(wait_id, "wait"), self.channel, f"w:{wait_id}"],
+            [check_id(wait_id, "wait"), self.channel, f"w:{wait_id} x:{wait_id}"],
         )
         return bool(rows)
 
@@ -618,7 +646,7 @@ class PostgresBus:
         """A subscription that is listening when this returns (subscribe before reading)."""
         keys = {f"i:{check_id(i, 'inbox')}" for i in inboxes}
         if wait_id is not None:
-            keys.add(f"w:{check_id(wait_id, 'wait')}")
+            keys.add(f"x:{check_id(wait_id, 'wait')}")
         prefixes = []
         if agents is True:
             prefixes.append("a:")

@@ -25,22 +25,22 @@ pytestmark = pytest.mark.anyio
 async def test_a_change_between_subscribe_and_the_first_read_is_not_missed(bus, monkeypatch):
     await crew(bus)
     push_timers_out(monkeypatch)
-    real_claim_first = bus.claim_first
-    calls = 0
+    real_register = bus.register_wait
+    reads = 0
 
-    async def read_then_a_message_lands(*args, **kwargs):
-        nonlocal calls
-        calls += 1
-        got = await real_claim_first(*args, **kwargs)
-        if calls == 1:  # the inbox was read; a message lands before the wait goes to sleep
-            await messages.send(bus, "file-reader", "orchestrator", "landed in the gap")
+    async def first_read_then_a_message_lands(record, **kwargs):
+        nonlocal reads
+        reads += 1
+        got = await real_register(record, **kwargs)  # a next-message wait's first read: its claim
+        assert kwargs.get("claim_from") == "orchestrator" and got is None
+        await messages.send(bus, "file-reader", "orchestrator", "landed in the gap")
         return got
 
-    monkeypatch.setattr(bus, "claim_first", read_then_a_message_lands)
+    monkeypatch.setattr(bus, "register_wait", first_read_then_a_message_lands)
     with anyio.fail_after(20):
         r = await wait.wait_next(bus, "orchestrator", 3600)
     assert (r.status, r.message) == ("received", "landed in the gap")
-    assert calls >= 2
+    assert reads == 1
 
 
 # 2 ----------------------------------------------------------------- event-driven, not polled
