@@ -43,7 +43,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .. import watch
+from .. import inotify, watch
 from ..errors import BadInput, BusError
 from ..ids import check_id, new_id
 from ..limits import MAX_ITEM_FILE_BYTES
@@ -253,7 +253,7 @@ class FileBus:
                 "pass --bus PATH (or set WAVEWAIT_BUS) to a writable folder"
             ) from e
         self._agent_cache: dict[str, tuple[tuple[int, int, int], Agent]] = {}
-        self._watcher: watch.Subscription | None = None  # one per bus, for every subscription
+        self._watcher: inotify.Watch | watch.Subscription | None = None  # one per bus, for every subscription
         self._fanout = watch.Fanout()
         #: waits of this process, registered and not ended: their records, kept so a progress
         #: update neither reads nor parses the file (a fan-in's record names every target)
@@ -526,19 +526,22 @@ class FileBus:
     def _scan(self, folder: Path) -> list[ItemRef]:
         """The items in `folder`, FIFO. Names start with the zero-padded seq, so a name sort
         is a seq sort; this runs on every wake, so it stays a listdir, a sort and a split."""
+        return list(self._in_order(folder))
+
+    def _in_order(self, folder: Path) -> Iterator[ItemRef]:
+        """The items in `folder`, FIFO, each name parsed only when reached: a claim of the
+        oldest item costs a listdir and a sort, not a parse of the whole backlog."""
         try:
             names = os.listdir(folder)
         except FileNotFoundError:
-            return []
+            return
         names.sort()
-        refs = []
         for name in names:
             ref = _parse_name(name)
             if ref is None:
                 self._quarantine(folder / name, "bad-name", "not an inbox item name")
             else:
-                refs.append(ref)
-        return refs
+                yield ref
 
     def _load(self, path: Path, ref: ItemRef) -> Item | None:
         try:
@@ -590,7 +593,7 @@ class FileBus:
         self, inbox: str, wait_id: str, types: Sequence[str] | None = None, refs: Sequence[ItemRef] | None = None
     ) -> Item | None:
         wanted = None if types is None else set(types)
-        for ref in await self.pending(inbox) if refs is None else refs:
+        for ref in self._in_order(self._inbox(inbox) / "new") if refs is None else refs:
             if (wanted is None or ref.type in wanted) and (item := await self.claim(inbox, ref, wait_id)):
                 return item
         return None
@@ -855,8 +858,10 @@ class FileBus:
             keys.add(f"x:{check_id(wait_id, 'wait')}")
         sub = self._fanout.add(watch.Keyed(self._fanout, keys, prefixes))
         if self._watcher is None:  # before the caller reads: the inotify watches are in place
-            roots = [self.root / d for d in _WATCHED]
-            self._watcher = watch.subscribe(roots, on_paths=self._changed_paths)
+            if inotify.AVAILABLE:
+                self._watcher = inotify.watch_bus(self.url, self._changed_paths)
+            else:
+                self._watcher = watch.subscribe([self.root / d for d in _WATCHED], on_paths=self._changed_paths)
         return sub
 
     def _changed_paths(self, paths: set[str]) -> None:
