@@ -50,6 +50,19 @@ class Result(BaseModel):
         return self.model_dump(mode="json", exclude_none=self.drop_none, exclude=exclude, by_alias=True)
 
 
+class QueuedMessage(BaseModel):
+    """One message of a batched `wait` (`max_messages` > 1), after the first."""
+
+    model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
+
+    sender: str = Field(validation_alias="from", serialization_alias="from")
+    name: str
+    message: str
+    message_id: str
+    sent_at: str | None = None
+    type: str
+
+
 class NextMessage(Result):
     """`wait` without `from_agents`: the oldest message, or why none came."""
 
@@ -62,6 +75,10 @@ class NextMessage(Result):
     )
     sent_at: str | None = None
     type: str | None = None
+    more: list[QueuedMessage] | None = Field(
+        default=None,
+        description="With max_messages > 1: the messages queued behind the first, oldest first.",
+    )
     elapsed_sec: float = 0.0
 
     def outcome(self) -> Outcome:
@@ -69,6 +86,9 @@ class NextMessage(Result):
 
     def summary(self) -> str:
         if self.status == "received":
+            if self.more:
+                names = dict.fromkeys([self.name, *(m.name for m in self.more)])
+                return f"{1 + len(self.more)} messages from {', '.join(str(n) for n in names)}"
             return f"message from {self.name}"
         return "timed out: no message" if self.status == "timeout" else "interrupted: no message"
 

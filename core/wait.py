@@ -44,6 +44,7 @@ from .results import (
     Event,
     FanIn,
     NextMessage,
+    QueuedMessage,
     Resolution,
     Result,
     Signal,
@@ -140,7 +141,7 @@ class Waiting:
     #: None: anything may have changed (the first step, a rescan, an overflow): read it all
     changed: set[str] | None = None
     #: what the registration claimed for a condition that `claims_oldest`, until a step uses it
-    first_claim: Item | None = None
+    first_claim: list[Item] = field(default_factory=list)
     first_claimed: bool = False
 
     def touched(self, key: str) -> bool:
@@ -169,10 +170,12 @@ class Condition(Generic[R]):
     kind: WaitKind
     tool: str
     uses_inbox: bool = False
-    #: the condition's first read is the claim of the oldest item of `claim_types` (any when
-    #: None) in the caller's inbox: the engine makes it with the registration, one statement
+    #: the condition's first read is the claim of the `claim_limit` oldest items of
+    #: `claim_types` (any when None) in the caller's inbox: the engine makes it with the
+    #: registration, one statement
     claims_oldest: bool = False
     claim_types: Sequence[str] | None = None
+    claim_limit: int = 1
 
     def __init__(
         self,
@@ -291,7 +294,9 @@ class _Engine(Generic[R]):
             _changed(changes)  # the first step reads everything: what changed so far is in it
             w.changed = None
             if c.claims_oldest:  # registered and the first claim made in one step
-                w.first_claim = await w.bus.register_wait(record, claim_from=w.caller, types=c.claim_types)
+                w.first_claim = await w.bus.register_wait(
+                    record, claim_from=w.caller, types=c.claim_types, limit=c.claim_limit
+                )
                 w.first_claimed = True
             else:
                 await w.bus.register_wait(record)
@@ -420,20 +425,25 @@ _AGENT_TYPES = sorted(AGENT_ITEM_TYPES)
 NAMES_SHOWN = 20
 
 
-async def _claim_oldest(w: Waiting, types: Sequence[str] | None) -> Item | None:
-    """Claim the oldest pending item of these types in the caller's inbox (FIFO), when the
-    inbox may have changed since the last step (a step before found nothing to claim)."""
+async def _claim_oldest(w: Waiting, types: Sequence[str] | None, limit: int = 1) -> list[Item]:
+    """Claim up to `limit` of the oldest pending items of these types in the caller's inbox
+    (FIFO), when the inbox may have changed since the last step (one before found none)."""
     if w.first_claimed:  # the registration made this step's claim
         w.first_claimed = False
         return w.first_claim
     if not w.touched(inbox_key(w.caller)):
-        return None
-    return await w.bus.claim_first(w.caller, w.id, types)  # one statement on PostgreSQL, no listing
+        return []
+    return await w.bus.claim_next(w.caller, w.id, types, limit)  # one statement on PostgreSQL
+
+
+#: the most messages one next-message wait returns (`max_messages`)
+MAX_MESSAGES = 100
 
 
 # --------------------------------------------------------------------------- next message
 class NextItem(Condition[NextMessage]):
-    """The oldest message (or completion, or question) in the caller's inbox."""
+    """The oldest message (or completion, or question) in the caller's inbox, and up to
+    `limit - 1` more already queued behind it, as long as their text fits `budget`."""
 
     kind = "next"
     tool = "wait"
@@ -441,33 +451,65 @@ class NextItem(Condition[NextMessage]):
     claims_oldest = True
     claim_types = _AGENT_TYPES
 
-    def __init__(self) -> None:
-        super().__init__("next message")
-        self.got: Item | None = None
+    def __init__(self, limit: int = 1, budget: int | None = None) -> None:
+        super().__init__("next message" if limit == 1 else f"next messages (up to {limit})")
+        self.claim_limit, self.budget = limit, budget
+        self.got: list[Item] = []
 
     async def step(self, w: Waiting) -> NextMessage | None:
-        item = self.got = await _claim_oldest(w, self.claim_types)
-        if item is None:
+        items = await _claim_oldest(w, self.claim_types, self.claim_limit)
+        if not items:
             return None
+        self.got = await self._within_budget(w, items)
+        first, *more = [await _message(w, item) for item in self.got]
         return NextMessage(
             status="received",
-            sender=item.sender,
-            name=await name_of(w.bus, item.sender),
-            message=item.body,
-            message_id=item.id,
-            sent_at=iso(item.sent_at),
-            type=item.type,
+            sender=first.sender,
+            name=first.name,
+            message=first.message,
+            message_id=first.message_id,
+            sent_at=first.sent_at,
+            type=first.type,
+            more=more or None,
             elapsed_sec=w.elapsed,
         )
 
+    async def _within_budget(self, w: Waiting, items: list[Item]) -> list[Item]:
+        """The first item always; the next ones while their text fits the budget. The rest go
+        back to the inbox at their place, for the next call."""
+        if self.budget is None:
+            return items
+        used, kept = len(items[0].body), items[:1]
+        for i, item in enumerate(items[1:], 1):
+            used += len(item.body)
+            if used > self.budget:
+                for left in items[i:]:
+                    await w.bus.unclaim(w.caller, ItemRef(left.seq, left.type, left.sender, left.id), w.id)
+                break
+            kept.append(item)
+        return kept
+
     def progress(self) -> str:
-        return "received a message" if self.got else "no message yet"
+        if not self.got:
+            return "no message yet"
+        return "received a message" if len(self.got) == 1 else f"received {len(self.got)} messages"
 
     def claimed(self) -> int:
-        return int(self.got is not None)
+        return len(self.got)
 
     def ended(self, why: Ending, w: Waiting) -> NextMessage:
         return NextMessage(status=why, elapsed_sec=w.elapsed)
+
+
+async def _message(w: Waiting, item: Item) -> QueuedMessage:
+    return QueuedMessage(
+        sender=item.sender,
+        name=await name_of(w.bus, item.sender),
+        message=item.body,
+        message_id=item.id,
+        sent_at=iso(item.sent_at),
+        type=item.type,
+    )
 
 
 async def wait_next(
@@ -475,15 +517,27 @@ async def wait_next(
     caller: str,
     timeout: float,
     *,
+    max_messages: int = 1,
+    budget: int | None = None,
     on_progress: ProgressFn | None = None,
     control: Control | None = None,
     settings: WaitSettings | None = None,
 ) -> NextMessage:
-    """The oldest message (or completion, or question) in the caller's inbox, FIFO."""
+    """The oldest message (or completion, or question) in the caller's inbox, FIFO; with
+    `max_messages` > 1, also the ones queued behind it (in `more`), up to that many in all
+    and, after the first, within `budget` characters of text."""
     timeout = check_timeout(timeout)
+    if isinstance(max_messages, bool) or not isinstance(max_messages, int) or not 1 <= max_messages <= MAX_MESSAGES:
+        raise BadInput(f"max_messages: must be a whole number from 1 to {MAX_MESSAGES}, got {max_messages!r}")
     await ensure_registered(bus, caller)
     return await run(
-        bus, caller, NextItem(), timeout=timeout, on_progress=on_progress, control=control, settings=settings
+        bus,
+        caller,
+        NextItem(max_messages, budget),
+        timeout=timeout,
+        on_progress=on_progress,
+        control=control,
+        settings=settings,
     )
 
 
@@ -671,7 +725,8 @@ class OneEvent(Condition[Event]):
         self.got: Item | None = None
 
     async def step(self, w: Waiting) -> Event | None:
-        self.got = await _claim_oldest(w, self.claim_types)
+        got = await _claim_oldest(w, self.claim_types)
+        self.got = got[0] if got else None
         return None if self.got is None else Event(**event_view(self.got))
 
     def progress(self) -> str:

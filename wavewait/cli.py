@@ -132,8 +132,10 @@ async def cmd_wait(bus: Bus, args: argparse.Namespace) -> int:
     caller = agents_mod.caller_id(args.agent)
     timeout = wait.check_timeout(args.timeout)
     if args.ids:
+        if args.max != 1:
+            raise BadInput("--max: applies without agent ids; a fan-in takes one message per listed agent")
         return await _interruptible(lambda c: wait.wait_fan_in(bus, caller, timeout, args.ids, control=c))
-    return await _interruptible(lambda c: wait.wait_next(bus, caller, timeout, control=c))
+    return await _interruptible(lambda c: wait.wait_next(bus, caller, timeout, max_messages=args.max, control=c))
 
 
 async def cmd_wait_signal(bus: Bus, args: argparse.Namespace) -> int:
@@ -383,6 +385,12 @@ def build_parser() -> argparse.ArgumentParser:
     s = cmd("wait", "wait for the next message, or for one message from each listed agent")
     s.add_argument("timeout", help="seconds; 0 is an instant check")
     s.add_argument("ids", nargs="*", help="agents to fan in on (ids or prefixes)")
+    s.add_argument(
+        "--max",
+        type=_whole(1, wait.MAX_MESSAGES, f"a whole number from 1 to {wait.MAX_MESSAGES}"),
+        default=1,
+        help="without ids: take up to this many queued messages at once (the rest in 'more')",
+    )
     s = cmd("wait-signal", "wait until files matching a glob appear")
     s.add_argument("glob")
     s.add_argument("--min-count", type=_whole(1, sys.maxsize, "a whole number ≥ 1"), default=1)

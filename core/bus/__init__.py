@@ -103,6 +103,14 @@ class Bus(Protocol):
         pending items as just read, where the backend claims by reference."""
         ...
 
+    async def claim_next(
+        self, inbox: str, wait_id: str, types: Sequence[str] | None = None, limit: int = 1
+    ) -> list[Item]:
+        """Claim up to `limit` of the oldest unclaimed items of these types (any when None),
+        in FIFO order, skipping items other waits are claiming: one statement where the
+        backend can (a batched next-message wait)."""
+        ...
+
     async def holds(self, inbox: str, wait_id: str) -> int | None:
         """How many items `wait_id` holds claimed in `inbox`; None if the wait's record is gone
         (recovery ended it: its claims may be another wait's now). A call renews the wait's
@@ -121,11 +129,16 @@ class Bus(Protocol):
 
     # waits in progress
     async def register_wait(
-        self, record: WaitRecord, *, claim_from: str | None = None, types: Sequence[str] | None = None
-    ) -> Item | None:
-        """Put the wait's record on the bus. With `claim_from` (an inbox), also claim its oldest
-        unclaimed item of `types` (any when None) for the wait, as `claim_first` does: in the
-        same statement where the backend can (a wait that finds its message at once)."""
+        self,
+        record: WaitRecord,
+        *,
+        claim_from: str | None = None,
+        types: Sequence[str] | None = None,
+        limit: int = 1,
+    ) -> list[Item]:
+        """Put the wait's record on the bus. With `claim_from` (an inbox), also claim up to
+        `limit` of its oldest unclaimed items of `types` for the wait, as `claim_next` does: in
+        the same statement where the backend can (a wait that finds its message at once)."""
         ...
 
     async def update_wait(self, wait_id: str, progress: str) -> None: ...

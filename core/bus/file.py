@@ -592,11 +592,26 @@ class FileBus:
     async def claim_first(
         self, inbox: str, wait_id: str, types: Sequence[str] | None = None, refs: Sequence[ItemRef] | None = None
     ) -> Item | None:
+        if refs is None:
+            got = await self.claim_next(inbox, wait_id, types)
+            return got[0] if got else None
         wanted = None if types is None else set(types)
-        for ref in self._in_order(self._inbox(inbox) / "new") if refs is None else refs:
+        for ref in refs:
             if (wanted is None or ref.type in wanted) and (item := await self.claim(inbox, ref, wait_id)):
                 return item
         return None
+
+    async def claim_next(
+        self, inbox: str, wait_id: str, types: Sequence[str] | None = None, limit: int = 1
+    ) -> list[Item]:
+        wanted = None if types is None else set(types)
+        got: list[Item] = []
+        for ref in self._in_order(self._inbox(inbox) / "new"):
+            if len(got) >= limit:
+                break
+            if (wanted is None or ref.type in wanted) and (item := await self.claim(inbox, ref, wait_id)):
+                got.append(item)
+        return got
 
     async def holds(self, inbox: str, wait_id: str) -> int | None:
         if not self._wait_path(wait_id).exists():
@@ -714,11 +729,16 @@ class FileBus:
         return self.root / "waits" / f"{check_id(wait_id, 'wait')}{suffix}"
 
     async def register_wait(
-        self, record: WaitRecord, *, claim_from: str | None = None, types: Sequence[str] | None = None
-    ) -> Item | None:
+        self,
+        record: WaitRecord,
+        *,
+        claim_from: str | None = None,
+        types: Sequence[str] | None = None,
+        limit: int = 1,
+    ) -> list[Item]:
         self._write_json(self._wait_path(record.id), record.model_dump_json(), durable=False)
         self._my_waits[record.id] = record
-        return None if claim_from is None else await self.claim_first(claim_from, record.id, types)
+        return [] if claim_from is None else await self.claim_next(claim_from, record.id, types, limit)
 
     async def update_wait(self, wait_id: str, progress: str) -> None:
         path = self._wait_path(wait_id)

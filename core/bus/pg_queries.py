@@ -140,7 +140,7 @@ REGISTER_WAIT: Final = (
     "ON CONFLICT (id) DO UPDATE SET record = excluded.record, lease_until = excluded.lease_until "
     "RETURNING id) SELECT pg_notify(%s, %s) FROM u"
 )
-#: REGISTER_WAIT and the claim of the oldest unclaimed item (CLAIM_NEXT, one row) in one
+#: REGISTER_WAIT and the claim of the oldest unclaimed items (as CLAIM_NEXT) in one
 #: statement: recovery sees the record and its claim together or neither; {} is TYPE_FILTER
 #: or nothing
 REGISTER_AND_CLAIM: Final = sql.SQL(
@@ -149,7 +149,7 @@ REGISTER_AND_CLAIM: Final = sql.SQL(
     "%(record)s::jsonb) ON CONFLICT (id) DO UPDATE SET record = excluded.record, "
     "lease_until = excluded.lease_until RETURNING pg_notify(%(channel)s, %(key)s)), "
     "c AS (UPDATE items SET claimed_by = %(w)s WHERE seq IN (SELECT seq FROM items "
-    "WHERE inbox = %(inbox)s AND claimed_by IS NULL{} ORDER BY seq LIMIT 1 "
+    "WHERE inbox = %(inbox)s AND claimed_by IS NULL{} ORDER BY seq LIMIT %(n)s "
     "FOR UPDATE SKIP LOCKED) RETURNING seq, record) SELECT seq, record FROM c"
 )
 RENEW_LEASES: Final = "UPDATE waits SET lease_until = now() + make_interval(secs => %s) WHERE id = ANY(%s)"

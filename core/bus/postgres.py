@@ -393,10 +393,7 @@ class PostgresBus:
         types: Sequence[str] | None = None,
         limit: int = 1,
     ) -> list[Item]:
-        """Claim up to `limit` of the oldest unclaimed items in one statement (skips locked rows).
-
-        Not part of the Bus protocol: a fast path for consumers that take whatever is next.
-        """
+        """Claim up to `limit` of the oldest unclaimed items in one statement (skips locked rows)."""
         type_filter = q.TYPE_FILTER if types else sql.SQL("")
         rows = await self._rows(
             q.CLAIM_NEXT.format(type_filter),
@@ -504,10 +501,15 @@ class PostgresBus:
 
     # ------------------------------------------------------------------ waits
     async def register_wait(
-        self, record: WaitRecord, *, claim_from: str | None = None, types: Sequence[str] | None = None
-    ) -> Item | None:
-        """Register the wait; with `claim_from`, also claim that inbox's oldest unclaimed item
-        (of `types`) for it, in the same statement."""
+        self,
+        record: WaitRecord,
+        *,
+        claim_from: str | None = None,
+        types: Sequence[str] | None = None,
+        limit: int = 1,
+    ) -> list[Item]:
+        """Register the wait; with `claim_from`, also claim up to `limit` of that inbox's oldest
+        unclaimed items (of `types`) for it, in the same statement."""
         check_id(record.id, "wait")
         if claim_from is None:
             await self._rows(
@@ -540,12 +542,13 @@ class PostgresBus:
                     "key": f"w:{record.id}",
                     "inbox": check_id(claim_from, "inbox"),
                     "types": list(types or []),
+                    "n": limit,
                 },
             )
         self._my_waits.add(record.id)
         if self._renewer is None or self._renewer.done():
             self._renewer = asyncio.create_task(self._renew_leases(), name="wavewait-pg-leases")
-        return Item.model_validate(rows[0][1] | {"seq": rows[0][0]}) if rows else None
+        return sorted((Item.model_validate(r | {"seq": s}) for s, r in rows), key=lambda i: i.seq)
 
     async def _renew_leases(self) -> None:
         """Keep the leases of this process's waits fresh while they run."""

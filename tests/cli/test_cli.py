@@ -35,6 +35,8 @@ BAD_INPUT = [
     (["wait", "soon"], "timeout: must be a number of seconds ≥ 0, got 'soon'"),
     (["wait", "5", "f00"], "from_agents[0]: no agent 'f00'; a prefix needs at least 4 characters"),
     (["wait", "5", "f00dcafe01", "ghost"], "from_agents[1]: no agent matches 'ghost'"),
+    (["wait", "5", "--max", "0"], "--max: must be a whole number from 1 to 100"),
+    (["wait", "5", "f00dcafe01", "--max", "3"], "--max: applies without agent ids"),
     (["wait-signal", "/tmp/*.done", "--min-count", "0"], "--min-count: must be a whole number ≥ 1"),
     (["wait-signal", "/tmp/*.done", "--timeout", "-5"], "timeout: must be a finite number"),
     (["wait-event", "--type", "Not A Type"], "types[0]: 'Not A Type' is not a valid item type"),
@@ -108,6 +110,16 @@ async def test_exit_0_with_the_message_and_exit_3_on_timeout(crew):
     assert late.returncode == 3
     assert [r["status"] for r in json.loads(late.stdout)["results"]] == ["running", "running"]
     assert run(crew, "wait-event", "--timeout", "0").returncode == 3
+
+
+async def test_wait_max_takes_a_burst_at_once(crew):
+    for n in range(3):
+        assert run(crew, "send", "orchestrator", f"part {n}", "--agent", "f00dcafe01").returncode == 0
+    got = run(crew, "wait", "5", "--max", "5")
+    assert got.returncode == 0, got.stderr
+    out = json.loads(got.stdout)
+    assert [out["message"], *(m["message"] for m in out["more"])] == ["part 0", "part 1", "part 2"]
+    assert await crew.peek("orchestrator") == []
 
 
 async def test_wavewait_interrupt_makes_a_wait_in_another_process_exit_4_with_partial_state(crew):

@@ -47,7 +47,8 @@ async def test_tools_list_publishes_schemas_and_honest_annotations(bus):
         assert t.annotations is not None and t.description
     # seed parameter names
     assert tools["wait"].input_schema["required"] == ["timeout"]
-    assert set(tools["wait"].input_schema["properties"]) == {"timeout", "from_agents"}
+    assert set(tools["wait"].input_schema["properties"]) == {"timeout", "from_agents", "max_messages"}
+    assert tools["wait"].input_schema["properties"]["max_messages"]["default"] == 1
     sig = tools["wave_wait_for_signal"].input_schema["properties"]
     assert sig["timeout_sec"]["default"] == 1800 and sig["min_count"]["default"] == 1
     assert set(tools["wait_agent"].input_schema["required"]) == {"id", "agentId", "kind", "description"}
@@ -73,6 +74,22 @@ async def test_wait_next_message_returns_the_oldest_then_times_out_normally(bus)
     assert (r1["from"], r1["name"], r1["message"]) == ("file-reader", "file-reader", "first")
     assert r1["sent_at"] and r2["message"] == "second"
     assert r3["status"] == "timeout" and "call wait again" in r3["hint"].lower()
+
+
+async def test_wait_with_max_messages_drains_a_burst_in_one_call(bus):
+    await register_crew(bus, "file-reader", "linter")
+    for i in range(4):
+        await messages.send(bus, ("file-reader", "linter")[i % 2], "orchestrator", f"report {i}")
+    async with mcp_client(bus) as c:
+        r = data(await c.call_tool("wait", {"timeout": 5, "max_messages": 3}))
+        last = data(await c.call_tool("wait", {"timeout": 5, "max_messages": 3}))
+    assert (r["from"], r["message"]) == ("file-reader", "report 0")
+    assert [(m["from"], m["name"], m["message"]) for m in r["more"]] == [
+        ("linter", "linter", "report 1"),
+        ("file-reader", "file-reader", "report 2"),
+    ]
+    assert last["message"] == "report 3" and "more" not in last
+    assert [i.body for i in await bus.history("orchestrator")] == [f"report {i}" for i in range(4)]
 
 
 async def test_wait_fan_in_returns_early_when_the_rest_are_dead(bus):
@@ -114,6 +131,9 @@ BAD_WAIT_ARGS = [
     ({"timeout": 1, "from_agents": ["nobody"]}, "from_agents[0]"),
     ({"timeout": 1, "from_agents": ["fi"]}, "from_agents[0]"),
     ({"timeout": 1, "from_agent": ["file-reader"]}, "from_agent"),
+    ({"timeout": 1, "max_messages": 0}, "max_messages"),
+    ({"timeout": 1, "max_messages": 101}, "max_messages"),
+    ({"timeout": 1, "from_agents": ["file-reader"], "max_messages": 5}, "max_messages"),
 ]
 
 

@@ -101,7 +101,9 @@ TIMEOUT_NORMAL = (
 
 WAIT_DOC = (
     SIT_STILL + "Two modes. Without from_agents: returns the oldest message (or completion report, or "
-    "question) in your inbox as {from, name, message, sent_at}, or {status: 'timeout'}. With "
+    "question) in your inbox as {from, name, message, sent_at}, or {status: 'timeout'}; with "
+    "max_messages N, also up to N-1 more already queued, in more: [{from, name, message, "
+    "sent_at}], oldest first (one call drains a burst of reports). With "
     "from_agents (ids or unique prefixes of at least 4 characters): waits until each listed agent "
     "has sent one message, or is idle, closed or dead, and returns {status: complete|timeout|"
     "interrupted, results: [{agent_id, name, status: received|running|idle|dead|closed, "
@@ -178,6 +180,15 @@ Timeout = Annotated[float, Field(ge=0, description="Seconds to wait at most (0 =
 AgentIds = Annotated[
     list[str] | None,
     Field(description="Agent ids or unique prefixes (≥ 4 characters) to fan in on; omit for the next message."),
+]
+MaxMessages = Annotated[
+    int,
+    Field(
+        ge=1,
+        le=wait.MAX_MESSAGES,
+        description="Without from_agents: return up to this many queued messages in one call "
+        "(the first as usual, the rest in `more`, oldest first). 1 by default.",
+    ),
 ]
 SignalPath = Annotated[
     str,
@@ -362,15 +373,26 @@ def register(server: MCPServer, bus: Bus, s: Settings, deliveries: Deliveries) -
 
     @tool("wait", WAIT_DOC, "Wait for messages from agents", read_only=False)
     async def wait_(
-        ctx: Context, timeout: Timeout, from_agents: AgentIds = None
+        ctx: Context, timeout: Timeout, from_agents: AgentIds = None, max_messages: MaxMessages = 1
     ) -> Annotated[CallToolResult, WaitResult]:
         timeout = wait.check_timeout(timeout)
+        if from_agents is not None and max_messages != 1:
+            raise BadInput("max_messages: applies without from_agents; a fan-in takes one message per listed agent")
         eff, cut = clamp(s, timeout, ctx)
         if from_agents is None:
             nxt = await consuming(
                 ctx,
                 deliveries,
-                lambda c: wait.wait_next(bus, s.caller, eff, on_progress=Reporter(ctx, eff), control=c, settings=ws),
+                lambda c: wait.wait_next(
+                    bus,
+                    s.caller,
+                    eff,
+                    max_messages=max_messages,
+                    budget=s.output_budget,
+                    on_progress=Reporter(ctx, eff),
+                    control=c,
+                    settings=ws,
+                ),
             )
             return reply(nxt, next_hint(s, nxt, timeout, cut))
         agents_ = from_agents
