@@ -24,7 +24,8 @@ Rows (goals from issue 13):
   (goal 0), and that process's RSS after its first minute (or a third of the run, if
   shorter) and at the end (goal: growth <= 20 MB);
 - messages/s end to end, 4 senders unpaced, 8 consumer processes each looping a
-  next-message wait on one shared inbox (files with and without fsync);
+  next-message wait on one shared inbox (files with and without fsync), and the same with
+  each wait taking up to `--batch` (100) queued messages (`max_messages`);
 - idle CPU of one process holding 100 waits (goal <= 1 % of a core).
 The flights' records are written without fsync (setup, not measured); the senders of the
 load rows use the bus's default (fsync on the directory bus) unless the row says otherwise.
@@ -180,10 +181,10 @@ async def role_consume(a: argparse.Namespace) -> None:
     print("ready", flush=True)
     n, last = 0, 0.0
     while True:
-        r = await wait.wait_next(bus, "work", a.timeout)
+        r = await wait.wait_next(bus, "work", a.timeout, max_messages=a.batch)
         if r.status != "received":
             break
-        n, last = n + 1, time.time()
+        n, last = n + 1 + len(r.more or []), time.time()
     print(json.dumps({"n": n, "last": last}), flush=True)
     await bus.close()
 
@@ -382,11 +383,12 @@ class Run:
         r["sent"] = sent
         return r
 
-    async def throughput(self, kind: str, fsync: bool) -> float:
+    async def throughput(self, kind: str, fsync: bool, batch: int = 1) -> float:
         a = self.args
         url, bus = await self.fresh_bus(kind)
         await self.register(bus, ["work", "sender"])
-        consumers = [self.child("--role", "consume", "--bus", url, "--timeout", "3") for _ in range(8)]
+        argv = ["--role", "consume", "--bus", url, "--timeout", "3", "--batch", str(batch)]
+        consumers = [self.child(*argv) for _ in range(8)]
         for c in consumers:
             assert c.stdout is not None
             await asyncio.to_thread(c.stdout.readline)
@@ -546,6 +548,8 @@ async def main(args: argparse.Namespace) -> None:
             put("messages/s, 8 consumers", kind, f"{await run.throughput(kind, True):.0f}")
             if kind == "files":
                 put("messages/s, 8 consumers, WAVEWAIT_FSYNC=0", kind, f"{await run.throughput(kind, False):.0f}")
+            batched = await run.throughput(kind, True, args.batch)
+            put(f"messages/s, 8 consumers taking up to {args.batch} per wait", kind, f"{batched:.0f}")
         if "idle" in args.only:
             put("idle CPU, 100 waits, % of a core", kind, f"{100 * await run.idle(kind):.2f}")
     if "listeners" in args.only:
@@ -589,6 +593,7 @@ def parse() -> argparse.Namespace:
     p.add_argument("--messages", type=int, default=20_000, help="messages in the throughput row")
     p.add_argument("--idle-window", type=float, default=10.0)
     p.add_argument("--code", help="a folder with the wavewait package to measure instead")
+    p.add_argument("--batch", type=int, default=100, help="max_messages of the batched consumers' waits")
     p.add_argument("--tracemalloc", action="store_true")
     p.add_argument("--profile", metavar="DIR", help="run the measured children under cProfile, writing DIR/*.prof")
     p.add_argument("--listeners", default="1,4,16,64", help="with --only listeners: k processes on one database")
