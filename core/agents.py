@@ -131,7 +131,8 @@ async def resolve_agents(bus: Bus, tokens: Iterable[str], field: str = "agents")
         agents = {a.id: a for a in await bus.list_agents()}
     out: dict[str, Agent] = {}
     for i, token in enumerate(tokens):
-        agent_id = resolve(token, agents, f"{field}[{i}]")
+        # an exact id is a dict lookup; only a prefix goes through `resolve` (a pass over all ids)
+        agent_id = token if token in agents else resolve(token, agents, f"{field}[{i}]")
         out.setdefault(agent_id, agents[agent_id])
     return list(out.values())
 

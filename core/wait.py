@@ -23,7 +23,7 @@ import math
 import os
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Generic, Literal, TypeVar, cast
@@ -562,6 +562,9 @@ class OnePerAgent(Condition[FanIn]):
         # targets without a message yet, in target order; how many of them still run
         self.waiting: dict[str, None] = dict.fromkeys(self.state)
         self.running = sum(1 for a in targets if a.status == "running")
+        # the waiting targets that stopped running (dead, idle, closed), kept as they change,
+        # so a progress line over 10,000 targets does not look at every one
+        self.stopped: dict[str, None] = dict.fromkeys(a.id for a in targets if a.status != "running")
 
     def _update(self, agent: Agent) -> bool:
         """Keep the record and the count of running targets; True if it stopped running."""
@@ -569,6 +572,10 @@ class OnePerAgent(Condition[FanIn]):
         self.state[agent.id] = agent
         if agent.id in self.waiting and (old.status == "running") != (agent.status == "running"):
             self.running += 1 if agent.status == "running" else -1
+            if agent.status == "running":
+                self.stopped.pop(agent.id, None)
+            else:
+                self.stopped[agent.id] = None
             return agent.status != "running"
         return False
 
@@ -607,16 +614,18 @@ class OnePerAgent(Condition[FanIn]):
         self.got[item.sender] = item
         self.used += len(item.body)
         del self.waiting[item.sender]
+        self.stopped.pop(item.sender, None)
         if self.state[item.sender].status == "running":
             self.running -= 1
 
     def live_targets(self) -> list[Agent]:
         return [a for a_id in self.waiting if not (a := self.state[a_id]).finished]
 
-    def _names_of(self, ids: Collection[str], with_status: bool = False) -> str:
+    def _names_of(self, ids: Iterable[str], count: int, with_status: bool = False) -> str:
+        """The first NAMES_SHOWN of `ids` (`count` in all) by name, and how many more."""
         shown = [self.state[a] for a in itertools.islice(ids, NAMES_SHOWN)]
         names = [f"{a.name} {a.status}" if with_status else a.name for a in shown]
-        more = len(ids) - len(names)
+        more = count - len(names)
         return ", ".join(names) + (f" and {more:,} more" if more > 0 else "")
 
     def _overflows(self, item: Item) -> bool:
@@ -629,12 +638,14 @@ class OnePerAgent(Condition[FanIn]):
         if len(self.state) <= NAMES_SHOWN:  # few: in target order, as people read the list
             got = [a for a in self.state if a in self.got]
         msg = f"{len(self.got)}/{len(self.state)} received"
-        msg += f": {self._names_of(got)}" if got else ""
+        msg += f": {self._names_of(got, len(got))}" if got else ""
         # a target that stopped is news, never "waiting on": a death changes the line
-        ended = [a for a in self.waiting if self.state[a].status != "running"]
-        running = [a for a in self.waiting if self.state[a].status == "running"]
-        msg += f" · {self._names_of(ended, with_status=True)}" if ended else ""
-        return msg + (f" · waiting on {self._names_of(running)}" if running else "")
+        ended: Collection[str] = self.stopped
+        if len(self.state) <= NAMES_SHOWN:
+            ended = [a for a in self.waiting if a in self.stopped]
+        msg += f" · {self._names_of(ended, len(ended), with_status=True)}" if ended else ""
+        running = (a for a in self.waiting if a not in self.stopped)
+        return msg + (f" · waiting on {self._names_of(running, self.running)}" if self.running else "")
 
     def ended(self, why: Ending, w: Waiting) -> FanIn:
         return self._result(why, w)

@@ -186,10 +186,14 @@ TRANSITION_MCP_TASK: Final = (
 DELETE_MCP_TASK: Final = "DELETE FROM mcp_tasks WHERE id = %s"
 
 # ---------------------------------------------------------------- recovery
-#: the waits that hold claims, with their record and lease; {} is IN_INBOX or nothing
+#: the waits that hold claims: whether their record exists, where they run, their lease.
+#: Distinct claimers first, then the join, and never the record itself: a fan-in over
+#: 10,000 flights holds 10,000 claims under one record of half a megabyte. {} is IN_INBOX
+#: or nothing
 CLAIMING_WAITS: Final = sql.SQL(
-    "SELECT DISTINCT i.claimed_by, w.record, w.lease_until > now() FROM items i "
-    "LEFT JOIN waits w ON w.id = i.claimed_by WHERE i.claimed_by IS NOT NULL{}"
+    "SELECT c.claimed_by, w.id IS NOT NULL, w.host, w.pid, w.pid_start, w.lease_until > now() "
+    "FROM (SELECT DISTINCT claimed_by FROM items WHERE claimed_by IS NOT NULL{}) c "
+    "LEFT JOIN waits w ON w.id = c.claimed_by"
 )
-IN_INBOX: Final = sql.SQL(" AND i.inbox = %s")
+IN_INBOX: Final = sql.SQL(" AND inbox = %s")
 RETURN_CLAIMS: Final = "UPDATE items SET claimed_by = NULL WHERE claimed_by = %s RETURNING inbox"

@@ -133,6 +133,14 @@ def payloads(keys: Sequence[str]) -> list[str]:
     return out
 
 
+def _live(host: str | None, pid: int | None, pid_start: str | None, leased: bool | None) -> bool:
+    """A wait is live while its process runs (on this host, where we can see it) or while its
+    lease holds (elsewhere)."""
+    if host == hostname():
+        return alive(pid, pid_start)
+    return bool(leased)
+
+
 class PostgresBus:
     """A bus in a PostgreSQL schema; open with `await PostgresBus.open(url)`."""
 
@@ -586,11 +594,7 @@ class PostgresBus:
 
     @staticmethod
     def _wait_live(rec: WaitRecord | None, leased: bool | None) -> bool:
-        if rec is None:
-            return False
-        if rec.host == hostname():
-            return alive(rec.pid, rec.pid_start)
-        return bool(leased)
+        return rec is not None and _live(rec.host, rec.pid, rec.pid_start, leased)
 
     async def interrupt(self, wait_id: str) -> bool:
         rows = await self._rows(
@@ -736,11 +740,10 @@ class PostgresBus:
             params.append(check_id(inbox, "inbox"))
         rows = await self._rows(q.CLAIMING_WAITS.format(inbox_filter), params)
         returned = 0
-        for wait_id, data, leased in rows:
-            rec = WaitRecord.model_validate(data) if data is not None else None
-            if self._wait_live(rec, leased):
+        for wait_id, exists, host, pid, pid_start, leased in rows:
+            if exists and _live(host, pid, pid_start, leased):
                 continue
-            if rec is not None:
+            if exists:
                 await self.end_wait(wait_id)
             boxes = await self._rows(q.RETURN_CLAIMS, [wait_id])
             for box in sorted({b for (b,) in boxes}):
