@@ -556,6 +556,7 @@ class OnePerAgent(Condition[FanIn]):
         super().__init__(f"a message from each of {_names(targets)}", targets)
         self.state: dict[str, Agent] = {a.id: a for a in targets}
         self.got: dict[str, Item] = {}  # claims by sender, in the order received
+        self.entries: dict[str, TargetResult] = {}  # their lines of the result
         self.budget = budget  # characters of message bodies one result may carry
         self.used = 0
         self.full = False  # the budget ended the wait: the rest stays queued
@@ -612,6 +613,12 @@ class OnePerAgent(Condition[FanIn]):
 
     def _got(self, item: Item) -> None:
         self.got[item.sender] = item
+        word: TargetStatus = "needs_input" if item.type == "question" else "received"  # awaits an answer
+        name = self.state[item.sender].name
+        # made now, as each report comes: the result over 10,000 targets is then a list, not 10,000 models
+        self.entries[item.sender] = TargetResult(
+            agent_id=item.sender, name=name, status=word, message=item.body, message_id=item.id
+        )
         self.used += len(item.body)
         del self.waiting[item.sender]
         self.stopped.pop(item.sender, None)
@@ -659,15 +666,11 @@ class OnePerAgent(Condition[FanIn]):
     def _result(self, status: Literal["complete", "partial", "timeout", "interrupted"], w: Waiting) -> FanIn:
         results = []
         for a_id, agent in self.state.items():
-            if a_id in self.got:
-                item = self.got[a_id]
-                word: TargetStatus = "needs_input" if item.type == "question" else "received"  # awaits an answer
-                results.append(
-                    TargetResult(agent_id=a_id, name=agent.name, status=word, message=item.body, message_id=item.id)
-                )
-            else:
+            entry = self.entries.get(a_id)
+            if entry is None:
                 reason = agent.reason if agent.finished else None
-                results.append(TargetResult(agent_id=a_id, name=agent.name, status=agent.state, reason=reason))
+                entry = TargetResult(agent_id=a_id, name=agent.name, status=agent.state, reason=reason)
+            results.append(entry)
         return FanIn(status=status, results=results, elapsed_sec=w.elapsed)
 
 
