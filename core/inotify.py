@@ -23,6 +23,7 @@ import os
 import select
 import struct
 import threading
+import time
 from collections.abc import Callable
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,7 @@ CHANGES = IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE
 SUBFOLDERS = IN_CREATE | IN_MOVED_TO | IN_ONLYDIR
 _EVENT = struct.Struct("iIII")  # wd, mask, cookie, length of the name that follows
 READ_BYTES = 256 * 1024
+BATCH_S = 0.002
 
 OnPaths = Callable[[set[str]], None]
 
@@ -121,6 +123,9 @@ class BusWatcher:
                 if paths:
                     for on_paths in list(self.subscribers):
                         on_paths(paths)
+                    # a lone change is handed over at once; under a stream of them, at most one
+                    # hand-over per BATCH_S (each takes the GIL and wakes the loops)
+                    time.sleep(BATCH_S)
         except Exception:  # the watcher must never die silently: everyone re-reads, then timers
             log.exception("the change watcher of the bus at %s failed; waits fall back to their timers", self.root)
             for on_paths in list(self.subscribers):

@@ -117,3 +117,17 @@ async def test_the_watcher_stops_with_its_last_subscription(tmp_path):
         while watcher._thread.is_alive():
             await anyio.sleep(0.01)
     assert bus.url not in inotify._watchers
+
+
+async def test_without_inotify_the_bus_falls_back_to_watchfiles(tmp_path, monkeypatch):
+    """Where the kernel's inotify cannot be reached (another system), watchfiles watches the bus."""
+    monkeypatch.setattr(inotify, "AVAILABLE", False)
+    bus = FileBus(tmp_path / "bus")
+    changes = await bus.subscribe(inboxes=["box"])
+    try:
+        assert bus.url not in inotify._watchers
+        await bus.deliver(item("box"))
+        assert "i:box" in (await next_change(changes) or {"i:box"})
+    finally:
+        changes.close()
+        await bus.close()
