@@ -179,6 +179,8 @@ async def role_consume(a: argparse.Namespace) -> None:
 
     bus = await open_bus(a.bus)
     print("ready", flush=True)
+    if a.go:
+        await asyncio.to_thread(sys.stdin.readline)  # start together, on a backlog
     n, last = 0, 0.0
     while True:
         r = await wait.wait_next(bus, "work", a.timeout, max_messages=a.batch)
@@ -383,7 +385,7 @@ class Run:
         r["sent"] = sent
         return r
 
-    async def throughput(self, kind: str, fsync: bool, batch: int = 1) -> float:
+    async def throughput(self, kind: str, fsync: bool, batch: int = 1) -> tuple[float, float]:
         a = self.args
         url, bus = await self.fresh_bus(kind)
         await self.register(bus, ["work", "sender"])
@@ -418,10 +420,12 @@ class Run:
             assert s.stdin is not None
             s.stdin.write("go\n")
             s.stdin.flush()
-        starts = []
+        starts, ends = [], []
         for s in senders:
             out, _ = await asyncio.to_thread(s.communicate, timeout=600)
-            starts.append(json.loads(out.strip().splitlines()[-1])["start"])
+            sent = json.loads(out.strip().splitlines()[-1])
+            starts.append(sent["start"])
+            ends.append(sent["end"])
         got, last = 0, 0.0
         for c in consumers:
             out, _ = await asyncio.to_thread(c.communicate, timeout=600)
@@ -430,7 +434,37 @@ class Run:
         await self.drop(kind, url, bus)
         if got != per * 4:
             print(f"  ({kind}: {got} of {per * 4} messages taken)", file=sys.stderr)
-        return got / max(1e-9, last - min(starts))
+        return got / max(1e-9, last - min(starts)), per * 4 / max(1e-9, max(ends) - min(starts))
+
+    async def drain(self, kind: str, batch: int) -> float:
+        """8 consumers started together on a backlog of `--messages`: what they take per second."""
+        from wavewait.core.ids import new_id
+        from wavewait.core.model import Item
+
+        url, bus = await self.fresh_bus(kind)
+        await self.register(bus, ["work", "sender"])
+        for i in range(self.args.messages):
+            body = json.dumps({"t": time.time(), "id": f"b-{i}"})
+            await bus.deliver(Item(id=new_id(), type="message", to="work", sender="sender", body=body))
+        argv = ["--role", "consume", "--bus", url, "--timeout", "3", "--batch", str(batch), "--go"]
+        consumers = [self.child(*argv) for _ in range(8)]
+        for c in consumers:
+            assert c.stdout is not None
+            await asyncio.to_thread(c.stdout.readline)
+        t0 = time.time()
+        for c in consumers:
+            assert c.stdin is not None
+            c.stdin.write("go\n")
+            c.stdin.flush()
+        got, last = 0, 0.0
+        for c in consumers:
+            out, _ = await asyncio.to_thread(c.communicate, timeout=600)
+            r = json.loads(out.strip().splitlines()[-1])
+            got, last = got + r["n"], max(last, r["last"])
+        await self.drop(kind, url, bus)
+        if got != self.args.messages:
+            print(f"  ({kind}: {got} of {self.args.messages} messages taken)", file=sys.stderr)
+        return got / max(1e-9, last - t0)
 
     async def idle(self, kind: str) -> float:
         url, bus = await self.fresh_bus(kind)
@@ -545,11 +579,22 @@ async def main(args: argparse.Namespace) -> None:
                 put(f"{head}: traced MB first / end", kind, f"{fmt(r['traced_first'], '.1f')} / {r['traced_end']:.1f}")
             put(f"{head}: server CPU % of a core", kind, f"{100 * r['cpu'] / args.duration:.0f}")
         if "throughput" in args.only:
-            put("messages/s, 8 consumers", kind, f"{await run.throughput(kind, True):.0f}")
+            # each row: taken end to end / what the 4 senders managed to send, messages/s
+            got, sent = await run.throughput(kind, True)
+            put("messages/s, 8 consumers (senders' own rate)", kind, f"{got:.0f} ({sent:.0f})")
             if kind == "files":
-                put("messages/s, 8 consumers, WAVEWAIT_FSYNC=0", kind, f"{await run.throughput(kind, False):.0f}")
-            batched = await run.throughput(kind, True, args.batch)
-            put(f"messages/s, 8 consumers taking up to {args.batch} per wait", kind, f"{batched:.0f}")
+                got, sent = await run.throughput(kind, False)
+                put("messages/s, 8 consumers, WAVEWAIT_FSYNC=0 (senders)", kind, f"{got:.0f} ({sent:.0f})")
+            for batch in (1, args.batch):
+                rate = await run.drain(kind, batch)
+                put(f"messages/s, 8 consumers taking up to {batch} per wait from a backlog", kind, f"{rate:.0f}")
+            got, sent = await run.throughput(kind, kind == "pg", args.batch)
+            fs = "" if kind == "pg" else ", WAVEWAIT_FSYNC=0"
+            put(
+                f"messages/s, 8 consumers taking up to {args.batch} per wait{fs} (senders)",
+                kind,
+                f"{got:.0f} ({sent:.0f})",
+            )
         if "idle" in args.only:
             put("idle CPU, 100 waits, % of a core", kind, f"{100 * await run.idle(kind):.2f}")
     if "listeners" in args.only:
@@ -594,6 +639,7 @@ def parse() -> argparse.Namespace:
     p.add_argument("--idle-window", type=float, default=10.0)
     p.add_argument("--code", help="a folder with the wavewait package to measure instead")
     p.add_argument("--batch", type=int, default=100, help="max_messages of the batched consumers' waits")
+    p.add_argument("--go", action="store_true", help="a consumer starts on a line from stdin")
     p.add_argument("--tracemalloc", action="store_true")
     p.add_argument("--profile", metavar="DIR", help="run the measured children under cProfile, writing DIR/*.prof")
     p.add_argument("--listeners", default="1,4,16,64", help="with --only listeners: k processes on one database")
