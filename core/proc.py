@@ -45,6 +45,13 @@ def alive(pid: int | None, start: str | None = None) -> bool:
     return start is None or current == start
 
 
+_me: tuple[int, str | None] = (0, None)
+
+
 def me() -> tuple[int, str | None]:
+    """This process's pid and start time, read once per process (every wait's record names them)."""
+    global _me
     pid = os.getpid()
-    return pid, pid_start(pid)
+    if _me[0] != pid:  # the first call, or a forked child
+        _me = (pid, pid_start(pid))
+    return _me
