@@ -87,7 +87,7 @@ class BusWatcher:
             for box in boxes:
                 self._watch_inbox(box)
         except BaseException:
-            self._close_fds()
+            self._close_fds(self._fd, self._stop_r, self._stop_w)
             raise
         self._thread = threading.Thread(target=self._run, name=f"wavewait-inotify {root}", daemon=True)
         self._thread.start()
@@ -130,8 +130,8 @@ class BusWatcher:
             log.exception("the change watcher of the bus at %s failed; waits fall back to their timers", self.root)
             for on_paths in list(self.subscribers):
                 on_paths({self.root})
-        finally:
-            self._close_fds()
+        finally:  # the write end stays open until `stop`: its number is never reused under it
+            self._close_fds(self._fd, self._stop_r)
 
     def _read(self) -> set[str]:
         """Every event queued now, as the paths that changed."""
@@ -170,13 +170,15 @@ class BusWatcher:
             paths.add(path)
 
     def stop(self) -> None:
-        with contextlib.suppress(OSError):  # its thread ended already (and said why)
+        """End the thread (it closes the watches); called once, by the last subscriber."""
+        with contextlib.suppress(OSError):  # EPIPE: its thread ended already (and said why)
             os.write(self._stop_w, b"x")
+        self._close_fds(self._stop_w)
 
-    def _close_fds(self) -> None:
-        for fd in (self._fd, self._stop_r, self._stop_w):
-            with contextlib.suppress(OSError):  # closed already (a failed start)
-                os.close(fd)
+    @staticmethod
+    def _close_fds(*fds: int) -> None:
+        for fd in fds:
+            os.close(fd)
 
 
 _lock = threading.Lock()
