@@ -134,16 +134,10 @@ TAKEN_BY: Final = "SELECT seq, record, taken_by, taken_at FROM history WHERE inb
 HISTORY: Final = "SELECT seq, record, taken_by, taken_at FROM history WHERE inbox = %s ORDER BY seq DESC LIMIT %s"
 
 # ---------------------------------------------------------------- waits
-REGISTER_WAIT: Final = (
-    "WITH u AS (INSERT INTO waits (id, started_at, host, pid, pid_start, lease_until, record) "
-    "VALUES (%s, %s, %s, %s, %s, now() + make_interval(secs => %s), %s::jsonb) "
-    "ON CONFLICT (id) DO UPDATE SET record = excluded.record, lease_until = excluded.lease_until "
-    "RETURNING id) SELECT pg_notify(%s, %s) FROM u"
-)
-#: REGISTER_WAIT and the claim of the oldest unclaimed items (as CLAIM_NEXT) in one
-#: statement: recovery sees the record and its claim together or neither; {} is TYPE_FILTER
-#: or nothing
-REGISTER_AND_CLAIM: Final = sql.SQL(
+#: a wait's record, and in the same statement the claim of up to n of the oldest unclaimed
+#: items of an inbox (as CLAIM_NEXT; n = 0 claims nothing): recovery sees the record and its
+#: claims together or neither. {} is TYPE_FILTER or nothing
+REGISTER_WAIT: Final = sql.SQL(
     "WITH u AS (INSERT INTO waits (id, started_at, host, pid, pid_start, lease_until, record) "
     "VALUES (%(w)s, %(started)s, %(host)s, %(pid)s, %(pid_start)s, now() + make_interval(secs => %(lease)s), "
     "%(record)s::jsonb) ON CONFLICT (id) DO UPDATE SET record = excluded.record, "

@@ -519,40 +519,23 @@ class PostgresBus:
         """Register the wait; with `claim_from`, also claim up to `limit` of that inbox's oldest
         unclaimed items (of `types`) for it, in the same statement."""
         check_id(record.id, "wait")
-        if claim_from is None:
-            await self._rows(
-                q.REGISTER_WAIT,
-                [
-                    record.id,
-                    record.started_at,
-                    record.host,
-                    record.pid,
-                    record.pid_start,
-                    WAIT_LEASE,
-                    record.model_dump_json(),
-                    self.channel,
-                    f"w:{record.id}",
-                ],
-            )
-            rows = []
-        else:
-            rows = await self._rows(
-                q.REGISTER_AND_CLAIM.format(q.TYPE_FILTER if types else sql.SQL("")),
-                {
-                    "w": record.id,
-                    "started": record.started_at,
-                    "host": record.host,
-                    "pid": record.pid,
-                    "pid_start": record.pid_start,
-                    "lease": WAIT_LEASE,
-                    "record": record.model_dump_json(),
-                    "channel": self.channel,
-                    "key": f"w:{record.id}",
-                    "inbox": check_id(claim_from, "inbox"),
-                    "types": list(types or []),
-                    "n": limit,
-                },
-            )
+        rows = await self._rows(
+            q.REGISTER_WAIT.format(q.TYPE_FILTER if types else sql.SQL("")),
+            {
+                "w": record.id,
+                "started": record.started_at,
+                "host": record.host,
+                "pid": record.pid,
+                "pid_start": record.pid_start,
+                "lease": WAIT_LEASE,
+                "record": record.model_dump_json(),
+                "channel": self.channel,
+                "key": f"w:{record.id}",
+                "inbox": check_id(claim_from or record.waiter, "inbox"),
+                "types": list(types or []),
+                "n": limit if claim_from is not None else 0,
+            },
+        )
         self._my_waits.add(record.id)
         if self._renewer is None or self._renewer.done():
             self._renewer = asyncio.create_task(self._renew_leases(), name="wavewait-pg-leases")
