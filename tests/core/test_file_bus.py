@@ -150,3 +150,22 @@ async def test_history_keeps_who_took_what_in_order_and_is_rotated(file_bus, mon
     assert all(i.taken_by == "orchestrator" and i.taken_at for i in history)
     assert [i.body for i in await file_bus.history("orchestrator", 1)] == ["m4"]
     assert os.listdir(file_bus.root / "inbox" / "orchestrator" / "claims") == []
+
+
+def test_removing_a_history_folder_never_follows_a_link(tmp_path):
+    from wavewait.core.bus.file import _remove_history_folder
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "precious").write_text("keep")
+    cur = tmp_path / "cur"
+    cur.mkdir()
+    (cur / "link").symlink_to(outside)
+    real = cur / "00000000000000000001~2~me~w1"
+    real.mkdir()
+    (real / "a").write_text("x")
+    (real / "nested").mkdir()  # not a plain item file: removed by the link-safe walk
+    _remove_history_folder(cur / "link")
+    _remove_history_folder(real)
+    assert (outside / "precious").read_text() == "keep" and (cur / "link").is_symlink()
+    assert not real.exists()
