@@ -13,6 +13,8 @@ from wavewait.core.bus.file import FileBus
 from wavewait.core.ids import new_id
 from wavewait.core.model import Item
 
+from conftest import until
+
 pytestmark = [pytest.mark.anyio, pytest.mark.skipif(not inotify.AVAILABLE, reason="inotify is Linux only")]
 
 
@@ -85,9 +87,7 @@ async def test_a_queue_overflow_in_the_kernel_makes_every_wait_read_everything(t
     try:
         new = tmp_path / "bus" / "inbox" / "box" / "new"
         (new / "first").touch()
-        with anyio.fail_after(10):
-            while not held.is_set():
-                await anyio.sleep(0.01)
+        await until(held.is_set, 10, "the watcher's thread to be held")
         for n in range(limit + 100):  # past the kernel's queue
             os.close(os.open(new / f"x{n}", os.O_CREAT | os.O_WRONLY, 0o600))
         changes.changed()  # what came before the overflow is not the point
@@ -113,9 +113,7 @@ async def test_the_watcher_stops_with_its_last_subscription(tmp_path):
     await bus.close()
     assert watcher._thread.is_alive()  # the other subscriber still holds it
     second.close()
-    with anyio.fail_after(10):
-        while watcher._thread.is_alive():
-            await anyio.sleep(0.01)
+    await until(lambda: not watcher._thread.is_alive(), 10, "the watcher's thread to end")
     assert bus.url not in inotify._watchers
 
 
