@@ -95,14 +95,6 @@ class Bus(Protocol):
         those it got, in FIFO order; the others went to another wait."""
         ...
 
-    async def claim_first(
-        self, inbox: str, wait_id: str, types: Sequence[str] | None = None, refs: Sequence[ItemRef] | None = None
-    ) -> Item | None:
-        """Claim the oldest unclaimed item of these types (any type when None), skipping
-        items other waits are claiming: one statement where the backend can. `refs`: the
-        pending items as just read, where the backend claims by reference."""
-        ...
-
     async def claim_next(
         self, inbox: str, wait_id: str, types: Sequence[str] | None = None, limit: int = 1
     ) -> list[Item]:

@@ -615,18 +615,6 @@ class FileBus:
                 got.append(item)
         return got
 
-    async def claim_first(
-        self, inbox: str, wait_id: str, types: Sequence[str] | None = None, refs: Sequence[ItemRef] | None = None
-    ) -> Item | None:
-        if refs is None:
-            got = await self.claim_next(inbox, wait_id, types)
-            return got[0] if got else None
-        wanted = None if types is None else set(types)
-        for ref in refs:
-            if (wanted is None or ref.type in wanted) and (item := await self.claim(inbox, ref, wait_id)):
-                return item
-        return None
-
     async def claim_next(
         self, inbox: str, wait_id: str, types: Sequence[str] | None = None, limit: int = 1
     ) -> list[Item]:

@@ -386,14 +386,6 @@ class PostgresBus:
         )
         return sorted((Item.model_validate(r | {"seq": s}) for s, r in rows), key=lambda i: i.seq)
 
-    async def claim_first(
-        self, inbox: str, wait_id: str, types: Sequence[str] | None = None, refs: Sequence[ItemRef] | None = None
-    ) -> Item | None:
-        """The oldest unclaimed item in one statement, not one attempt per pending item
-        (`refs` is not needed: rows other waits are claiming are skipped)."""
-        got = await self.claim_next(inbox, wait_id, types)
-        return got[0] if got else None
-
     async def claim_next(
         self,
         inbox: str,
