@@ -140,9 +140,9 @@ class Waiting:
     #: the keys that changed since the last step (`i:<inbox>`, `a:<agent>`, `w:<wait>`);
     #: None: anything may have changed (the first step, a rescan, an overflow): read it all
     changed: set[str] | None = None
-    #: what the registration claimed for a condition that `claims_oldest`, until a step uses it
-    first_claim: list[Item] = field(default_factory=list)
-    first_claimed: bool = False
+    #: what the registration claimed for a condition that `claims_oldest`, until a step uses
+    #: it (None: no such claim is waiting)
+    first_claim: list[Item] | None = None
 
     def touched(self, key: str) -> bool:
         """True when `key` may have changed since the last step."""
@@ -297,7 +297,6 @@ class _Engine(Generic[R]):
                 w.first_claim = await w.bus.register_wait(
                     record, claim_from=w.caller, types=c.claim_types, limit=c.claim_limit
                 )
-                w.first_claimed = True
             else:
                 await w.bus.register_wait(record)
             result = await self._loop(changes)
@@ -428,9 +427,9 @@ NAMES_SHOWN = 20
 async def _claim_oldest(w: Waiting, types: Sequence[str] | None, limit: int = 1) -> list[Item]:
     """Claim up to `limit` of the oldest pending items of these types in the caller's inbox
     (FIFO), when the inbox may have changed since the last step (one before found none)."""
-    if w.first_claimed:  # the registration made this step's claim
-        w.first_claimed = False
-        return w.first_claim
+    if w.first_claim is not None:  # the registration made this step's claim
+        got, w.first_claim = w.first_claim, None
+        return got
     if not w.touched(inbox_key(w.caller)):
         return []
     return await w.bus.claim_next(w.caller, w.id, types, limit)  # one statement on PostgreSQL
