@@ -167,7 +167,7 @@ def _read_file(path: str | os.PathLike[str], limit: int = MAX_ITEM_FILE_BYTES) -
         os.close(fd)
 
 
-def _write_new(path: Path, data: bytes, *, durable: bool = True) -> None:
+def _write_new(path: str | Path, data: bytes, *, durable: bool = True) -> None:
     """Create `path` holding all of `data`, flushed to disk, or leave no file at all.
 
     os.write may write less than asked (a full disk does that first): loop until all is
@@ -215,7 +215,7 @@ def _remove_history_folder(path: Path) -> None:
             os.rmdir(path)
 
 
-def _sync_dir(folder: Path) -> None:
+def _sync_dir(folder: str | Path) -> None:
     """Make a rename into `folder` durable (the directory entry itself is data)."""
     if not DURABLE:
         return
@@ -284,7 +284,9 @@ class FileBus:
         #: waits of this process, registered and not ended: their records, kept so a progress
         #: update neither reads nor parses the file (a fan-in's record names every target)
         self._my_waits: dict[str, WaitRecord] = {}
-        self._boxes: dict[str, tuple[Path, str]] = {}  # inbox id -> (its folder, its new/ as str)
+        self._flagged: set[str] = set()  # ids whose interrupt flag the watcher saw (end_wait removes it)
+        self._boxes: dict[str, tuple[str, str]] = {}  # inbox id -> (its folder, its new/)
+        self._waits_dir = str(self.root / "waits")
         self._agent_paths: dict[str, Path] = {}
         self._locks = str(self.root / "locks")
         self._takes_seen: dict[str, int] = {}
@@ -308,12 +310,13 @@ class FileBus:
             why, todo = e.strerror or str(e), "check the bus folder and try again"
         return BusError(f"could not write {what} to the bus at {self.root}: {why}; nothing was written; {todo}")
 
-    def _write_json(self, dest: Path, data: str, *, durable: bool = True) -> None:
+    def _write_json(self, dest: str | Path, data: str, *, durable: bool = True) -> None:
         """Replace `dest` atomically (complete tmp file, fsync, rename, folder fsync), mode 0600.
 
         `durable=False` skips the fsyncs (still atomic): for wait records, which describe a
         running process and mean nothing after a power cut that ended it."""
-        tmp = self.root / "tmp" / f"{dest.name}.{new_id()}"
+        name = os.path.basename(dest)
+        tmp = f"{self.url}/tmp/{name}.{new_id()}"
         try:
             _write_new(tmp, data.encode(), durable=durable)
             try:
@@ -323,9 +326,9 @@ class FileBus:
                     os.unlink(tmp)
                 raise
             if durable:
-                _sync_dir(dest.parent)
+                _sync_dir(os.path.dirname(dest))
         except OSError as e:
-            raise self._write_failed(e, dest.name) from e
+            raise self._write_failed(e, name) from e
 
     @contextlib.contextmanager
     def _lock(self, name: str) -> Iterator[int]:
@@ -375,7 +378,12 @@ class FileBus:
             log.error("wavewait: could not tell %s about the quarantined %s: %s", inbox, path.name, e)
 
     def _inbox(self, agent_id: str) -> Path:
-        known = self._boxes.get(agent_id)  # hot: every send and every wake comes through here
+        return Path(self._box(agent_id))
+
+    def _box(self, agent_id: str) -> str:
+        """The inbox's folder (made if missing), as a string: every send and every wake comes
+        through here, and the hot paths join strings rather than build Path objects."""
+        known = self._boxes.get(agent_id)
         if known is not None and os.path.isdir(known[1]):
             return known[0]
         check_id(agent_id, "inbox")
@@ -386,8 +394,8 @@ class FileBus:
                     (box / sub).mkdir(mode=0o700, exist_ok=True)
             except FileNotFoundError:
                 raise self._gone() from None
-        self._boxes[agent_id] = (box, str(box / "new"))
-        return box
+        self._boxes[agent_id] = (str(box), str(box / "new"))
+        return str(box)
 
     def _gone(self) -> BusError:
         """The bus's folder (or its inbox/ folder) was removed while this process used it."""
@@ -521,26 +529,26 @@ class FileBus:
         the send fails, and nothing a wait could deliver is left behind.
         """
         data = item.model_dump_json(exclude={"seq"}).encode()
-        tmp: Path | None = None
+        tmp: str | None = None
         try:
-            box = self._inbox(item.to)
-            tmp = box / "tmp" / item.id
+            box = self._box(item.to)
+            tmp = f"{box}/tmp/{item.id}"
             _write_new(tmp, data)
             with self._lock(f"inbox-{item.to}") as lock:
                 raw = os.pread(lock, 32, 0)
                 seq = int(raw or b"0") + 1
                 os.pwrite(lock, str(seq).encode().ljust(20), 0)
                 ref = ItemRef(seq=seq, type=item.type, sender=item.sender, id=item.id)
-                os.rename(tmp, box / "new" / _name(ref))
+                os.rename(tmp, f"{box}/new/{_name(ref)}")
                 tmp = None
-            _sync_dir(box / "new")
+            _sync_dir(f"{box}/new")
         except OSError as e:
             if tmp is not None:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp)
             raise self._write_failed(e, f"a {item.type} for {item.to}") from e
         if item.type in SYSTEM_ITEM_TYPES:  # not under the lock: a quarantine while trimming delivers
-            self._trim_system_events(box)
+            self._trim_system_events(Path(box))
         return item.model_copy(update={"seq": seq})
 
     def _trim_system_events(self, box: Path) -> None:
@@ -554,7 +562,7 @@ class FileBus:
         is a seq sort; this runs on every wake, so it stays a listdir, a sort and a split."""
         return list(self._in_order(folder))
 
-    def _in_order(self, folder: Path) -> Iterator[ItemRef]:
+    def _in_order(self, folder: str | Path) -> Iterator[ItemRef]:
         """The items in `folder`, FIFO, each name parsed only when reached: a claim of the
         oldest item costs a listdir and a sort, not a parse of the whole backlog."""
         try:
@@ -565,21 +573,21 @@ class FileBus:
         for name in names:
             ref = _parse_name(name)
             if ref is None:
-                self._quarantine(folder / name, "bad-name", "not an inbox item name")
+                self._quarantine(Path(folder, name), "bad-name", "not an inbox item name")
             else:
                 yield ref
 
-    def _load(self, path: Path, ref: ItemRef) -> Item | None:
+    def _load(self, path: str | Path, ref: ItemRef) -> Item | None:
         try:
             item = Item.model_validate_json(_read_file(path))
         except FileNotFoundError:
             return None
         except _Unfit as e:
-            self._quarantine(path, e.code, e.detail)
+            self._quarantine(Path(path), e.code, e.detail)
             return None
         except (ValidationError, ValueError) as e:
             word = "truncated" if isinstance(e, ValidationError) and "EOF" in str(e) else "malformed"
-            self._quarantine(path, word, f"not a complete inbox item ({e.__class__.__name__}: {word})")
+            self._quarantine(Path(path), word, f"not a complete inbox item ({e.__class__.__name__}: {word})")
             return None
         return item.model_copy(update={"seq": ref.seq})
 
@@ -592,19 +600,21 @@ class FileBus:
         return [i for i in items if i is not None]
 
     async def claim(self, inbox: str, ref: ItemRef, wait_id: str) -> Item | None:
-        box = self._inbox(inbox)
-        dest_dir = box / "claims" / check_id(wait_id, "wait")
+        box = self._box(inbox)
+        dest_dir = f"{box}/claims/{check_id(wait_id, 'wait')}"
         if (inbox, wait_id) not in self._claimed:  # the first claim of this wait makes its folder
-            dest_dir.mkdir(mode=0o700, exist_ok=True)
-        dest = dest_dir / _name(ref)
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(dest_dir, 0o700)
+        name = _name(ref)
+        dest = f"{dest_dir}/{name}"
         try:
-            os.rename(box / "new" / _name(ref), dest)
+            os.rename(f"{box}/new/{name}", dest)
         except FileNotFoundError:
             return None  # another waiter got it first
         item = self._load(dest, ref)
         claimed = self._claimed.setdefault((inbox, wait_id), {})
         if item is not None:
-            claimed[dest.name] = item
+            claimed[name] = item
         return item
 
     async def claim_many(self, inbox: str, refs: Sequence[ItemRef], wait_id: str) -> list[Item]:
@@ -620,7 +630,7 @@ class FileBus:
     ) -> list[Item]:
         wanted = None if types is None else set(types)
         got: list[Item] = []
-        for ref in self._in_order(self._inbox(inbox) / "new"):
+        for ref in self._in_order(f"{self._box(inbox)}/new"):
             if len(got) >= limit:
                 break
             if (wanted is None or ref.type in wanted) and (item := await self.claim(inbox, ref, wait_id)):
@@ -628,10 +638,10 @@ class FileBus:
         return got
 
     async def holds(self, inbox: str, wait_id: str) -> int | None:
-        if not self._wait_path(wait_id).exists():
+        if not os.path.exists(self._wait_path(wait_id)):
             return None
         try:
-            return len(os.listdir(self._inbox(inbox) / "claims" / wait_id))
+            return len(os.listdir(f"{self._box(inbox)}/claims/{wait_id}"))
         except FileNotFoundError:
             return 0
 
@@ -673,24 +683,29 @@ class FileBus:
                 await self.end_wait(wait_id)
 
     def _take(self, inbox: str, wait_id: str, taker: str) -> list[Item]:
-        box = self._inbox(inbox)
-        folder = box / "claims" / check_id(wait_id, "wait")
+        box = self._box(inbox)
+        folder = f"{box}/claims/{check_id(wait_id, 'wait')}"
+        # what this process claimed for the wait is what its folder holds (only this wait
+        # claims into it); a wait whose claims were not made here lists the folder
         known = self._claimed.pop((inbox, wait_id), {})
         try:
-            names = sorted(os.listdir(folder))
+            names = sorted(known) if known else sorted(os.listdir(folder))
         except FileNotFoundError:
             return []
         if not names:
             with contextlib.suppress(OSError):
-                folder.rmdir()
+                os.rmdir(folder)
             return []
         at = time.time_ns()
-        dest = box / "cur" / SEP.join((f"{at:020d}", str(len(names)), check_id(taker, "taker"), wait_id))
-        os.rename(folder, dest)
+        dest = f"{box}/cur/" + SEP.join((f"{at:020d}", str(len(names)), check_id(taker, "taker"), wait_id))
+        try:
+            os.rename(folder, dest)
+        except FileNotFoundError:
+            return []  # returned meanwhile (a recovery that judged this wait ended)
         taken = []
         for name in names:
             ref = _parse_name(name)
-            item = known.get(name) or (self._load(dest / name, ref) if ref else None)
+            item = known.get(name) or (self._load(f"{dest}/{name}", ref) if ref else None)
             if item is not None:
                 taken.append(item.model_copy(update={"taken_by": taker, "taken_at": at / 1e9}))
         # rotating lists every history folder; do it on a process's first take of an inbox
@@ -698,7 +713,7 @@ class FileBus:
         n = self._takes_seen.get(inbox, 0)
         self._takes_seen[inbox] = n + 1
         if n % ROTATE_EVERY == 0:
-            self._rotate_history(box)
+            self._rotate_history(Path(box))
         return taken
 
     @staticmethod
@@ -739,8 +754,8 @@ class FileBus:
         return items[-limit:] if limit > 0 else []
 
     # ------------------------------------------------------------------ waits
-    def _wait_path(self, wait_id: str, suffix: str = ".json") -> Path:
-        return self.root / "waits" / f"{check_id(wait_id, 'wait')}{suffix}"
+    def _wait_path(self, wait_id: str, suffix: str = ".json") -> str:
+        return f"{self._waits_dir}/{check_id(wait_id, 'wait')}{suffix}"
 
     async def register_wait(
         self,
@@ -757,7 +772,7 @@ class FileBus:
     async def update_wait(self, wait_id: str, progress: str) -> None:
         path = self._wait_path(wait_id)
         record = self._my_waits.get(wait_id)
-        if record is not None and not path.exists():
+        if record is not None and not os.path.exists(path):
             return  # ended meanwhile: never bring a record back
         if record is None:
             try:
@@ -771,10 +786,16 @@ class FileBus:
             self._write_json(path, record.model_dump_json(), durable=False)
 
     async def end_wait(self, wait_id: str) -> None:
-        self._my_waits.pop(wait_id, None)
-        for suffix in (".json", ".interrupt"):
+        """Remove the wait's record, and its interrupt flag if one may exist: a wait of this
+        process flagged while the watcher ran was seen being flagged (`_flagged`); any other
+        may have one. A flag the watcher had not yet reported is left to `tidy`."""
+        ours = self._my_waits.pop(wait_id, None) is not None
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self._wait_path(wait_id))
+        if not ours or self._watcher is None or wait_id in self._flagged:
+            self._flagged.discard(wait_id)
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(self._wait_path(wait_id, suffix))
+                os.unlink(self._wait_path(wait_id, ".interrupt"))
 
     async def list_waits(self) -> list[WaitRecord]:
         records = []
@@ -800,14 +821,14 @@ class FileBus:
         return records
 
     async def interrupt(self, wait_id: str) -> bool:
-        if not self._wait_path(wait_id).exists():
+        if not os.path.exists(self._wait_path(wait_id)):
             return False
         fd = os.open(self._wait_path(wait_id, ".interrupt"), os.O_WRONLY | os.O_CREAT, 0o600)
         os.close(fd)
         return True
 
     async def interrupted(self, wait_id: str) -> bool:
-        return self._wait_path(wait_id, ".interrupt").exists()
+        return os.path.exists(self._wait_path(wait_id, ".interrupt"))
 
     async def get_resolution(self, key: str) -> dict[str, Any] | None:
         path = self.root / "resolutions" / f"{check_id(key, 'id')}.json"
@@ -915,8 +936,10 @@ class FileBus:
                 keys.add(f"w:{wait_id}")
                 if suffix == "interrupt":
                     keys.add(f"x:{wait_id}")
+                    self._flagged.add(wait_id)
             else:
                 keys.add(watch.EVERYTHING)
+                self._flagged.update(list(self._my_waits))  # any of them may have been flagged
         if keys:
             self._fanout.dispatch(keys)
 

@@ -12,6 +12,7 @@ import pytest
 from watchfiles import Change, awatch
 
 from wavewait.core import inotify, messages, wait, watch
+from wavewait.core.bus.file import FileBus
 
 from conftest import Background, has_waits, until
 from coretools import crew, run_actor
@@ -115,6 +116,40 @@ async def test_all_waits_of_a_process_share_one_watcher(file_bus):
         for record in await file_bus.list_waits():
             await file_bus.interrupt(record.id)
         await until(lambda: len(bg.results) == 100, 30, "every wait to return")
+
+
+async def test_interrupt_flags_leave_with_their_waits_and_no_flag_means_one_unlink(file_bus, monkeypatch):
+    """end_wait removes a flag it saw being set, from another process too (the waits here are
+    interrupted by a separate bus object, as `wavewait interrupt` would), and skips the
+    unlink of a flag that was never set: one system call per ended wait, not two."""
+    await crew(file_bus)
+    other = FileBus(file_bus.root)
+    async with anyio.create_task_group() as tg:
+        bg = Background(tg)
+        for i in range(5):
+            bg.start(f"w{i}", wait.wait_next, file_bus, "orchestrator", 3600)
+        await until(lambda: has_waits(file_bus, 5), 30, "5 waits to register")
+        for record in await other.list_waits():
+            assert await other.interrupt(record.id)
+        await until(lambda: len(bg.results) == 5, 30, "every wait to return")
+    assert all(r.status == "interrupted" for r in bg.results.values())
+    assert os.listdir(file_bus.root / "waits") == []  # records and flags gone
+    unlinked: list[str] = []
+    real_unlink = os.unlink
+
+    def counting_unlink(path, *args, **kwargs):
+        unlinked.append(str(path))
+        return real_unlink(path, *args, **kwargs)
+
+    await messages.send(file_bus, "linter", "orchestrator", "hello")
+    with monkeypatch.context() as m:
+        m.setattr(os, "unlink", counting_unlink)
+        r = await wait.wait_next(file_bus, "orchestrator", 30)
+    assert r.message == "hello"
+    (removed,) = [p for p in unlinked if "/waits/" in p]  # the record; no flag to remove
+    assert removed.endswith(".json")
+    assert os.listdir(file_bus.root / "waits") == []
+    await other.close()
 
 
 async def test_a_claim_of_a_dead_waiter_is_returned_by_the_recovery_sweep(file_bus):
