@@ -83,6 +83,14 @@ CLAIM_NEXT: Final = sql.SQL(
     "FOR UPDATE SKIP LOCKED) RETURNING seq, record"
 )
 TYPE_FILTER: Final = sql.SQL(" AND type = ANY(%(types)s)")
+#: CLAIM_NEXT for several waits at once (pg_batch.py), each on its own inbox with its own
+#: limit; a row comes back with the wait that claimed it. {} is TYPE_FILTER or nothing
+CLAIM_NEXT_MANY: Final = sql.SQL(
+    "WITH c AS (SELECT r.w, x.seq FROM unnest(%(inboxes)s::text[], %(ws)s::text[], %(ns)s::int[]) "
+    "AS r(inbox, w, n) CROSS JOIN LATERAL (SELECT seq FROM items WHERE inbox = r.inbox "
+    "AND claimed_by IS NULL{} ORDER BY seq LIMIT r.n FOR UPDATE SKIP LOCKED) x) "
+    "UPDATE items SET claimed_by = c.w FROM c WHERE items.seq = c.seq RETURNING items.seq, items.record, c.w"
+)
 #: fencing: renew the wait's lease and count its claims; no row when the wait was ended
 HOLDS: Final = (
     "WITH r AS (UPDATE waits SET lease_until = now() + make_interval(secs => %(lease)s) "
@@ -124,6 +132,21 @@ TAKE_AND_END: Final = (
     "RETURNING seq, inbox, record), "
     "e AS (DELETE FROM waits WHERE id = %(w)s RETURNING pg_notify(%(channel)s, %(key)s)) " + _TO_HISTORY
 )
+#: TAKE_AND_END for several waits at once (pg_batch.py); a row comes back with its wait
+TAKE_AND_END_MANY: Final = (
+    "WITH r AS (SELECT * FROM unnest(%(inboxes)s::text[], %(ws)s::text[], %(takers)s::text[]) "
+    "AS r(inbox, w, taker)), "
+    "t AS (DELETE FROM items USING r WHERE items.inbox = r.inbox AND items.claimed_by = r.w "
+    "RETURNING items.seq, items.inbox, items.record, r.w, r.taker), "
+    "e AS (DELETE FROM waits USING r WHERE waits.id = r.w RETURNING pg_notify(%(channel)s, 'w:' || waits.id)) "
+    "INSERT INTO history (seq, inbox, record, taken_by, taken_at, wait_id) "
+    "SELECT seq, inbox, record, taker, %(at)s, w FROM t ON CONFLICT (seq) DO NOTHING "
+    "RETURNING seq, record, taken_by, taken_at, wait_id"
+)
+TAKEN_BY_MANY: Final = (
+    "SELECT seq, record, taken_by, taken_at, wait_id FROM history "
+    "WHERE inbox = ANY(%(inboxes)s) AND wait_id = ANY(%(ws)s)"
+)
 #: {} is TYPE_FILTER or nothing
 TAKE_NEXT: Final = sql.SQL(
     "WITH t AS (DELETE FROM items WHERE seq IN (SELECT seq FROM items "
@@ -145,6 +168,20 @@ REGISTER_WAIT: Final = sql.SQL(
     "c AS (UPDATE items SET claimed_by = %(w)s WHERE seq IN (SELECT seq FROM items "
     "WHERE inbox = %(inbox)s AND claimed_by IS NULL{} ORDER BY seq LIMIT %(n)s "
     "FOR UPDATE SKIP LOCKED) RETURNING seq, record) SELECT seq, record FROM c"
+)
+#: REGISTER_WAIT for several waits at once (pg_batch.py), each with its own inbox and
+#: claim limit; a claimed row comes back with its wait. {} is TYPE_FILTER or nothing
+REGISTER_WAITS: Final = sql.SQL(
+    "WITH r AS (SELECT * FROM unnest(%(ws)s::text[], %(starteds)s::float8[], %(hosts)s::text[], "
+    "%(pids)s::int[], %(pid_starts)s::text[], %(records)s::jsonb[], %(inboxes)s::text[], %(ns)s::int[]) "
+    "AS r(w, started, host, pid, pid_start, record, inbox, n)), "
+    "u AS (INSERT INTO waits (id, started_at, host, pid, pid_start, lease_until, record) "
+    "SELECT w, started, host, pid, pid_start, now() + make_interval(secs => %(lease)s), record FROM r "
+    "ON CONFLICT (id) DO UPDATE SET record = excluded.record, lease_until = excluded.lease_until "
+    "RETURNING pg_notify(%(channel)s, 'w:' || id)), "
+    "c AS (SELECT r.w, x.seq FROM r CROSS JOIN LATERAL (SELECT seq FROM items WHERE inbox = r.inbox "
+    "AND claimed_by IS NULL{} ORDER BY seq LIMIT r.n FOR UPDATE SKIP LOCKED) x) "
+    "UPDATE items SET claimed_by = c.w FROM c WHERE items.seq = c.seq RETURNING items.seq, items.record, c.w"
 )
 RENEW_LEASES: Final = "UPDATE waits SET lease_until = now() + make_interval(secs => %s) WHERE id = ANY(%s)"
 UPDATE_WAIT: Final = (

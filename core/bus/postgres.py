@@ -33,8 +33,9 @@ import os
 import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
@@ -47,6 +48,7 @@ from ..model import SYSTEM_EVENTS_KEPT, SYSTEM_ITEM_TYPES, Agent, Item, ItemRef,
 from ..proc import alive, hostname
 from ..watch import Fanout, Keyed
 from . import pg_queries as q
+from .pg_batch import Batcher
 from .pg_schema import SCHEMA_VERSION, current_version, migrate
 
 log = logging.getLogger(__name__)
@@ -65,6 +67,36 @@ OPEN_TIMEOUT = float(os.environ.get("WAVEWAIT_PG_OPEN_TIMEOUT", "5"))  # a resta
 POOL_MAX = int(os.environ.get("WAVEWAIT_PG_POOL", "10"))
 _SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]{0,39}$")
 _TRANSIENT = (psycopg.OperationalError,)  # lost connection, restart, pool timeout, deadlock
+
+
+class _Claim(NamedTuple):
+    inbox: str
+    wait_id: str
+    limit: int
+
+
+class _Register(NamedTuple):
+    record: WaitRecord
+    inbox: str
+    limit: int  # 0: no claim
+
+
+class _Take(NamedTuple):
+    inbox: str
+    wait_id: str
+    taker: str
+
+
+def _claimed(rows: list[tuple[Any, ...]]) -> list[Item]:
+    return sorted((Item.model_validate(r | {"seq": s}) for s, r, *_ in rows), key=lambda i: i.seq)
+
+
+def _by_wait(rows: list[tuple[Any, ...]], waits: Sequence[str]) -> dict[str, list[tuple[Any, ...]]]:
+    """Rows of a statement made for several waits (the wait is the last column), by wait."""
+    out: dict[str, list[tuple[Any, ...]]] = {w: [] for w in waits}
+    for row in rows:
+        out[row[-1]].append(row[:-1])
+    return out
 
 
 def _taken(rows: list[tuple[Any, ...]]) -> list[Item]:
@@ -170,6 +202,11 @@ class PostgresBus:
         self._listen_error: BaseException | None = None
         self._my_waits: set[str] = set()
         self._moved: dict[str, int] = {}  # inbox -> items this process moved to history since its trim
+        # claims and takes of concurrent waits share statements (pg_batch.py): one claimer per
+        # type filter (two claims on one inbox never share), one taker
+        self._claimers: dict[tuple[str, ...], Batcher[_Claim, list[Item]]] = {}
+        self._registrars: dict[tuple[str, ...], Batcher[_Register, list[Item]]] = {}
+        self._takers: Batcher[_Take, list[Item]] = Batcher(self._take_one, self._take_many, key=lambda r: r.wait_id)
         self._renewer: asyncio.Task[None] | None = None
         self._closed = False
 
@@ -393,13 +430,34 @@ class PostgresBus:
         types: Sequence[str] | None = None,
         limit: int = 1,
     ) -> list[Item]:
-        """Claim up to `limit` of the oldest unclaimed items in one statement (skips locked rows)."""
-        type_filter = q.TYPE_FILTER if types else sql.SQL("")
+        """Claim up to `limit` of the oldest unclaimed items in one statement (skips locked
+        rows), shared with the claims other waits of this process make at the same time."""
+        kinds = tuple(types or ())
+        claimer = self._claimers.get(kinds)
+        if claimer is None:
+            one, many = partial(self._claim_one, kinds), partial(self._claim_many, kinds)
+            claimer = self._claimers[kinds] = Batcher(one, many, key=lambda r: r.inbox)
+        return await claimer(_Claim(check_id(inbox, "inbox"), check_id(wait_id, "wait"), limit))
+
+    async def _claim_one(self, types: tuple[str, ...], r: _Claim) -> list[Item]:
         rows = await self._rows(
-            q.CLAIM_NEXT.format(type_filter),
-            {"w": check_id(wait_id, "wait"), "inbox": check_id(inbox, "inbox"), "types": list(types or []), "n": limit},
+            q.CLAIM_NEXT.format(q.TYPE_FILTER if types else sql.SQL("")),
+            {"w": r.wait_id, "inbox": r.inbox, "types": list(types), "n": r.limit},
         )
-        return sorted((Item.model_validate(r | {"seq": s}) for s, r in rows), key=lambda i: i.seq)
+        return _claimed(rows)
+
+    async def _claim_many(self, types: tuple[str, ...], rs: list[_Claim]) -> list[list[Item]]:
+        rows = await self._rows(
+            q.CLAIM_NEXT_MANY.format(q.TYPE_FILTER if types else sql.SQL("")),
+            {
+                "inboxes": [r.inbox for r in rs],
+                "ws": [r.wait_id for r in rs],
+                "ns": [r.limit for r in rs],
+                "types": list(types),
+            },
+        )
+        got = _by_wait(rows, [r.wait_id for r in rs])
+        return [_claimed(got[r.wait_id]) for r in rs]
 
     async def holds(self, inbox: str, wait_id: str) -> int | None:
         rows = await self._rows(
@@ -429,12 +487,37 @@ class PostgresBus:
         read back, so none goes missing."""
         check_id(inbox, "inbox")
         check_id(wait_id, "wait")
-        params = {"inbox": inbox, "w": wait_id, "taker": taker, "at": now(), "keep": HISTORY_KEPT}
-        if end:
+        if end:  # shared with the takes other waits of this process make at the same time
             self._my_waits.discard(wait_id)
-            params |= {"channel": self.channel, "key": f"w:{wait_id}"}
-        rows = await self._move_to_history(q.TAKE_AND_END if end else q.TAKE, params)
+            return await self._takers(_Take(inbox, wait_id, taker))
+        params = {"inbox": inbox, "w": wait_id, "taker": taker, "at": now()}
+        rows = await self._move_to_history(q.TAKE, q.TAKEN_BY, params)
+        await self._moved_to_history({inbox: len(rows)})
         return _taken(rows)
+
+    async def _take_one(self, r: _Take) -> list[Item]:
+        params = {"inbox": r.inbox, "w": r.wait_id, "taker": r.taker, "at": now()}
+        params |= {"channel": self.channel, "key": f"w:{r.wait_id}"}
+        rows = await self._move_to_history(q.TAKE_AND_END, q.TAKEN_BY, params)
+        await self._moved_to_history({r.inbox: len(rows)})
+        return _taken(rows)
+
+    async def _take_many(self, rs: list[_Take]) -> list[list[Item]]:
+        waits = [r.wait_id for r in rs]
+        params = {
+            "inboxes": [r.inbox for r in rs],
+            "ws": waits,
+            "takers": [r.taker for r in rs],
+            "at": now(),
+            "channel": self.channel,
+        }
+        rows = await self._move_to_history(q.TAKE_AND_END_MANY, q.TAKEN_BY_MANY, params)
+        got = _by_wait(rows, waits)
+        moved: dict[str, int] = {}
+        for r in rs:
+            moved[r.inbox] = moved.get(r.inbox, 0) + len(got[r.wait_id])
+        await self._moved_to_history(moved)
+        return [_taken(got[r.wait_id]) for r in rs]
 
     async def take_next(
         self,
@@ -454,46 +537,39 @@ class PostgresBus:
         check_id(inbox, "inbox")
         token = f"{check_id(wait_id, 'wait')}/{new_id()}"  # '/' is no id character: no clash
         type_filter = q.TYPE_FILTER if types else sql.SQL("")
-        rows = await self._move_to_history(
-            q.TAKE_NEXT.format(type_filter),
-            {
-                "inbox": inbox,
-                "w": token,
-                "taker": taker,
-                "at": now(),
-                "types": list(types or []),
-                "n": limit,
-                "keep": HISTORY_KEPT,
-            },
-        )
+        params = {"inbox": inbox, "w": token, "taker": taker, "at": now(), "types": list(types or []), "n": limit}
+        rows = await self._move_to_history(q.TAKE_NEXT.format(type_filter), q.TAKEN_BY, params)
+        await self._moved_to_history({inbox: len(rows)})
         return _taken(rows)
 
-    async def _move_to_history(self, query: Any, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-        """Run a delete-into-history statement, then the history trim when it is due.
-
-        The trim (a scan of the kept rows) runs once this process has moved a twentieth of
-        HISTORY_KEPT into the inbox since its last trim, not after every take: an inbox's
-        history then holds at most HISTORY_KEPT plus one interval and one take per writer."""
+    async def _move_to_history(self, query: Any, read_back: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        """Run a delete-into-history statement; on a retry (the last attempt may have
+        committed, its answer lost), first read back with `read_back` what it moved."""
         attempts = 0
 
         async def go(conn: AsyncConnection) -> list[tuple[Any, ...]]:
             nonlocal attempts
             attempts += 1
             done: list[tuple[Any, ...]] = []
-            if attempts > 1:  # the last attempt may have committed: read back what it moved
-                cur = await conn.execute(q.TAKEN_BY, params)
+            if attempts > 1:
+                cur = await conn.execute(read_back, params)
                 done = await cur.fetchall()
             cur = await conn.execute(query, params)
             return done + await cur.fetchall()
 
-        rows = await self._run(go)
-        inbox = params["inbox"]
-        moved = self._moved.get(inbox, 0) + len(rows)
-        if moved >= max(1, HISTORY_KEPT // 20):
-            await self._count(q.TRIM_HISTORY, params)
-            moved = 0
-        self._moved[inbox] = moved
-        return rows
+        return await self._run(go)
+
+    async def _moved_to_history(self, moved: dict[str, int]) -> None:
+        """Trim each inbox's history when it is due: once this process has moved a twentieth
+        of HISTORY_KEPT into it since its last trim, not after every take (the trim scans
+        the kept rows). An inbox's history then holds at most HISTORY_KEPT plus one interval
+        and one take per writer."""
+        for inbox, n in moved.items():
+            total = self._moved.get(inbox, 0) + n
+            if total >= max(1, HISTORY_KEPT // 20):
+                await self._count(q.TRIM_HISTORY, {"inbox": inbox, "keep": HISTORY_KEPT})
+                total = 0
+            self._moved[inbox] = total
 
     async def history(self, inbox: str, limit: int = 100) -> list[Item]:
         rows = await self._rows(q.HISTORY, [check_id(inbox, "inbox"), limit])
@@ -509,29 +585,64 @@ class PostgresBus:
         limit: int = 1,
     ) -> list[Item]:
         """Register the wait; with `claim_from`, also claim up to `limit` of that inbox's oldest
-        unclaimed items (of `types`) for it, in the same statement."""
+        unclaimed items (of `types`) for it, in the same statement (shared with the
+        registrations other waits of this process make at the same time)."""
         check_id(record.id, "wait")
-        rows = await self._rows(
-            q.REGISTER_WAIT.format(q.TYPE_FILTER if types else sql.SQL("")),
-            {
-                "w": record.id,
-                "started": record.started_at,
-                "host": record.host,
-                "pid": record.pid,
-                "pid_start": record.pid_start,
-                "lease": WAIT_LEASE,
-                "record": record.model_dump_json(),
-                "channel": self.channel,
-                "key": f"w:{record.id}",
-                "inbox": check_id(claim_from or record.waiter, "inbox"),
-                "types": list(types or []),
-                "n": limit if claim_from is not None else 0,
-            },
+        kinds = tuple(types or ())
+        registrar = self._registrars.get(kinds)
+        if registrar is None:
+            one, many = partial(self._register_one, kinds), partial(self._register_many, kinds)
+            registrar = self._registrars[kinds] = Batcher(one, many, key=lambda r: r.inbox)
+        request = _Register(
+            record, check_id(claim_from or record.waiter, "inbox"), limit if claim_from is not None else 0
         )
+        got = await registrar(request)
         self._my_waits.add(record.id)
         if self._renewer is None or self._renewer.done():
             self._renewer = asyncio.create_task(self._renew_leases(), name="wavewait-pg-leases")
-        return sorted((Item.model_validate(r | {"seq": s}) for s, r in rows), key=lambda i: i.seq)
+        return got
+
+    async def _register_one(self, types: tuple[str, ...], r: _Register) -> list[Item]:
+        rec = r.record
+        rows = await self._rows(
+            q.REGISTER_WAIT.format(q.TYPE_FILTER if types else sql.SQL("")),
+            {
+                "w": rec.id,
+                "started": rec.started_at,
+                "host": rec.host,
+                "pid": rec.pid,
+                "pid_start": rec.pid_start,
+                "lease": WAIT_LEASE,
+                "record": rec.model_dump_json(),
+                "channel": self.channel,
+                "key": f"w:{rec.id}",
+                "inbox": r.inbox,
+                "types": list(types),
+                "n": r.limit,
+            },
+        )
+        return _claimed(rows)
+
+    async def _register_many(self, types: tuple[str, ...], rs: list[_Register]) -> list[list[Item]]:
+        waits = [r.record.id for r in rs]
+        rows = await self._rows(
+            q.REGISTER_WAITS.format(q.TYPE_FILTER if types else sql.SQL("")),
+            {
+                "ws": waits,
+                "starteds": [r.record.started_at for r in rs],
+                "hosts": [r.record.host for r in rs],
+                "pids": [r.record.pid for r in rs],
+                "pid_starts": [r.record.pid_start for r in rs],
+                "records": [r.record.model_dump_json() for r in rs],
+                "inboxes": [r.inbox for r in rs],
+                "ns": [r.limit for r in rs],
+                "lease": WAIT_LEASE,
+                "channel": self.channel,
+                "types": list(types),
+            },
+        )
+        got = _by_wait(rows, waits)
+        return [_claimed(got[w]) for w in waits]
 
     async def _renew_leases(self) -> None:
         """Keep the leases of this process's waits fresh while they run."""

@@ -1,0 +1,150 @@
+"""Group commit on the PostgreSQL bus: claims and takes of concurrent waits share statements,
+and each wait still gets exactly what it claimed (pg_batch.py)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import anyio
+import pytest
+from pg.pgtools import pg_bus
+
+from wavewait.core import wait
+from wavewait.core.agents import register
+from wavewait.core.ids import new_id
+from wavewait.core.model import Item, WaitRecord, now
+from wavewait.core.proc import hostname, me
+
+from conftest import Background, has_waits, until
+
+pytestmark = pytest.mark.anyio
+TYPES = ["message"]
+
+
+def item(to: str, body: str) -> Item:
+    return Item(id=new_id(), type="message", to=to, sender="flight", body=body)
+
+
+async def registered(bus, inbox: str) -> str:
+    pid, pid_start = me()
+    record = WaitRecord(
+        id=new_id(),
+        kind="next",
+        tool="wait",
+        waiter=inbox,
+        host=hostname(),
+        pid=pid,
+        pid_start=pid_start,
+        started_at=now(),
+    )
+    await bus.register_wait(record)
+    return record.id
+
+
+async def test_concurrent_claims_on_many_inboxes_share_statements_and_each_gets_its_own():
+    async with pg_bus() as bus:
+        boxes = [f"box{i:02d}" for i in range(40)]
+        for b in boxes:
+            await bus.deliver(item(b, f"for {b}, first"))
+            await bus.deliver(item(b, f"for {b}, second"))
+        waits = [await registered(bus, b) for b in boxes]
+        statements = 0
+        real = bus._rows
+
+        async def counting(query, params=None):
+            nonlocal statements
+            statements += 1
+            return await real(query, params)
+
+        bus._rows = counting
+        got = await asyncio.gather(*(bus.claim_next(b, w, TYPES, 1) for b, w in zip(boxes, waits, strict=True)))
+        assert [[i.body for i in g] for g in got] == [[f"for {b}, first"] for b in boxes]
+        assert statements <= 3  # the first alone, the rest queued behind it together
+        # the claims are the waits' own: a take moves each one's item, and ends each wait
+        taken = await asyncio.gather(
+            *(bus.take(b, w, "orchestrator", end=True) for b, w in zip(boxes, waits, strict=True))
+        )
+        bus._rows = real
+        assert [[i.body for i in t] for t in taken] == [[f"for {b}, first"] for b in boxes]
+        assert all(t[0].taken_by == "orchestrator" for t in taken)
+        assert statements <= 6
+        assert await bus.list_waits() == []
+        for b in boxes:
+            assert [i.body for i in await bus.peek(b)] == [f"for {b}, second"]
+            assert [i.body for i in await bus.history(b)] == [f"for {b}, first"]
+
+
+async def test_concurrent_claims_on_one_inbox_never_share_a_statement_so_none_comes_back_empty():
+    """Two claims on one inbox in one statement would pick the same oldest row: one wait
+    would get nothing while a second item waits. They run one after the other instead."""
+    async with pg_bus() as bus:
+        for i in range(6):
+            await bus.deliver(item("work", f"job {i}"))
+        waits = [await registered(bus, "work") for _ in range(6)]
+        got = await asyncio.gather(*(bus.claim_next("work", w, TYPES, 1) for w in waits))
+        assert sorted(g[0].body for g in got) == [f"job {i}" for i in range(6)]
+        assert await bus.pending("work") == []
+
+
+async def test_batched_claims_keep_each_waits_limit_and_the_order():
+    async with pg_bus() as bus:
+        for b in ("a", "b", "c"):
+            for i in range(5):
+                await bus.deliver(item(b, f"{b}{i}"))
+        waits = {b: await registered(bus, b) for b in ("a", "b", "c")}
+        limits = {"a": 1, "b": 3, "c": 10}
+        got = await asyncio.gather(*(bus.claim_next(b, waits[b], TYPES, limits[b]) for b in ("a", "b", "c")))
+        assert [[i.body for i in g] for g in got] == [["a0"], ["b0", "b1", "b2"], [f"c{i}" for i in range(5)]]
+
+
+async def test_two_hundred_waits_in_one_process_each_get_their_message_once():
+    """The load the batching is for, through the wait engine: many next-message waits
+    woken together; every message arrives once, none is left behind."""
+    async with pg_bus() as bus:
+        boxes = [f"c{i:03d}" for i in range(200)]
+        for b in [*boxes, "flight"]:
+            await register(bus, b)
+        async with anyio.create_task_group() as tg:
+            bg = Background(tg)
+            for b in boxes:
+                bg.start(b, wait.wait_next, bus, b, 60)
+            await until(lambda: has_waits(bus, 200), 30, "200 waits to register")
+            await asyncio.gather(*(bus.deliver(item(b, f"to {b}")) for b in boxes))
+            await until(lambda: len(bg.results) == 200, 30, "every wait to return")
+        assert {b: r.message for b, r in bg.results.items()} == {b: f"to {b}" for b in boxes}
+        assert await bus.list_waits() == []
+        assert [await bus.pending(b) for b in boxes] == [[]] * 200
+
+
+async def test_concurrent_registrations_share_statements_and_each_claims_from_its_own_inbox():
+    async with pg_bus() as bus:
+        boxes = [f"box{i:02d}" for i in range(30)]
+        for b in boxes:
+            await bus.deliver(item(b, f"for {b}"))
+        pid, pid_start = me()
+        records = [
+            WaitRecord(id=new_id(), kind="next", tool="wait", waiter=b, host=hostname(), pid=pid, pid_start=pid_start)
+            for b in boxes
+        ]
+        fan_in = WaitRecord(id=new_id(), kind="fan_in", tool="wait_fan_in", waiter="box00", host=hostname(), pid=pid)
+        statements = 0
+        real = bus._rows
+
+        async def counting(query, params=None):
+            nonlocal statements
+            statements += 1
+            return await real(query, params)
+
+        bus._rows = counting
+        got = await asyncio.gather(
+            bus.register_wait(fan_in),  # no claim
+            *(bus.register_wait(r, claim_from=r.waiter, types=TYPES, limit=1) for r in records),
+        )
+        bus._rows = real
+        assert got[0] == [] and [[i.body for i in g] for g in got[1:]] == [[f"for {b}"] for b in boxes]
+        assert statements <= 4  # the first alone; the rest in one per type filter
+        listed = {w.id: w for w in await bus.list_waits()}
+        assert set(listed) == {fan_in.id, *(r.id for r in records)}
+        assert listed[records[3].id].waiter == "box03" and listed[fan_in.id].kind == "fan_in"
+        for r in records:  # each claim is its wait's: a take moves it
+            assert [i.body for i in await bus.take(r.waiter, r.id, "x", end=True)] == [f"for {r.waiter}"]
