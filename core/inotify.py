@@ -166,6 +166,8 @@ class BusWatcher:
         elif mask & IN_ISDIR and os.path.dirname(folder) == self.inbox and name == "new":
             self._watch(path, CHANGES)
             paths.add(path)
+        elif mask & (IN_MOVED_FROM | IN_DELETE) and os.path.basename(folder) == "new":
+            paths.add(folder)  # an item left an inbox: it changed, and no name arrived in it
         else:
             paths.add(path)
 

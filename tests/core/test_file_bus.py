@@ -204,3 +204,56 @@ def test_removing_a_history_folder_never_follows_a_link(tmp_path):
     _remove_history_folder(real)
     assert (outside / "precious").read_text() == "keep" and (cur / "link").is_symlink()
     assert not real.exists()
+
+
+async def test_a_backlog_is_listed_once_for_many_claims_not_once_per_claim(file_bus, monkeypatch):
+    await crew(file_bus)
+    for i in range(300):
+        await messages.send(file_bus, "linter", "orchestrator", f"job {i}")
+    sub = await file_bus.subscribe(inboxes=["orchestrator"])  # the process's watcher runs
+    listings: list[str] = []
+    real_listdir = os.listdir
+
+    def counting_listdir(path=".", *args):
+        if str(path).endswith("/new"):
+            listings.append(str(path))
+        return real_listdir(path, *args)
+
+    monkeypatch.setattr(os, "listdir", counting_listdir)
+    got = []
+    for i in range(300):
+        (item,) = await file_bus.claim_next("orchestrator", f"{i:032x}", ["message"], 1)
+        got.append(item.body)
+    assert got == [f"job {i}" for i in range(300)]  # FIFO
+    assert len(listings) <= 3  # was one listing of the whole backlog per claim
+    sub.close()
+
+
+async def test_an_item_returned_before_the_kept_names_is_claimed_first(file_bus):
+    """claim_next keeps the rest of a listing; an item returned to its place ahead of them,
+    by this process or by another one (seen by the watcher), still goes out first."""
+    await crew(file_bus)
+    for i in range(5):
+        await messages.send(file_bus, "linter", "orchestrator", f"job {i}")
+    sub = await file_bus.subscribe(inboxes=["orchestrator"])
+    wait_a, wait_b, wait_c = "a" * 32, "b" * 32, "c" * 32
+    (first,) = await file_bus.claim_next("orchestrator", wait_a, ["message"], 1)
+    assert first.body == "job 0"
+    # returned by this process
+    assert await file_bus.release("orchestrator", wait_a) == 1
+    (again,) = await file_bus.claim_next("orchestrator", wait_b, ["message"], 1)
+    assert again.body == "job 0"
+    # returned by another process (another bus object on the folder): the watcher sees it
+    other = FileBus(file_bus.root)
+    (taken,) = await other.claim_next("orchestrator", wait_c, ["message"], 1)
+    assert taken.body == "job 1"
+    (later,) = await file_bus.claim_next("orchestrator", "d" * 32, ["message"], 1)
+    assert later.body == "job 2"  # job 1 was gone when tried: dropped from the kept names
+    assert await other.release("orchestrator", wait_c) == 1  # job 1 back, before the kept 3, 4
+    await until(lambda: "orchestrator" in file_bus._stale, 10, "the watcher to see the return")
+    (back,) = await file_bus.claim_next("orchestrator", "e" * 32, ["message"], 1)
+    assert back.body == "job 1"
+    rest = await file_bus.claim_next("orchestrator", "f" * 32, ["message"], 10)
+    assert [i.body for i in rest] == ["job 3", "job 4"]
+    sub.close()
+    await other.close()
