@@ -216,6 +216,14 @@ TRANSITION_MCP_TASK: Final = (
 )
 DELETE_MCP_TASK: Final = "DELETE FROM mcp_tasks WHERE id = %s"
 
+# ---------------------------------------------------------------- upkeep
+#: one process at a time vacuums a bus (a session lock, released before the connection
+#: goes back to the pool); the others skip their turn
+TRY_VACUUM_LOCK: Final = "SELECT pg_try_advisory_lock(hashtext(%s))"
+VACUUM_UNLOCK: Final = "SELECT pg_advisory_unlock(hashtext(%s))"
+#: the tables every message and every wait turns over (a row inserted, updated, deleted)
+VACUUM_CHURN: Final = "VACUUM items, waits, history"
+
 # ---------------------------------------------------------------- recovery
 #: the waits that hold claims: whether their record exists, where they run, their lease.
 #: Distinct claimers first, then the join, and never the record itself: a fan-in over

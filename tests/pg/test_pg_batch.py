@@ -6,11 +6,13 @@ from __future__ import annotations
 import asyncio
 
 import anyio
+import psycopg
 import pytest
-from pg.pgtools import pg_bus
+from pg.pgtools import PG_URL, pg_bus
 
 from wavewait.core import wait
 from wavewait.core.agents import register
+from wavewait.core.bus import postgres
 from wavewait.core.ids import new_id
 from wavewait.core.model import Item, WaitRecord, now
 from wavewait.core.proc import hostname, me
@@ -148,3 +150,26 @@ async def test_concurrent_registrations_share_statements_and_each_claims_from_it
         assert listed[records[3].id].waiter == "box03" and listed[fan_in.id].kind == "fan_in"
         for r in records:  # each claim is its wait's: a take moves it
             assert [i.body for i in await bus.take(r.waiter, r.id, "x", end=True)] == [f"for {r.waiter}"]
+
+
+async def test_the_bus_vacuums_its_churn_tables_itself(monkeypatch):
+    """A queue's tables turn over every row; on a server whose autovacuum is off or slow the
+    dead rows would pile up and every claim walk past them. The bus vacuums them itself."""
+    monkeypatch.setattr(postgres, "VACUUM_EVERY", 1e-9)  # due at the first take
+    async with pg_bus() as bus:
+        for i in range(20):
+            await bus.deliver(item("box", f"m{i}"))
+            w = await registered(bus, "box")
+            (got,) = await bus.claim_next("box", w, TYPES, 1)
+            assert [t.body for t in await bus.take("box", w, "x", end=True)] == [got.body]
+
+        def stats() -> tuple[int, int]:
+            with psycopg.connect(PG_URL, autocommit=True) as conn:
+                row = conn.execute(
+                    "SELECT vacuum_count, n_dead_tup FROM pg_stat_user_tables WHERE schemaname = %s AND relname = 'waits'",
+                    [bus.schema],
+                ).fetchone()
+            return (row[0], row[1]) if row else (0, -1)
+
+        await until(lambda: stats()[0] > 0, 30, "the bus to vacuum its tables")
+        assert bus._vacuum is not None
