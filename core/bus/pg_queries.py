@@ -132,13 +132,16 @@ TAKE_AND_END: Final = (
     "RETURNING seq, inbox, record), "
     "e AS (DELETE FROM waits WHERE id = %(w)s RETURNING pg_notify(%(channel)s, %(key)s)) " + _TO_HISTORY
 )
-#: TAKE_AND_END for several waits at once (pg_batch.py); a row comes back with its wait
+#: TAKE_AND_END for several waits at once (pg_batch.py); a row comes back with its wait.
+#: Statements that lock several wait rows lock them in id order (ORDER BY id FOR UPDATE),
+#: so two of them (this and RENEW_LEASES) cannot deadlock
 TAKE_AND_END_MANY: Final = (
     "WITH r AS (SELECT * FROM unnest(%(inboxes)s::text[], %(ws)s::text[], %(takers)s::text[]) "
     "AS r(inbox, w, taker)), "
     "t AS (DELETE FROM items USING r WHERE items.inbox = r.inbox AND items.claimed_by = r.w "
     "RETURNING items.seq, items.inbox, items.record, r.w, r.taker), "
-    "e AS (DELETE FROM waits USING r WHERE waits.id = r.w RETURNING pg_notify(%(channel)s, 'w:' || waits.id)) "
+    "e AS (DELETE FROM waits WHERE id IN (SELECT id FROM waits WHERE id IN (SELECT w FROM r) ORDER BY id FOR UPDATE) "
+    "RETURNING pg_notify(%(channel)s, 'w:' || id)) "
     "INSERT INTO history (seq, inbox, record, taken_by, taken_at, wait_id) "
     "SELECT seq, inbox, record, taker, %(at)s, w FROM t ON CONFLICT (seq) DO NOTHING "
     "RETURNING seq, record, taken_by, taken_at, wait_id"
@@ -183,7 +186,10 @@ REGISTER_WAITS: Final = sql.SQL(
     "AND claimed_by IS NULL{} ORDER BY seq LIMIT r.n FOR UPDATE SKIP LOCKED) x) "
     "UPDATE items SET claimed_by = c.w FROM c WHERE items.seq = c.seq RETURNING items.seq, items.record, c.w"
 )
-RENEW_LEASES: Final = "UPDATE waits SET lease_until = now() + make_interval(secs => %s) WHERE id = ANY(%s)"
+RENEW_LEASES: Final = (
+    "UPDATE waits SET lease_until = now() + make_interval(secs => %s) "
+    "WHERE id IN (SELECT id FROM waits WHERE id = ANY(%s) ORDER BY id FOR UPDATE)"
+)
 UPDATE_WAIT: Final = (
     "WITH u AS (UPDATE waits SET record = jsonb_set(record, '{progress}', to_jsonb(%s::text)), "
     "lease_until = now() + make_interval(secs => %s) "

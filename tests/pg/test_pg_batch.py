@@ -173,3 +173,25 @@ async def test_the_bus_vacuums_its_churn_tables_itself(monkeypatch):
 
         await until(lambda: stats()[0] > 0, 30, "the bus to vacuum its tables")
         assert bus._vacuum is not None
+
+
+async def test_batched_ends_and_lease_renewals_never_deadlock(caplog):
+    """Both lock many wait rows: in id order, so neither waits on the other in a cycle (a
+    deadlock costs the server's deadlock_timeout, a second, before one of them retries)."""
+    async with pg_bus() as bus:
+        for _ in range(5):
+            boxes = [f"box{i:02d}" for i in range(60)]
+            waits = [await registered(bus, b) for b in boxes]
+            for b in boxes:
+                await bus.deliver(item(b, f"for {b}"))
+            await asyncio.gather(*(bus.claim_next(b, w, TYPES, 1) for b, w in zip(boxes, waits, strict=True)))
+
+            async def renew(ids: list[str]) -> None:
+                await bus._count(postgres.q.RENEW_LEASES, [30.0, ids])
+
+            await asyncio.gather(
+                *(bus.take(b, w, "x", end=True) for b, w in zip(boxes, waits, strict=True)),
+                *(renew(waits[::-1] if k % 2 else waits) for k in range(8)),
+            )
+            assert await bus.list_waits() == []
+    assert "deadlock" not in caplog.text
