@@ -27,6 +27,20 @@ def item(to: str, body: str) -> Item:
     return Item(id=new_id(), type="message", to=to, sender="flight", body=body)
 
 
+class Statements:
+    """Counts the statements a bus runs from now on (each one goes through `_run`)."""
+
+    def __init__(self, bus) -> None:
+        self.n = 0
+        real = bus._run
+
+        async def counting(fn):
+            self.n += 1
+            return await real(fn)
+
+        bus._run = counting
+
+
 async def registered(bus, inbox: str) -> str:
     pid, pid_start = me()
     record = WaitRecord(
@@ -50,26 +64,17 @@ async def test_concurrent_claims_on_many_inboxes_share_statements_and_each_gets_
             await bus.deliver(item(b, f"for {b}, first"))
             await bus.deliver(item(b, f"for {b}, second"))
         waits = [await registered(bus, b) for b in boxes]
-        statements = 0
-        real = bus._rows
-
-        async def counting(query, params=None):
-            nonlocal statements
-            statements += 1
-            return await real(query, params)
-
-        bus._rows = counting
+        statements = Statements(bus)
         got = await asyncio.gather(*(bus.claim_next(b, w, TYPES, 1) for b, w in zip(boxes, waits, strict=True)))
         assert [[i.body for i in g] for g in got] == [[f"for {b}, first"] for b in boxes]
-        assert statements <= 3  # the first alone, the rest queued behind it together
+        assert statements.n <= 3  # the first alone, the rest queued behind it together
         # the claims are the waits' own: a take moves each one's item, and ends each wait
         taken = await asyncio.gather(
             *(bus.take(b, w, "orchestrator", end=True) for b, w in zip(boxes, waits, strict=True))
         )
-        bus._rows = real
         assert [[i.body for i in t] for t in taken] == [[f"for {b}, first"] for b in boxes]
         assert all(t[0].taken_by == "orchestrator" for t in taken)
-        assert statements <= 6
+        assert statements.n <= 6
         assert await bus.list_waits() == []
         for b in boxes:
             assert [i.body for i in await bus.peek(b)] == [f"for {b}, second"]
@@ -129,22 +134,13 @@ async def test_concurrent_registrations_share_statements_and_each_claims_from_it
             for b in boxes
         ]
         fan_in = WaitRecord(id=new_id(), kind="fan_in", tool="wait_fan_in", waiter="box00", host=hostname(), pid=pid)
-        statements = 0
-        real = bus._rows
-
-        async def counting(query, params=None):
-            nonlocal statements
-            statements += 1
-            return await real(query, params)
-
-        bus._rows = counting
+        statements = Statements(bus)
         got = await asyncio.gather(
             bus.register_wait(fan_in),  # no claim
             *(bus.register_wait(r, claim_from=r.waiter, types=TYPES, limit=1) for r in records),
         )
-        bus._rows = real
         assert got[0] == [] and [[i.body for i in g] for g in got[1:]] == [[f"for {b}"] for b in boxes]
-        assert statements <= 4  # the first alone; the rest in one per type filter
+        assert statements.n <= 4  # the first alone; the rest in one per type filter
         listed = {w.id: w for w in await bus.list_waits()}
         assert set(listed) == {fan_in.id, *(r.id for r in records)}
         assert listed[records[3].id].waiter == "box03" and listed[fan_in.id].kind == "fan_in"
