@@ -568,8 +568,7 @@ class FileBus:
         return list(self._in_order(folder))
 
     def _in_order(self, folder: str | Path) -> Iterator[ItemRef]:
-        """The items in `folder`, FIFO, each name parsed only when reached: a claim of the
-        oldest item costs a listdir and a sort, not a parse of the whole backlog."""
+        """The items in `folder`, FIFO, each name parsed only when reached."""
         try:
             names = os.listdir(folder)
         except FileNotFoundError:

@@ -18,6 +18,9 @@ How the protocol maps onto the server:
 - statements are retried across a lost connection (server restart, failover) until
   `RECONNECT_TIMEOUT`; each write is idempotent on retry (item ids are unique, a claim by
   the same wait is a claim already held), so a retry neither loses nor duplicates.
+- the concurrent waits of one process share their registration, claim and take statements
+  (group commit, `pg_batch.py`), and a process that turns rows over vacuums the tables
+  itself (`VACUUM_EVERY`): a queue's dead rows would otherwise slow every claim.
 - waits carry a lease on the server's clock, renewed by the waiting process; the
   recovery sweep returns claims of waits that ended, whose process died on this host, or
   whose lease ran out (their host vanished).
