@@ -100,7 +100,8 @@ class Bus(Protocol):
     ) -> list[Item]:
         """Claim up to `limit` of the oldest unclaimed items of these types (any when None),
         in FIFO order, skipping items other waits are claiming: one statement where the
-        backend can (a batched next-message wait)."""
+        backend can (a batched next-message wait). A wait claims this way only while it holds
+        nothing in `inbox` (a retry after a lost answer returns what the wait holds)."""
         ...
 
     async def holds(self, inbox: str, wait_id: str) -> int | None:

@@ -83,6 +83,11 @@ CLAIM_NEXT: Final = sql.SQL(
     "FOR UPDATE SKIP LOCKED) RETURNING seq, record"
 )
 TYPE_FILTER: Final = sql.SQL(" AND type = ANY(%(types)s)")
+#: what a wait holds: on a retried claim, what the attempt whose answer was lost claimed
+HELD: Final = "SELECT seq, record FROM items WHERE inbox = %(inbox)s AND claimed_by = %(w)s ORDER BY seq"
+HELD_MANY: Final = (
+    "SELECT seq, record, claimed_by FROM items WHERE inbox = ANY(%(inboxes)s) AND claimed_by = ANY(%(ws)s)"
+)
 #: CLAIM_NEXT for several waits at once (pg_batch.py), each on its own inbox with its own
 #: limit; a row comes back with the wait that claimed it. {} is TYPE_FILTER or nothing
 CLAIM_NEXT_MANY: Final = sql.SQL(

@@ -187,21 +187,28 @@ class PgTaskStore:
     async def update(self, task_id: str, only_from: Sequence[str], **changes: Any) -> Task | None:
         await self._ready()
         data = _patch(check_id(task_id, "taskId"), self.queue, changes)
-        rows = await self.bus._rows(
-            "WITH u AS (UPDATE tasks SET record = record || %s::jsonb, status = coalesce(%s, status) "
-            "WHERE queue = %s AND id = %s AND status = ANY(%s) RETURNING record) "
-            "SELECT record, pg_notify(%s, %s) FROM u",
-            [
-                json.dumps(data),
-                data.get("status"),
-                self.queue,
-                task_id,
-                list(only_from),
-                self.bus.channel,
-                self.payload,
-            ],
-        )
-        return Task.model_validate(rows[0][0]) if rows else None
+        patch = json.dumps(data)
+        attempts = 0
+
+        async def go(conn: AsyncConnection) -> Task | None:
+            nonlocal attempts
+            attempts += 1
+            cur = await conn.execute(
+                "WITH u AS (UPDATE tasks SET record = record || %s::jsonb, status = coalesce(%s, status) "
+                "WHERE queue = %s AND id = %s AND status = ANY(%s) RETURNING record) "
+                "SELECT record, pg_notify(%s, %s) FROM u",
+                [patch, data.get("status"), self.queue, task_id, list(only_from), self.bus.channel, self.payload],
+            )
+            row = await cur.fetchone()
+            if row is None and attempts > 1:  # did the last attempt commit before its answer was lost?
+                cur = await conn.execute(  # its patch is there, its updated_at included
+                    "SELECT record FROM tasks WHERE queue = %s AND id = %s AND record @> %s::jsonb",
+                    [self.queue, task_id, patch],
+                )
+                row = await cur.fetchone()
+            return Task.model_validate(row[0]) if row else None
+
+        return await self.bus._run(go)
 
     async def complete(self, task_id: str, handoff: HandoffRecord, only_from: Sequence[str]) -> Task | None:
         await self._ready()

@@ -16,8 +16,9 @@ How the protocol maps onto the server:
 - a claim sets `claimed_by` on a row under `FOR UPDATE SKIP LOCKED`, so each item goes to
   one wait; the row keeps its `seq`, so a returned claim is back in its original place.
 - statements are retried across a lost connection (server restart, failover) until
-  `RECONNECT_TIMEOUT`; each write is idempotent on retry (item ids are unique, a claim by
-  the same wait is a claim already held), so a retry neither loses nor duplicates.
+  `RECONNECT_TIMEOUT`; each write is idempotent on retry (item ids are unique; a retried
+  claim or take first reads back what the wait already claimed or took, in case the lost
+  attempt committed), so a retry neither loses nor duplicates.
 - the concurrent waits of one process share their registration, claim and take statements
   (group commit, `pg_batch.py`), and a process that turns rows over vacuums the tables
   itself (`VACUUM_EVERY`): a queue's dead rows would otherwise slow every claim.
@@ -107,6 +108,18 @@ def _by_wait(rows: list[tuple[Any, ...]], waits: Sequence[str]) -> dict[str, lis
     for row in rows:
         out[row[-1]].append(row[:-1])
     return out
+
+
+def _not_again(params: dict[str, Any], done: list[tuple[Any, ...]]) -> dict[str, Any]:
+    """A claim's parameters with nothing left to claim for a wait that the lost attempt
+    claimed for (`done`: one wait's rows, or rows that end with their wait). A wait claims
+    only while it holds nothing in the inbox, so what it holds is what that attempt took."""
+    if "ns" in params:
+        holding = {row[-1] for row in done}
+        return params | {"ns": [0 if w in holding else n for w, n in zip(params["ws"], params["ns"], strict=True)]}
+    if "n" in params and done:
+        return params | {"n": 0}
+    return params
 
 
 def _taken(rows: list[tuple[Any, ...]]) -> list[Item]:
@@ -453,15 +466,17 @@ class PostgresBus:
         return await claimer(_Claim(check_id(inbox, "inbox"), check_id(wait_id, "wait"), limit))
 
     async def _claim_one(self, types: tuple[str, ...], r: _Claim) -> list[Item]:
-        rows = await self._rows(
+        rows = await self._once(
             q.CLAIM_NEXT.format(q.TYPE_FILTER if types else sql.SQL("")),
+            q.HELD,
             {"w": r.wait_id, "inbox": r.inbox, "types": list(types), "n": r.limit},
         )
         return _claimed(rows)
 
     async def _claim_many(self, types: tuple[str, ...], rs: list[_Claim]) -> list[list[Item]]:
-        rows = await self._rows(
+        rows = await self._once(
             q.CLAIM_NEXT_MANY.format(q.TYPE_FILTER if types else sql.SQL("")),
+            q.HELD_MANY,
             {
                 "inboxes": [r.inbox for r in rs],
                 "ws": [r.wait_id for r in rs],
@@ -504,14 +519,14 @@ class PostgresBus:
             self._my_waits.discard(wait_id)
             return await self._takers(_Take(inbox, wait_id, taker))
         params = {"inbox": inbox, "w": wait_id, "taker": taker, "at": now()}
-        rows = await self._move_to_history(q.TAKE, q.TAKEN_BY, params)
+        rows = await self._once(q.TAKE, q.TAKEN_BY, params)
         await self._moved_to_history({inbox: len(rows)})
         return _taken(rows)
 
     async def _take_one(self, r: _Take) -> list[Item]:
         params = {"inbox": r.inbox, "w": r.wait_id, "taker": r.taker, "at": now()}
         params |= {"channel": self.channel, "key": f"w:{r.wait_id}"}
-        rows = await self._move_to_history(q.TAKE_AND_END, q.TAKEN_BY, params)
+        rows = await self._once(q.TAKE_AND_END, q.TAKEN_BY, params)
         await self._moved_to_history({r.inbox: len(rows)})
         return _taken(rows)
 
@@ -524,7 +539,7 @@ class PostgresBus:
             "at": now(),
             "channel": self.channel,
         }
-        rows = await self._move_to_history(q.TAKE_AND_END_MANY, q.TAKEN_BY_MANY, params)
+        rows = await self._once(q.TAKE_AND_END_MANY, q.TAKEN_BY_MANY, params)
         got = _by_wait(rows, waits)
         moved: dict[str, int] = {}
         for r in rs:
@@ -551,23 +566,27 @@ class PostgresBus:
         token = f"{check_id(wait_id, 'wait')}/{new_id()}"  # '/' is no id character: no clash
         type_filter = q.TYPE_FILTER if types else sql.SQL("")
         params = {"inbox": inbox, "w": token, "taker": taker, "at": now(), "types": list(types or []), "n": limit}
-        rows = await self._move_to_history(q.TAKE_NEXT.format(type_filter), q.TAKEN_BY, params)
+        rows = await self._once(q.TAKE_NEXT.format(type_filter), q.TAKEN_BY, params)
         await self._moved_to_history({inbox: len(rows)})
         return _taken(rows)
 
-    async def _move_to_history(self, query: Any, read_back: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-        """Run a delete-into-history statement; on a retry (the last attempt may have
-        committed, its answer lost), first read back with `read_back` what it moved."""
+    async def _once(self, query: Any, read_back: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        """Run a statement that claims rows for waits, or moves their rows to history, so
+        that a retry does not do it twice: on a retry (the last attempt may have committed,
+        its answer lost) first read back with `read_back` what it did, then run it again for
+        the waits it did nothing for (a take run again finds nothing left to move)."""
         attempts = 0
 
         async def go(conn: AsyncConnection) -> list[tuple[Any, ...]]:
             nonlocal attempts
             attempts += 1
             done: list[tuple[Any, ...]] = []
+            todo = params
             if attempts > 1:
                 cur = await conn.execute(read_back, params)
                 done = await cur.fetchall()
-            cur = await conn.execute(query, params)
+                todo = _not_again(params, done)
+            cur = await conn.execute(query, todo)
             return done + await cur.fetchall()
 
         return await self._run(go)
@@ -619,8 +638,9 @@ class PostgresBus:
 
     async def _register_one(self, types: tuple[str, ...], r: _Register) -> list[Item]:
         rec = r.record
-        rows = await self._rows(
+        rows = await self._once(
             q.REGISTER_WAIT.format(q.TYPE_FILTER if types else sql.SQL("")),
+            q.HELD,
             {
                 "w": rec.id,
                 "started": rec.started_at,
@@ -640,8 +660,9 @@ class PostgresBus:
 
     async def _register_many(self, types: tuple[str, ...], rs: list[_Register]) -> list[list[Item]]:
         waits = [r.record.id for r in rs]
-        rows = await self._rows(
+        rows = await self._once(
             q.REGISTER_WAITS.format(q.TYPE_FILTER if types else sql.SQL("")),
+            q.HELD_MANY,
             {
                 "ws": waits,
                 "starteds": [r.record.started_at for r in rs],
