@@ -6,6 +6,7 @@
     python bench/bench_scale.py --code /tmp/old/pkg  # the same bench against other code
     python bench/bench_scale.py --tracemalloc        # also traced Python memory, first vs end
     python bench/bench_scale.py --profile /tmp/prof  # the waiting children under cProfile
+    python bench/bench_scale.py --series 30          # the load row's course, every 30 s
     WAVEWAIT_TEST_PG=postgresql://...                # the server (default postgres@127.0.0.1/test)
 
 Every measured process is a child (`--role ...`), so `--code DIR` (a folder holding a
@@ -134,7 +135,7 @@ async def role_server(a: argparse.Namespace) -> None:
     bus = await open_bus(a.bus)
     # fixed-size bookkeeping, made before the first RSS reading, so the bench's own lists do
     # not show as the server's growth: a latency histogram and one byte per message sent
-    lat = Histogram()
+    lat, window = Histogram(), Histogram()
     seen = {f"s{k}": bytearray(a.count) for k in range(a.senders)}
     received = distinct = 0
     stop = asyncio.Event()
@@ -146,6 +147,7 @@ async def role_server(a: argparse.Namespace) -> None:
             if r.status == "received" and r.message:
                 body = json.loads(r.message)
                 lat.add(time.time() - body["t"])
+                window.add(time.time() - body["t"])
                 tag, _, i = body["id"].partition("-")
                 received += 1
                 distinct += seen[tag][int(i)] == 0
@@ -156,11 +158,22 @@ async def role_server(a: argparse.Namespace) -> None:
     t0, rss_first, traced_first = time.monotonic(), None, None
     cpu0 = cpu()
     reader = asyncio.create_task(asyncio.to_thread(sys.stdin.readline))
+    shown, cpu_shown = t0, cpu0
     while not reader.done():
         await asyncio.sleep(1.0)
         if rss_first is None and time.monotonic() - t0 >= a.first:
             rss_first = rss_mb()
             traced_first = tracemalloc.get_traced_memory()[0] / 1e6 if a.tracemalloc else None
+        if a.series and time.monotonic() - shown >= a.series:  # the run's course, to stderr
+            t, c = time.monotonic(), cpu()
+            print(
+                f"  {t - t0:6.0f} s  {window.n:7d} received  p50 {1000 * window.quantile(0.5):9.1f} ms  "
+                f"p99 {1000 * window.quantile(0.99):9.1f} ms  CPU {100 * (c - cpu_shown) / (t - shown):3.0f} %  "
+                f"RSS {rss_mb():4.0f} MB  load {os.getloadavg()[0]:4.1f}",
+                file=sys.stderr,
+                flush=True,
+            )
+            window, shown, cpu_shown = Histogram(), t, c
     stop.set()
     out = {
         "received": received,
@@ -373,7 +386,7 @@ class Run:
         first = min(60.0, a.duration / 3)
         per = int(a.load_rate * a.duration / a.senders)
         argv = ["--role", "server", "--bus", url, "--n", str(a.waits), "--first", str(first), "--timeout", "30"]
-        argv += ["--count", str(per), "--senders", str(a.senders)]
+        argv += ["--count", str(per), "--senders", str(a.senders), "--series", str(a.series)]
         server = self.child(*argv, *(["--tracemalloc"] if a.tracemalloc else []))
         assert server.stdout is not None and server.stdin is not None
         await asyncio.to_thread(server.stdout.readline)
@@ -677,6 +690,7 @@ def parse() -> argparse.Namespace:
     p.add_argument("--batch", type=int, default=100, help="max_messages of the batched consumers' waits")
     p.add_argument("--go", action="store_true", help="a consumer starts on a line from stdin")
     p.add_argument("--tracemalloc", action="store_true")
+    p.add_argument("--series", type=float, default=0.0, help="the load row's server prints p50/p99 every SECONDS")
     p.add_argument("--profile", metavar="DIR", help="run the measured children under cProfile, writing DIR/*.prof")
     p.add_argument("--listeners", default="1,4,16,64", help="with --only listeners: k processes on one database")
     p.add_argument("--rounds", type=int, default=30)

@@ -5,9 +5,8 @@ Layout under the root (folders 0700, files 0600):
     agents/<id>.json                 agent records, replaced atomically (tmp/ + rename)
     inbox/<id>/tmp/                  items being written
     inbox/<id>/new/<seq>~<type>~<sender>~<item id>      delivered, FIFO by seq
-    inbox/<id>/claims/<wait id>/...  claimed by one wait (atomic rename: exactly once)
-    inbox/<id>/cur/<at>~<n>~<taker>~<wait id>/...  taken: a wait's claim folder, renamed
-                                     whole; who took it and when (bounded history)
+    inbox/<id>/claims/<wait id>~<seq>   claimed by one wait (atomic rename: exactly once)
+    inbox/<id>/cur/<at>~<seq>~<taker>   taken: who took it and when (bounded history)
     waits/<wait id>.json             waits in progress; <wait id>.interrupt is the flag
     resolutions/<key>.json           stored results of named waits (wait_agent ids)
     mcptasks/<task id>.json          tasks of the MCP Tasks extension (status, result)
@@ -23,6 +22,12 @@ agents/, inbox/ and waits/ are watched (`subscribe`); the rest is not. A reader 
 half an item: it is written under inbox/<id>/tmp/ and renamed into new/. The seq lives in
 the file name, zero-padded, so FIFO order never depends on mtimes and a claim returned to
 new/ lands back at its original place.
+
+An item is one file from delivery to the end of its history: a claim, a take and a rotation
+out of history are one rename or unlink each, never a folder made or removed (folders cost
+the file system's journal most, and every message passes here). Earlier versions kept a
+folder per claiming wait and per take; recovery still returns such claim folders, and
+history still reads and rotates such take folders.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ import stat
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
@@ -189,10 +194,31 @@ def _write_new(path: str | Path, data: bytes, *, durable: bool = True) -> None:
     os.close(fd)
 
 
+def _is_id(name: str) -> bool:
+    try:
+        check_id(name)
+    except BadInput:
+        return False
+    return True
+
+
+def _claim_path(box: str, wait_id: str, seq: int) -> str:
+    return f"{box}/claims/{wait_id}{SEP}{seq:016d}"
+
+
+class _Taken(NamedTuple):
+    """One history entry: an item file, or a take folder of an earlier version."""
+
+    name: str
+    n: int
+    taker: str
+    at: float
+    folder: bool
+
+
 def _remove_history_folder(path: Path) -> None:
-    """Delete one history folder, its item files first, never following a link: opened with
-    O_NOFOLLOW, its entries unlinked relative to it (a few system calls for a take of one
-    item, where shutil.rmtree spends a dozen: rotation runs once per message under load)."""
+    """Delete one take folder of an earlier version, its item files first, never following
+    a link: opened with O_NOFOLLOW, its entries unlinked relative to it."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
@@ -258,7 +284,7 @@ class FileBus:
     """
 
     multi_host = False  # one machine: pids decide liveness
-    recovers_all_at_once = False  # a sweep of every inbox lists every claims folder
+    recovers_all_at_once = False  # a sweep of every inbox lists every claims/ folder
     reliable_changes = False  # the kernel drops events past its queue's size, unreported
 
     def __init__(self, root: str | os.PathLike[str], *, create: bool = True) -> None:
@@ -290,7 +316,8 @@ class FileBus:
         self._agent_paths: dict[str, Path] = {}
         self._locks = str(self.root / "locks")
         self._takes_seen: dict[str, int] = {}
-        self._claimed: dict[tuple[str, str], dict[str, Item]] = {}  # loaded at claim, for take
+        #: per (inbox, wait): seq -> (new/ name, item), of the claims this process made, for take
+        self._claimed: dict[tuple[str, str], dict[int, tuple[str, Item]]] = {}
         # claim_next's kept listing: per inbox, the names of new/ not yet tried, oldest first,
         # and the newest of that listing; `_stale`: inboxes where an item came back before it
         self._queued: dict[str, list[str]] = {}
@@ -347,18 +374,19 @@ class FileBus:
         finally:
             os.close(fd)
 
-    def _quarantine(self, path: Path, code: str, detail: str) -> None:
+    def _quarantine(self, path: Path, code: str, detail: str, name: str | None = None) -> None:
         """Move an entry that must not be read aside, once, and say so.
 
         The entry is renamed (never opened or followed) to quarantine/<ms>~<token>~<where>~
-        <why>~<name>; `where` is the inbox (or folder) it was in. An entry in an inbox is
-        also reported to the inbox's owner as an `item_quarantined` event.
+        <why>~<name>; `where` is the inbox (or folder) it was in, `name` its name there or
+        the item name it was delivered under (a claim). An entry in an inbox is also
+        reported to the inbox's owner as an `item_quarantined` event.
         """
         rel = path.relative_to(self.root).parts if path.is_relative_to(self.root) else (path.name,)
         inbox = rel[1] if len(rel) > 2 and rel[0] == "inbox" else None
         where = inbox or (rel[0] if len(rel) > 1 else "root")
         stamp = f"{int(time.time() * 1000)}{SEP}{new_id()[:8]}"
-        dest = self.root / "quarantine" / SEP.join((stamp, where[:100], code, path.name[:100]))
+        dest = self.root / "quarantine" / SEP.join((stamp, where[:100], code, (name or path.name)[:100]))
         try:
             os.rename(path, dest)
         except FileNotFoundError:
@@ -581,44 +609,42 @@ class FileBus:
             else:
                 yield ref
 
-    def _load(self, path: str | Path, ref: ItemRef) -> Item | None:
+    def _load(self, path: str | Path, seq: int, name: str | None = None) -> Item | None:
+        """The item at `path` (delivered as `name`, when it was claimed); None when gone or
+        not an item (then quarantined)."""
         try:
             item = Item.model_validate_json(_read_file(path))
         except FileNotFoundError:
             return None
         except _Unfit as e:
-            self._quarantine(Path(path), e.code, e.detail)
+            self._quarantine(Path(path), e.code, e.detail, name)
             return None
         except (ValidationError, ValueError) as e:
             word = "truncated" if isinstance(e, ValidationError) and "EOF" in str(e) else "malformed"
-            self._quarantine(Path(path), word, f"not a complete inbox item ({e.__class__.__name__}: {word})")
+            self._quarantine(Path(path), word, f"not a complete inbox item ({e.__class__.__name__}: {word})", name)
             return None
-        return item.model_copy(update={"seq": ref.seq})
+        return item.model_copy(update={"seq": seq})
 
     async def pending(self, inbox: str) -> list[ItemRef]:
         return self._scan(self._inbox(inbox) / "new")
 
     async def peek(self, inbox: str) -> list[Item]:
         box = self._inbox(inbox)
-        items = [self._load(box / "new" / _name(r), r) for r in self._scan(box / "new")]
+        items = [self._load(box / "new" / _name(r), r.seq) for r in self._scan(box / "new")]
         return [i for i in items if i is not None]
 
     async def claim(self, inbox: str, ref: ItemRef, wait_id: str) -> Item | None:
         box = self._box(inbox)
-        dest_dir = f"{box}/claims/{check_id(wait_id, 'wait')}"
-        if (inbox, wait_id) not in self._claimed:  # the first claim of this wait makes its folder
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(dest_dir, 0o700)
         name = _name(ref)
-        dest = f"{dest_dir}/{name}"
+        dest = _claim_path(box, check_id(wait_id, "wait"), ref.seq)
         try:
             os.rename(f"{box}/new/{name}", dest)
         except FileNotFoundError:
             return None  # another waiter got it first
-        item = self._load(dest, ref)
+        item = self._load(dest, ref.seq, name)
         claimed = self._claimed.setdefault((inbox, wait_id), {})
         if item is not None:
-            claimed[name] = item
+            claimed[ref.seq] = (name, item)
         return item
 
     async def claim_many(self, inbox: str, refs: Sequence[ItemRef], wait_id: str) -> list[Item]:
@@ -678,47 +704,73 @@ class FileBus:
             self._queued_last.pop(inbox, None)
         return names, True
 
+    def _claims_of(self, box: str, wait_id: str) -> list[int]:
+        """The seqs `wait_id` holds claimed in the inbox, oldest first (a listing of claims/)."""
+        prefix = f"{wait_id}{SEP}"
+        try:
+            names = os.listdir(f"{box}/claims")
+        except FileNotFoundError:
+            return []
+        tails = (n[len(prefix) :] for n in names if n.startswith(prefix))
+        return sorted(int(t) for t in tails if len(t) == 16 and t.isdigit())
+
     async def holds(self, inbox: str, wait_id: str) -> int | None:
         if not os.path.exists(self._wait_path(wait_id)):
             return None
-        try:
-            return len(os.listdir(f"{self._box(inbox)}/claims/{wait_id}"))
-        except FileNotFoundError:
-            return 0
+        box = self._box(inbox)
+        known = self._claimed.get((inbox, wait_id))
+        if known:  # what this process claimed for it, still where it put it
+            return sum(os.path.exists(_claim_path(box, wait_id, seq)) for seq in known)
+        return len(self._claims_of(box, wait_id))
 
     async def release(self, inbox: str, wait_id: str) -> int:
-        box = self._inbox(inbox)
-        folder = box / "claims" / wait_id
-        self._claimed.pop((inbox, wait_id), None)
+        box = self._box(inbox)
+        check_id(wait_id, "wait")
+        known = self._claimed.pop((inbox, wait_id), {})
         self._stale.add(inbox)  # returned items go back before what claim_next kept
         count = 0
-        for ref in self._scan(folder):
+        for seq in self._claims_of(box, wait_id):
+            claim = _claim_path(box, wait_id, seq)
+            name = known[seq][0] if seq in known else self._item_name(claim, seq)
+            if name is None:
+                continue  # not an item: quarantined
             with contextlib.suppress(FileNotFoundError):
-                os.rename(folder / _name(ref), box / "new" / _name(ref))
+                os.rename(claim, f"{box}/new/{name}")
                 count += 1
-        with contextlib.suppress(FileNotFoundError, OSError):
-            folder.rmdir()
+        return count + self._release_folder(box, wait_id)
+
+    def _item_name(self, path: str, seq: int) -> str | None:
+        """The new/ name of a claimed item that this process did not claim: read from it."""
+        item = self._load(path, seq)
+        return None if item is None else _name(ItemRef(seq, item.type, item.sender, item.id))
+
+    def _release_folder(self, box: str, wait_id: str) -> int:
+        """Return the claims of a claim folder an earlier version made for `wait_id`."""
+        folder = f"{box}/claims/{wait_id}"
+        if not os.path.isdir(folder) or os.path.islink(folder):
+            return 0
+        count = 0
+        for ref in self._scan(Path(folder)):
+            with contextlib.suppress(FileNotFoundError):
+                os.rename(f"{folder}/{_name(ref)}", f"{box}/new/{_name(ref)}")
+                count += 1
+        with contextlib.suppress(OSError):
+            os.rmdir(folder)
         return count
 
     async def unclaim(self, inbox: str, ref: ItemRef, wait_id: str) -> bool:
         """Return one claim of `wait_id` to the inbox (a wait that took more than it can hand on)."""
-        box = self._inbox(inbox)
-        name = _name(ref)
-        self._claimed.get((inbox, wait_id), {}).pop(name, None)
+        box = self._box(inbox)
+        self._claimed.get((inbox, wait_id), {}).pop(ref.seq, None)
         self._stale.add(inbox)
         try:
-            os.rename(box / "claims" / check_id(wait_id, "wait") / name, box / "new" / name)
+            os.rename(_claim_path(box, check_id(wait_id, "wait"), ref.seq), f"{box}/new/{_name(ref)}")
         except FileNotFoundError:
             return False
         return True
 
     async def take(self, inbox: str, wait_id: str, taker: str, *, end: bool = False) -> list[Item]:
-        """Move a wait's claims into history in one rename of its claim folder (and then end
-        the wait, `end`).
-
-        The folder lands as cur/<taken at ns>~<count>~<taker>~<wait id>, so a fan-in that
-        took 1,000 items returns as fast as one that took one.
-        """
+        """Move a wait's claims into history, a rename each (and then end the wait, `end`)."""
         try:
             return self._take(inbox, wait_id, taker)
         finally:
@@ -727,72 +779,97 @@ class FileBus:
 
     def _take(self, inbox: str, wait_id: str, taker: str) -> list[Item]:
         box = self._box(inbox)
-        folder = f"{box}/claims/{check_id(wait_id, 'wait')}"
-        # what this process claimed for the wait is what its folder holds (only this wait
-        # claims into it); a wait whose claims were not made here lists the folder
-        known = self._claimed.pop((inbox, wait_id), {})
-        try:
-            names = sorted(known) if known else sorted(os.listdir(folder))
-        except FileNotFoundError:
-            return []
-        if not names:
-            with contextlib.suppress(OSError):
-                os.rmdir(folder)
-            return []
+        check_id(wait_id, "wait")
+        check_id(taker, "taker")
+        # what this process claimed for the wait is what it holds (only this wait claims
+        # under its name); a wait whose claims were not made here lists claims/
+        known = self._claimed.pop((inbox, wait_id), None)
+        if known is None and wait_id in self._my_waits:
+            return []  # a wait of this process that claimed nothing here
+        known = known or {}
         at = time.time_ns()
-        dest = f"{box}/cur/" + SEP.join((f"{at:020d}", str(len(names)), check_id(taker, "taker"), wait_id))
-        try:
-            os.rename(folder, dest)
-        except FileNotFoundError:
-            return []  # returned meanwhile (a recovery that judged this wait ended)
         taken = []
-        for name in names:
-            ref = _parse_name(name)
-            item = known.get(name) or (self._load(f"{dest}/{name}", ref) if ref else None)
+        for seq in sorted(known) if known else self._claims_of(box, wait_id):
+            dest = f"{box}/cur/{at:020d}{SEP}{seq:016d}{SEP}{taker}"
+            try:
+                os.rename(_claim_path(box, wait_id, seq), dest)
+            except FileNotFoundError:
+                continue  # returned meanwhile (a recovery that judged this wait ended)
+            item = known[seq][1] if seq in known else self._load(dest, seq)
             if item is not None:
                 taken.append(item.model_copy(update={"taken_by": taker, "taken_at": at / 1e9}))
-        # rotating lists every history folder; do it on a process's first take of an inbox
-        # and then every ROTATE_EVERY takes, so history stays near HISTORY_KEPT
+        if not known:
+            taken += self._take_folder(box, wait_id, taker, at)
+        # rotating lists the history; do it on a process's first take of an inbox and then
+        # every ROTATE_EVERY takes, so history stays near HISTORY_KEPT
         n = self._takes_seen.get(inbox, 0)
         self._takes_seen[inbox] = n + 1
         if n % ROTATE_EVERY == 0:
-            self._rotate_history(Path(box))
+            self._rotate_history(box)
+        return taken
+
+    def _take_folder(self, box: str, wait_id: str, taker: str, at: int) -> list[Item]:
+        """Take the claims of a claim folder an earlier version made for `wait_id`."""
+        folder = f"{box}/claims/{wait_id}"
+        if not os.path.isdir(folder) or os.path.islink(folder):
+            return []
+        taken = []
+        for ref in self._scan(Path(folder)):
+            dest = f"{box}/cur/{at:020d}{SEP}{ref.seq:016d}{SEP}{taker}"
+            with contextlib.suppress(FileNotFoundError):
+                os.rename(f"{folder}/{_name(ref)}", dest)
+                item = self._load(dest, ref.seq)
+                if item is not None:
+                    taken.append(item.model_copy(update={"taken_by": taker, "taken_at": at / 1e9}))
+        with contextlib.suppress(OSError):
+            os.rmdir(folder)
         return taken
 
     @staticmethod
-    def _takes(box: Path) -> list[tuple[str, int, str, float]]:
-        """History folders, oldest first: (folder name, item count, taker, taken at)."""
-        takes = []
-        with os.scandir(box / "cur") as it:
-            entries = sorted((e.name, e.is_dir(follow_symlinks=False)) for e in it)
-        for name, is_dir in entries:
+    def _history_entries(box: str) -> list[_Taken]:
+        """History, oldest first: item files `<at>~<seq>~<taker>`, and the take folders of
+        earlier versions, `<at>~<count>~<taker>~<wait id>`. Only those: read, never followed."""
+        out = []
+        with os.scandir(f"{box}/cur") as it:
+            entries = sorted((e.name, e.is_file(follow_symlinks=False), e.is_dir(follow_symlinks=False)) for e in it)
+        for name, is_file, is_dir in entries:
             parts = name.split(SEP)
-            # only real folders: a history entry is read and listed, never followed
-            if is_dir and len(parts) == 4 and parts[0].isdigit() and parts[1].isdigit():
-                takes.append((name, int(parts[1]), parts[2], int(parts[0]) / 1e9))
-        return takes
+            if not (parts[0].isdigit() and len(parts) > 2 and parts[1].isdigit()):
+                continue
+            at = int(parts[0]) / 1e9
+            if is_file and len(parts) == 3:
+                out.append(_Taken(name, 1, parts[2], at, False))
+            elif is_dir and len(parts) == 4:
+                out.append(_Taken(name, int(parts[1]), parts[2], at, True))
+        return out
 
-    def _rotate_history(self, box: Path) -> None:
-        takes = self._takes(box)
-        total = sum(n for _, n, _, _ in takes)
-        for name, n, _, _ in takes:
-            if total - n < HISTORY_KEPT:
+    def _rotate_history(self, box: str) -> None:
+        entries = self._history_entries(box)
+        total = sum(t.n for t in entries)
+        for t in entries:
+            if total - t.n < HISTORY_KEPT:
                 break
-            _remove_history_folder(box / "cur" / name)
-            total -= n
+            if t.folder:
+                _remove_history_folder(Path(box, "cur", t.name))
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(f"{box}/cur/{t.name}")
+            total -= t.n
 
     async def history(self, inbox: str, limit: int = 100) -> list[Item]:
-        box = self._inbox(inbox)
+        box = self._box(inbox)
         items: list[Item] = []
         counted = 0
-        for name, n, taker, at in reversed(self._takes(box)):  # newest takes first
+        for t in reversed(self._history_entries(box)):  # newest takes first
             if counted >= limit:
                 break
-            counted += n
-            for ref in self._scan(box / "cur" / name):
-                item = self._load(box / "cur" / name / _name(ref), ref)
-                if item is not None:
-                    items.append(item.model_copy(update={"taken_by": taker, "taken_at": at}))
+            counted += t.n
+            path = f"{box}/cur/{t.name}"
+            if t.folder:
+                found = [self._load(f"{path}/{_name(r)}", r.seq) for r in self._scan(Path(path))]
+            else:
+                found = [self._load(path, int(t.name.split(SEP)[1]))]
+            items += [i.model_copy(update={"taken_by": t.taker, "taken_at": t.at}) for i in found if i is not None]
         items.sort(key=lambda i: i.seq)
         return items[-limit:] if limit > 0 else []
 
@@ -992,25 +1069,21 @@ class FileBus:
     async def recover(self, inbox: str | None = None) -> int:
         """Return claims whose wait is gone or whose process died (the recovery sweep).
 
-        Only real folders named like a wait id are claim folders; anything else in claims/
-        (a file, a symlink, a FIFO, a stranger's folder) is quarantined, never followed.
+        Only regular files named `<wait id>~<seq>` (and the claim folders of earlier
+        versions, real folders named like a wait id) are claims; anything else in claims/ (a
+        symlink, a FIFO, a stranger's file or folder) is quarantined, never followed.
         """
         self.tidy()
         boxes = [inbox] if inbox else self._inbox_ids()
         returned = 0
         for box_id in boxes:
-            claims = self._inbox(box_id) / "claims"
-            with os.scandir(claims) as it:
-                entries = list(it)
-            for entry in entries:
-                if not self._is_claim_folder(entry):
+            for wait_id in self._claiming_waits(self._box(box_id)):
+                # a wait registers before it claims, so a claim without a live record is orphaned
+                if self._wait_alive(wait_id):
                     continue
-                # a wait registers before it claims, so a folder without a live record is orphaned
-                if self._wait_alive(entry.name):
-                    continue
-                n = await self.release(box_id, entry.name)
+                n = await self.release(box_id, wait_id)
                 if n:
-                    log.warning("wavewait: returned %d claimed item(s) of ended wait %s to %s", n, entry.name, box_id)
+                    log.warning("wavewait: returned %d claimed item(s) of ended wait %s to %s", n, wait_id, box_id)
                 returned += n
         return returned
 
@@ -1032,24 +1105,32 @@ class FileBus:
                 self._quarantine(Path(entry.path), "bad-name", "a folder in inbox/ not named like an agent id")
         return ids
 
-    def _is_claim_folder(self, entry: os.DirEntry[str]) -> bool:
-        """True for a folder of ours named like a wait id; anything else goes to quarantine."""
-        try:
-            st = entry.stat(follow_symlinks=False)
-        except FileNotFoundError:
-            return False
-        if not stat.S_ISDIR(st.st_mode):
-            code, detail = _kind(st.st_mode), f"a {_kind(st.st_mode)} in claims/, where only claim folders belong"
-        elif st.st_uid != os.geteuid():
-            code, detail = "foreign", f"a claim folder owned by uid {st.st_uid}, not by the bus's user"
-        else:
+    def _claiming_waits(self, box: str) -> set[str]:
+        """The waits holding claims in the inbox; what is no claim of ours goes to quarantine."""
+        with os.scandir(f"{box}/claims") as it:
+            entries = list(it)
+        waits = set()
+        for entry in entries:
             try:
-                check_id(entry.name)
-                return True
-            except BadInput:
-                code, detail = "bad-name", "a folder in claims/ not named like a wait id"
-        self._quarantine(Path(entry.path), code, detail)
-        return False
+                st = entry.stat(follow_symlinks=False)
+            except FileNotFoundError:
+                continue  # taken or returned meanwhile
+            wait_id, _, seq = entry.name.partition(SEP)
+            kind = _kind(st.st_mode)
+            if st.st_uid != os.geteuid():
+                code, detail = "foreign", f"a {kind} in claims/ owned by uid {st.st_uid}, not by the bus's user"
+            elif stat.S_ISREG(st.st_mode) and len(seq) == 16 and seq.isdigit() and _is_id(wait_id):
+                waits.add(wait_id)
+                continue
+            elif stat.S_ISDIR(st.st_mode) and not seq and _is_id(wait_id):
+                waits.add(wait_id)  # a claim folder of an earlier version
+                continue
+            elif kind in ("file", "directory"):
+                code, detail = "bad-name", f"a {kind} in claims/ not named like a claim"
+            else:
+                code, detail = kind, f"a {kind} in claims/, where only claims belong"
+            self._quarantine(Path(entry.path), code, detail)
+        return waits
 
     def _wait_alive(self, wait_id: str) -> bool:
         if wait_id in self._my_waits:  # registered by this process and not ended: no read, no /proc

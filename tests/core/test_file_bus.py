@@ -157,15 +157,33 @@ async def test_a_claim_of_a_dead_waiter_is_returned_by_the_recovery_sweep(file_b
     await messages.send(file_bus, "file-reader", "orchestrator", "first")
     await messages.send(file_bus, "linter", "orchestrator", "second")
     box = file_bus.root / "inbox" / "orchestrator"
-    # a claim folder whose wait record is gone: its owner died between claim and take
-    orphan = box / "claims" / "0123456789abcdef0123456789abcdef"
-    orphan.mkdir(mode=0o700)
+    # a claim whose wait record is gone: its owner died between claim and take
     first = sorted(os.listdir(box / "new"))[0]
-    os.rename(box / "new" / first, orphan / first)
+    os.rename(box / "new" / first, box / "claims" / f"0123456789abcdef0123456789abcdef~{first[:16]}")
     assert await file_bus.recover("orchestrator") == 1
     assert sorted(os.listdir(box / "new"))[0] == first
     await run_actor(file_bus, "consume", "orchestrator")
     assert await file_bus.pending("orchestrator") == []
+
+
+async def test_claim_and_take_folders_of_an_earlier_version_are_returned_and_read(file_bus):
+    """Earlier versions kept a folder per claiming wait and per take: a bus they used still
+    gives back what a dead wait of theirs claimed, and shows their history."""
+    await crew(file_bus)
+    for body in ("old take", "old claim", "new"):
+        await messages.send(file_bus, "linter", "orchestrator", body)
+    box = file_bus.root / "inbox" / "orchestrator"
+    taken, claimed, _ = sorted(os.listdir(box / "new"))
+    take_folder = box / "cur" / "00000000000000000001~1~orchestrator~0123456789abcdef0123456789abcdef"
+    take_folder.mkdir(mode=0o700)
+    os.rename(box / "new" / taken, take_folder / taken)
+    claim_folder = box / "claims" / "fedcba9876543210fedcba9876543210"
+    claim_folder.mkdir(mode=0o700)
+    os.rename(box / "new" / claimed, claim_folder / claimed)
+    assert await file_bus.recover("orchestrator") == 1
+    assert os.listdir(box / "claims") == []
+    assert (await wait.wait_next(file_bus, "orchestrator", 0)).message == "old claim"
+    assert [i.body for i in await file_bus.history("orchestrator")] == ["old take", "old claim"]
 
 
 async def test_history_keeps_who_took_what_in_order_and_is_rotated(file_bus, monkeypatch):

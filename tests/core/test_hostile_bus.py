@@ -122,7 +122,7 @@ async def test_a_fifo_is_never_opened_so_a_wait_in_this_process_does_not_hang(fi
 async def test_malformed_entries_in_claims_are_quarantined_never_followed(file_bus, tmp_path):
     await crew(file_bus)
     claims = _box(file_bus, "claims")
-    (claims / "not-a-folder").write_text("junk")
+    (claims / "not-a-claim").write_text("junk")
     outside = tmp_path / "outside"  # a folder outside the bus that a symlink points into
     outside.mkdir()
     (outside / "keep-me").write_text("not the bus's")
@@ -136,7 +136,7 @@ async def test_malformed_entries_in_claims_are_quarantined_never_followed(file_b
     assert json.loads(done.stdout) == ["the real one"]
     assert sorted(os.listdir(outside)) == ["keep-me"]  # the symlinked folder was not touched
     reasons = sorted(name.split("~")[3] for name in _quarantined(file_bus))
-    assert reasons == ["bad-name", "fifo", "file", "symlink"], _quarantined(file_bus)
+    assert reasons == ["bad-name", "bad-name", "fifo", "symlink"], _quarantined(file_bus)
     assert os.listdir(claims) == []
     assert sorted(e.data["reason"] for e in await file_bus.peek("orchestrator")) == reasons
 
