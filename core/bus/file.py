@@ -39,6 +39,7 @@ import fcntl
 import json
 import logging
 import os
+import random
 import shutil
 import stat
 import time
@@ -800,13 +801,18 @@ class FileBus:
                 taken.append(item.model_copy(update={"taken_by": taker, "taken_at": at / 1e9}))
         if not known:
             taken += self._take_folder(box, wait_id, taker, at)
-        # rotating lists the history; do it on a process's first take of an inbox and then
-        # every ROTATE_EVERY takes, so history stays near HISTORY_KEPT
-        n = self._takes_seen.get(inbox, 0)
-        self._takes_seen[inbox] = n + 1
-        if n % ROTATE_EVERY == 0:
-            self._rotate_history(box)
+        self._rotate_when_due(inbox, box)
         return taken
+
+    def _rotate_when_due(self, inbox: str, box: str) -> None:
+        """Rotating lists the history: do it on a process's first take of an inbox, then
+        every ROTATE_EVERY takes, so history stays near HISTORY_KEPT. The count starts at a
+        random phase: inboxes fed in step (a server of 200 waits under a steady load) would
+        otherwise all rotate at the same take, and every wait would stall behind them."""
+        n = self._takes_seen.get(inbox)
+        self._takes_seen[inbox] = (random.randrange(ROTATE_EVERY) if n is None else n) + 1
+        if n is None or self._takes_seen[inbox] % ROTATE_EVERY == 0:
+            self._rotate_history(box)
 
     def _take_folder(self, box: str, wait_id: str, taker: str, at: int) -> list[Item]:
         """Take the claims of a claim folder an earlier version made for `wait_id`."""
