@@ -2,10 +2,13 @@
 
     python bench/bench_mcp.py [--bus PATH|postgresql://...] [-n 200]
 
+0. round trip of a ping: the SDK and stdio alone, no tool (the floor under every row);
 1. round trip of an already-satisfied `wait` (a message is queued; the call returns it);
 2. a flight's completion (`notify_completion` through the core) → the blocked `wait` call's
    result reaching the client;
-3. a message sent → the blocked next-message `wait` call's result reaching the client.
+3. a message sent → the blocked next-message `wait` call's result reaching the client, and
+   the two parts of that: the send's own write (fsync on the directory bus) and from the
+   send's return to the result.
 Targets: round trip p50 ≤ 5 ms, completion → result p99 ≤ 30 ms (issue 3); message → result
 p50/p99 ≤ 2/5 ms on the directory bus, ≤ 3/8 ms on PostgreSQL (issue 13).
 """
@@ -41,6 +44,15 @@ async def main(bus_url: str, n: int) -> None:
     params = StdioServerParameters(command=sys.executable, args=["-m", "wavewait", "mcp"], env=env)
     rows = []
     async with Client(params) as c:
+        # 0. the floor: a ping
+        ping = []
+        for i in range(n + 20):
+            t0 = time.perf_counter()
+            await c.send_ping()
+            if i >= 20:
+                ping.append((time.perf_counter() - t0) * 1000)
+        rows.append(("round trip, ping (SDK + stdio only)", ping, 5.0, "p50"))
+
         # 1. already satisfied
         for i in range(n + 20):
             await messages.send(bus, "flight", "orchestrator", f"m{i}")
@@ -77,7 +89,7 @@ async def main(bus_url: str, n: int) -> None:
         rows.append(("flight completion -> result at client", lat, 30.0, "p99"))
 
         # 3. a message sent -> the blocked next-message `wait` returns (issue 13's wake via MCP)
-        wake = []
+        wake, sending, after = [], [], []
         for i in range(n // 2 + 5):
             at: dict[str, float] = {}
 
@@ -93,10 +105,15 @@ async def main(bus_url: str, n: int) -> None:
                 await anyio.sleep(0.01)  # let the wait settle into its sleep
                 at["t0"] = time.perf_counter()  # the send's own write (fsync on a directory bus) counts
                 await messages.send(bus, "flight", "orchestrator", f"wake {i}")
+                at["sent"] = time.perf_counter()
             if i >= 5:
                 wake.append((at["t1"] - at["t0"]) * 1000)
+                sending.append((at["sent"] - at["t0"]) * 1000)
+                after.append((at["t1"] - at["sent"]) * 1000)
         goal = 8.0 if bus.url.startswith("postgres") else 5.0
         rows.append(("message sent -> blocked `wait` returns", wake, goal, "p99"))
+        rows.append(("  of which the send itself", sending, goal, "p99"))
+        rows.append(("  of which send returned -> result", after, goal, "p99"))
     await bus.close()
 
     print(f"bus: {bus.url}")

@@ -44,6 +44,7 @@ import shutil
 import stat
 import time
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -317,6 +318,8 @@ class FileBus:
         self._agent_paths: dict[str, Path] = {}
         self._locks = str(self.root / "locks")
         self._takes_seen: dict[str, int] = {}
+        self._rotator: ThreadPoolExecutor | None = None  # history rotations, off the event loop
+        self._rotations: set[str] = set()  # inbox folders with a rotation queued, not started
         #: per (inbox, wait): seq -> (new/ name, item), of the claims this process made, for take
         self._claimed: dict[tuple[str, str], dict[int, tuple[str, Item]]] = {}
         # claim_next's kept listing: per inbox, the names of new/ not yet tried, oldest first,
@@ -808,11 +811,37 @@ class FileBus:
         """Rotating lists the history: do it on a process's first take of an inbox, then
         every ROTATE_EVERY takes, so history stays near HISTORY_KEPT. The count starts at a
         random phase: inboxes fed in step (a server of 200 waits under a steady load) would
-        otherwise all rotate at the same take, and every wait would stall behind them."""
+        otherwise all rotate at the same take.
+
+        The rotation runs on a worker thread: its unlinks wait on the file system's journal
+        (each frees an inode and a block), and on the event loop every wait of the process
+        would wait with them."""
         n = self._takes_seen.get(inbox)
         self._takes_seen[inbox] = (random.randrange(ROTATE_EVERY) if n is None else n) + 1
-        if n is None or self._takes_seen[inbox] % ROTATE_EVERY == 0:
-            self._rotate_history(box)
+        if (n is None or self._takes_seen[inbox] % ROTATE_EVERY == 0) and box not in self._rotations:
+            if self._rotator is None:
+                self._rotator = ThreadPoolExecutor(1, thread_name_prefix="wavewait-history")
+            self._rotations.add(box)
+            self._rotator.submit(self._rotate_history, box)
+
+    def _rotate_history(self, box: str) -> None:
+        self._rotations.discard(box)  # from now on a rotation that comes due queues another
+        try:
+            entries = self._history_entries(box)
+            total = sum(t.n for t in entries)
+            for t in entries:
+                if total - t.n < HISTORY_KEPT:
+                    break
+                if t.folder:
+                    _remove_history_folder(Path(box, "cur", t.name))
+                else:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(f"{box}/cur/{t.name}")
+                total -= t.n
+        except OSError as e:  # the next rotation tries again
+            log.warning("wavewait: could not rotate the history in %s: %s", box, e)
+        except Exception:  # on a worker thread: nobody else would ever see it
+            log.exception("wavewait: rotating the history in %s failed", box)
 
     def _take_folder(self, box: str, wait_id: str, taker: str, at: int) -> list[Item]:
         """Take the claims of a claim folder an earlier version made for `wait_id`."""
@@ -849,19 +878,6 @@ class FileBus:
                 out.append(_Taken(name, int(parts[1]), parts[2], at, True))
         return out
 
-    def _rotate_history(self, box: str) -> None:
-        entries = self._history_entries(box)
-        total = sum(t.n for t in entries)
-        for t in entries:
-            if total - t.n < HISTORY_KEPT:
-                break
-            if t.folder:
-                _remove_history_folder(Path(box, "cur", t.name))
-            else:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(f"{box}/cur/{t.name}")
-            total -= t.n
-
     async def history(self, inbox: str, limit: int = 100) -> list[Item]:
         box = self._box(inbox)
         items: list[Item] = []
@@ -877,7 +893,8 @@ class FileBus:
                 found = [self._load(path, int(t.name.split(SEP)[1]))]
             items += [i.model_copy(update={"taken_by": t.taker, "taken_at": t.at}) for i in found if i is not None]
         items.sort(key=lambda i: i.seq)
-        return items[-limit:] if limit > 0 else []
+        keep = min(limit, HISTORY_KEPT)  # what a rotation still running is about to remove, left out
+        return items[-keep:] if keep > 0 else []
 
     # ------------------------------------------------------------------ waits
     def _wait_path(self, wait_id: str, suffix: str = ".json") -> str:
@@ -1211,6 +1228,9 @@ class FileBus:
     async def close(self) -> None:
         for agent_id in list(self._previews):
             self._flush_preview(agent_id)
+        if self._rotator is not None:
+            await asyncio.to_thread(self._rotator.shutdown)
+            self._rotator = None
         if self._watcher is not None:
             self._watcher.close()
             self._watcher = None

@@ -203,6 +203,8 @@ async def test_history_keeps_who_took_what_in_order_and_is_rotated(file_bus, mon
     assert all(i.taken_by == "orchestrator" and i.taken_at for i in history)
     assert [i.body for i in await file_bus.history("orchestrator", 1)] == ["m4"]
     assert os.listdir(file_bus.root / "inbox" / "orchestrator" / "claims") == []
+    cur = file_bus.root / "inbox" / "orchestrator" / "cur"  # rotated on the bus's worker thread
+    await until(lambda: len(os.listdir(cur)) == 3, 10, "history rotated down to HISTORY_KEPT")
 
 
 def test_removing_a_history_folder_never_follows_a_link(tmp_path):
