@@ -277,3 +277,19 @@ async def test_an_item_returned_before_the_kept_names_is_claimed_first(file_bus)
     assert [i.body for i in rest] == ["job 3", "job 4"]
     sub.close()
     await other.close()
+
+
+async def test_a_take_of_many_claims_moves_each_once_into_history_in_order(file_bus):
+    """Beyond TAKE_ON_LOOP claims the renames run on a worker thread: the same result."""
+    from wavewait.core.bus import file as file_mod
+
+    await crew(file_bus)
+    n = file_mod.TAKE_ON_LOOP * 2 + 1
+    for i in range(n):
+        await messages.send(file_bus, "linter", "orchestrator", f"m{i}")
+    got = await file_bus.claim_next("orchestrator", "0123456789abcdef0123456789abcdef", None, n)
+    assert len(got) == n
+    taken = await file_bus.take("orchestrator", "0123456789abcdef0123456789abcdef", "orchestrator")
+    assert [i.body for i in taken] == [f"m{i}" for i in range(n)]
+    assert os.listdir(file_bus.root / "inbox" / "orchestrator" / "claims") == []
+    assert [i.body for i in await file_bus.history("orchestrator", n)] == [f"m{i}" for i in range(n)]
