@@ -2,7 +2,6 @@
 
     python bench/bench_mcp.py [--bus PATH|postgresql://...] [-n 200]
 
-0. round trip of a ping: the SDK and stdio alone, no tool (the floor under every row);
 1. round trip of an already-satisfied `wait` (a message is queued; the call returns it);
 2. a flight's completion (`notify_completion` through the core) → the blocked `wait` call's
    result reaching the client;
@@ -44,15 +43,6 @@ async def main(bus_url: str, n: int) -> None:
     params = StdioServerParameters(command=sys.executable, args=["-m", "wavewait", "mcp"], env=env)
     rows = []
     async with Client(params) as c:
-        # 0. the floor: a ping
-        ping = []
-        for i in range(n + 20):
-            t0 = time.perf_counter()
-            await c.send_ping()
-            if i >= 20:
-                ping.append((time.perf_counter() - t0) * 1000)
-        rows.append(("round trip, ping (SDK + stdio only)", ping, 5.0, "p50"))
-
         # 1. already satisfied
         for i in range(n + 20):
             await messages.send(bus, "flight", "orchestrator", f"m{i}")
