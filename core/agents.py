@@ -21,7 +21,7 @@ from typing import Any
 
 from .bus import Bus
 from .errors import BadInput
-from .ids import check_id, check_name, new_id, resolve
+from .ids import check_id, check_name, is_id, new_id, resolve
 from .model import Agent, Item, now
 from .proc import alive, hostname
 from .results import iso
@@ -113,7 +113,7 @@ async def heartbeat(bus: Bus, agent_id: str, lease: float) -> Agent | None:
 
 async def resolve_agent(bus: Bus, token: str, field: str = "agent") -> Agent:
     """An agent by exact id or unique prefix (≥ 4 characters)."""
-    agent = await bus.get_agent(token) if _plausible(token) else None
+    agent = await bus.get_agent(token) if is_id(token) else None
     if agent is not None:
         return agent
     agents = {a.id: a for a in await bus.list_agents()}
@@ -126,7 +126,7 @@ async def resolve_agents(bus: Bus, tokens: Iterable[str], field: str = "agents")
     if not tokens:
         return []
     # exact ids in one read; the whole list only when some token is a prefix (or unknown)
-    agents = await bus.get_agents([t for t in tokens if _plausible(t)])
+    agents = await bus.get_agents([t for t in tokens if is_id(t)])
     if len(agents) < len(set(tokens)):
         agents = {a.id: a for a in await bus.list_agents()}
     out: dict[str, Agent] = {}
@@ -135,14 +135,6 @@ async def resolve_agents(bus: Bus, tokens: Iterable[str], field: str = "agents")
         agent_id = token if token in agents else resolve(token, agents, f"{field}[{i}]")
         out.setdefault(agent_id, agents[agent_id])
     return list(out.values())
-
-
-def _plausible(token: str) -> bool:
-    try:
-        check_id(token)
-    except BadInput:
-        return False
-    return True
 
 
 async def spawn(

@@ -38,6 +38,15 @@ def check_id(value: object, field: str = "id") -> str:
     return value
 
 
+def is_id(value: object) -> bool:
+    """Whether `value` would pass `check_id` (for names found on the bus, sorted, not raised on)."""
+    try:
+        check_id(value)
+    except BadInput:
+        return False
+    return True
+
+
 def check_name(value: object, field: str = "name") -> str:
     """Names are labels for people; they may hold spaces but no control characters."""
     if not isinstance(value, str) or not value.strip():

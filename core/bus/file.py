@@ -52,7 +52,7 @@ from pydantic import ValidationError
 
 from .. import inotify, watch
 from ..errors import BadInput, BusError
-from ..ids import check_id, new_id
+from ..ids import check_id, is_id, new_id
 from ..limits import MAX_ITEM_FILE_BYTES
 from ..model import SYSTEM_EVENTS_KEPT, SYSTEM_ITEM_TYPES, Agent, Item, ItemRef, McpTask, WaitRecord, now
 from ..proc import alive, hostname
@@ -199,14 +199,6 @@ def _write_new(path: str | Path, data: bytes, *, durable: bool = True) -> None:
             os.unlink(path)
         raise
     os.close(fd)
-
-
-def _is_id(name: str) -> bool:
-    try:
-        check_id(name)
-    except BadInput:
-        return False
-    return True
 
 
 def _claim_path(box: str, wait_id: str, seq: int) -> str:
@@ -1157,10 +1149,10 @@ class FileBus:
             kind = _kind(st.st_mode)
             if st.st_uid != os.geteuid():
                 code, detail = "foreign", f"a {kind} in claims/ owned by uid {st.st_uid}, not by the bus's user"
-            elif stat.S_ISREG(st.st_mode) and len(seq) == 16 and seq.isdigit() and _is_id(wait_id):
+            elif stat.S_ISREG(st.st_mode) and len(seq) == 16 and seq.isdigit() and is_id(wait_id):
                 waits.add(wait_id)
                 continue
-            elif stat.S_ISDIR(st.st_mode) and not seq and _is_id(wait_id):
+            elif stat.S_ISDIR(st.st_mode) and not seq and is_id(wait_id):
                 waits.add(wait_id)  # a claim folder of an earlier version
                 continue
             elif kind in ("file", "directory"):

@@ -22,6 +22,9 @@ import pytest
 from psycopg import sql
 
 from wavewait.core.bus.postgres import PostgresBus
+from wavewait.core.ids import new_id
+from wavewait.core.model import WaitRecord, now
+from wavewait.core.proc import hostname, me
 
 PG_URL = os.environ.get("WAVEWAIT_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
 STALE_AFTER = "1 hour"  # schemas of test runs that were killed before they could clean up
@@ -84,6 +87,21 @@ def _missing(why: str) -> None:
     if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
         pytest.fail(f"{why} (CI=true: PostgreSQL tests must run; see .ci/run)")
     pytest.skip(why)
+
+
+def next_wait(inbox: str) -> WaitRecord:
+    """The record of a next-message wait on `inbox` by this process."""
+    pid, pid_start = me()
+    return WaitRecord(
+        id=new_id(),
+        kind="next",
+        tool="wait",
+        waiter=inbox,
+        host=hostname(),
+        pid=pid,
+        pid_start=pid_start,
+        started_at=now(),
+    )
 
 
 def new_schema() -> str:

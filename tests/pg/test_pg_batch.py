@@ -8,13 +8,13 @@ import asyncio
 import anyio
 import psycopg
 import pytest
-from pg.pgtools import PG_URL, pg_bus
+from pg.pgtools import PG_URL, next_wait, pg_bus
 
 from wavewait.core import wait
 from wavewait.core.agents import register
 from wavewait.core.bus import postgres
 from wavewait.core.ids import new_id
-from wavewait.core.model import Item, WaitRecord, now
+from wavewait.core.model import Item, WaitRecord
 from wavewait.core.proc import hostname, me
 
 from conftest import Background, has_waits, until
@@ -42,17 +42,7 @@ class Statements:
 
 
 async def registered(bus, inbox: str) -> str:
-    pid, pid_start = me()
-    record = WaitRecord(
-        id=new_id(),
-        kind="next",
-        tool="wait",
-        waiter=inbox,
-        host=hostname(),
-        pid=pid,
-        pid_start=pid_start,
-        started_at=now(),
-    )
+    record = next_wait(inbox)
     await bus.register_wait(record)
     return record.id
 

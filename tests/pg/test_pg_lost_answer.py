@@ -14,12 +14,11 @@ from collections.abc import AsyncIterator
 
 import pytest
 from pg.cutproxy import CutProxy, cut_proxy
-from pg.pgtools import PG_URL, drop_schema, new_schema, require_pg, with_schema
+from pg.pgtools import PG_URL, drop_schema, new_schema, next_wait, require_pg, with_schema
 
 from wavewait.core.bus.postgres import PostgresBus
 from wavewait.core.ids import new_id
-from wavewait.core.model import Item, WaitRecord, now
-from wavewait.core.proc import hostname, me
+from wavewait.core.model import Item
 from wavewait.core.tasks import Task, task_store
 
 pytestmark = pytest.mark.anyio
@@ -54,20 +53,6 @@ def item(to: str, body: str) -> Item:
     return Item(id=new_id(), type="message", to=to, sender="flight", body=body)
 
 
-def record(inbox: str) -> WaitRecord:
-    pid, pid_start = me()
-    return WaitRecord(
-        id=new_id(),
-        kind="next",
-        tool="wait",
-        waiter=inbox,
-        host=hostname(),
-        pid=pid,
-        pid_start=pid_start,
-        started_at=now(),
-    )
-
-
 async def filled(bus: PostgresBus, *boxes: str, n: int = 3) -> None:
     for b in boxes:
         for i in range(n):
@@ -82,7 +67,7 @@ def bodies(items: list[Item]) -> list[str]:
 async def test_a_claim_whose_answer_was_lost_returns_what_it_claimed_and_claims_nothing_more(limit):
     async with bus_behind_proxy() as (bus, proxy):
         await filled(bus, "box")
-        rec = record("box")
+        rec = next_wait("box")
         await bus.register_wait(rec)
         proxy.arm(CLAIM_NEXT)
         got = await bus.claim_next("box", rec.id, TYPES, limit)
@@ -96,7 +81,7 @@ async def test_a_claim_retried_after_a_lost_attempt_that_claimed_nothing_claims_
     """The read-back finds nothing held (the lost attempt found the inbox empty): the retry
     claims what has arrived meanwhile, as a first attempt would."""
     async with bus_behind_proxy() as (bus, proxy):
-        rec = record("box")
+        rec = next_wait("box")
         await bus.register_wait(rec)
         proxy.arm(CLAIM_NEXT)
         assert await bus.claim_next("box", rec.id, TYPES, 1) == []
@@ -108,7 +93,7 @@ async def test_a_claim_retried_after_a_lost_attempt_that_claimed_nothing_claims_
 async def test_a_registration_whose_answer_was_lost_keeps_its_first_claim():
     async with bus_behind_proxy() as (bus, proxy):
         await filled(bus, "box")
-        rec = record("box")
+        rec = next_wait("box")
         proxy.arm(REGISTER_WAIT)
         got = await bus.register_wait(rec, claim_from="box", types=TYPES, limit=1)
         assert proxy.cuts == 1
@@ -121,7 +106,7 @@ async def test_batched_claims_whose_answer_was_lost_each_keep_their_own():
     async with bus_behind_proxy() as (bus, proxy):
         boxes = ["a", "b", "c"]
         await filled(bus, *boxes)
-        recs = [record(b) for b in boxes]
+        recs = [next_wait(b) for b in boxes]
         for r in recs:
             await bus.register_wait(r)
         proxy.arm(CLAIM_NEXT_MANY)  # concurrent claims share one statement
@@ -136,7 +121,7 @@ async def test_batched_registrations_whose_answer_was_lost_each_keep_their_first
     async with bus_behind_proxy() as (bus, proxy):
         boxes = ["a", "b", "c"]
         await filled(bus, *boxes)
-        recs = [record(b) for b in boxes]
+        recs = [next_wait(b) for b in boxes]
         proxy.arm(REGISTER_WAITS)
         got = await asyncio.gather(*(bus.register_wait(r, claim_from=r.waiter, types=TYPES, limit=2) for r in recs))
         assert proxy.cuts == 1
@@ -150,7 +135,7 @@ async def test_takes_whose_answer_was_lost_return_what_they_moved_once():
     async with bus_behind_proxy() as (bus, proxy):
         boxes = ["a", "b", "c", "d"]
         await filled(bus, *boxes, n=2)
-        recs = [record(b) for b in boxes]
+        recs = [next_wait(b) for b in boxes]
         for r in recs:
             await bus.register_wait(r, claim_from=r.waiter, types=TYPES, limit=1)
         proxy.arm(TAKE_AND_END)
