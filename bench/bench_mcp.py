@@ -1,6 +1,6 @@
 """MCP round trips over stdio, measured from a real client talking to `wavewait mcp`.
 
-    python bench/bench_mcp.py [--bus PATH|postgresql://...] [-n 200]
+    python bench/bench_mcp.py [--bus PATH|postgresql://...] [-n 200] [--json]
 
 1. round trip of an already-satisfied `wait` (a message is queued; the call returns it);
 2. a flight's completion (`notify_completion` through the core) → the blocked `wait` call's
@@ -15,6 +15,7 @@ p50/p99 ≤ 2/5 ms on the directory bus, ≤ 3/8 ms on PostgreSQL (issue 13).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -35,7 +36,7 @@ def pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, round(q / 100 * (len(xs) - 1)))]
 
 
-async def main(bus_url: str, n: int) -> None:
+async def main(bus_url: str, n: int, as_json: bool = False) -> None:
     bus = await open_bus(bus_url)
     await register(bus, "orchestrator")
     await register(bus, "flight", parent_id="orchestrator")
@@ -106,6 +107,9 @@ async def main(bus_url: str, n: int) -> None:
         rows.append(("  of which send returned -> result", after, goal, "p99"))
     await bus.close()
 
+    if as_json:  # for bench_scale.py's table: {measure: [p50, p99]}
+        print(json.dumps({name: [statistics.median(xs), pct(xs, 99)] for name, xs, _, _ in rows}))
+        return
     print(f"bus: {bus.url}")
     print(f"{'measure':40} {'n':>5} {'p50 ms':>8} {'p99 ms':>8} {'target':>14} {'met':>4}")
     for name, xs, target, which in rows:
@@ -121,6 +125,7 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bus", default=None, help="bus directory or postgresql:// URL (default: a temp directory)")
     ap.add_argument("-n", type=int, default=200, help="samples for the round trip (half for completions)")
+    ap.add_argument("--json", action="store_true", help="print the rows as one JSON object instead")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
-        anyio.run(main, a.bus or os.path.join(d, "bus"), a.n)
+        anyio.run(main, a.bus or os.path.join(d, "bus"), a.n, a.json)

@@ -1,6 +1,6 @@
 """Waves of many flights and many concurrent waits, on both buses, in one table (issue 13).
 
-    python bench/bench_scale.py                      # both buses, 60 s under load (~6 min)
+    python bench/bench_scale.py                      # both buses, 60 s under load (~10 min)
     python bench/bench_scale.py --quick              # 1,000 flights, 20 s under load
     python bench/bench_scale.py --duration 600       # the issue's 10-minute RSS run
     python bench/bench_scale.py --code /tmp/old/pkg  # the same bench against other code
@@ -27,7 +27,11 @@ Rows (goals from issue 13):
 - messages/s end to end, 4 senders unpaced, 8 consumer processes each looping a
   next-message wait on one shared inbox (files with and without fsync), and the same with
   each wait taking up to `--batch` (100) queued messages (`max_messages`);
-- idle CPU of one process holding 100 waits (goal <= 1 % of a core).
+- idle CPU of one process holding 100 waits (goal <= 1 % of a core);
+- a message sent -> the blocked `wait` returns at a real MCP client over stdio, p50 / p99
+  (bench_mcp.py, goal <= 2 / 5 ms files, <= 3 / 8 ms PostgreSQL), and its parts;
+- the TUI at 10,000 flights and 100 changes/s: frame and keypress -> screen p99
+  (bench_tui.py, goal <= 33 / 50 ms; the TUI runs over the directory bus).
 The flights' records are written without fsync (setup, not measured); the senders of the
 load rows use the bus's default (fsync on the directory bus) unless the row says otherwise.
 """
@@ -321,6 +325,30 @@ class Run:
         else:
             url = with_schema(PG_URL, f"bs_{uuid.uuid4().hex[:10]}")
         return url, await open_bus(url)
+
+    async def script(self, name: str, *argv: str) -> dict[str, Any]:
+        """Run another bench script of this folder with `--json`; its JSON answer."""
+        path = os.path.join(os.path.dirname(HERE), name)
+        done = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, path, *argv],
+            env=self.env | {"WAVEWAIT_FSYNC": "1"},  # the bus's default: its sends are measured
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"{name} failed: {done.stderr[-2000:]}")
+        result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+        return result
+
+    async def mcp(self, kind: str) -> dict[str, Any]:
+        url, bus = await self.fresh_bus(kind)
+        await bus.close()  # made here, measured alone: bench_mcp.py opens its own
+        try:
+            return await self.script("bench_mcp.py", "-n", "200", "--bus", url, "--json")
+        finally:
+            await self.drop(kind, url, bus)
 
     async def drop(self, kind: str, url: str, bus: Any) -> None:
         await bus.close()
@@ -646,6 +674,15 @@ async def main(args: argparse.Namespace) -> None:
             )
         if "idle" in args.only:
             put("idle CPU, 100 waits, % of a core", kind, f"{100 * await run.idle(kind):.2f}")
+        if "mcp" in args.only:
+            for name, (p50, p99) in (await run.mcp(kind)).items():
+                put(f"MCP: {name}, p50 / p99 ms", kind, f"{p50:.2f} / {p99:.2f}")
+    if "tui" in args.only:
+        r = await run.script("bench_tui.py", "--flights", str(args.flights), "--rate", "100", "--json")
+        for key, name in (("frames", "frame"), ("keys", "keypress -> screen")):
+            rows.setdefault(f"TUI, {args.flights:,} flights, 100 changes/s: {name} p50 / p99 ms", {})["files"] = (
+                f"{r[key][0]:.1f} / {r[key][1]:.1f}"
+            )
     if "listeners" in args.only:
         ks = [int(k) for k in args.listeners.split(",")]
         for k, p50, p99, conns, cpu_ms in await listeners(run, ks, args.rounds):
@@ -677,7 +714,7 @@ def parse() -> argparse.Namespace:
     p.add_argument("--seconds", type=float, default=0.0, help="a sender stops after this many seconds")
     p.add_argument("--quick", action="store_true")
     p.add_argument("--buses", default="files,pg")
-    p.add_argument("--only", default="fanin,load,throughput,idle")
+    p.add_argument("--only", default="fanin,load,throughput,idle,mcp,tui")
     p.add_argument("--small", type=int, default=100)
     p.add_argument("--flights", type=int, default=10_000)
     p.add_argument("--waits", type=int, default=200)

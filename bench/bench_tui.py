@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import random
 import sys
 import tempfile
@@ -185,9 +186,13 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=10)
     p.add_argument("--keys", type=int, default=20)
     p.add_argument("--size", default="120x40", help="terminal columns x lines")
+    p.add_argument("--json", action="store_true", help="print frame and keypress p50 / p99 as JSON instead")
     a = p.parse_args()
     size = tuple(int(x) for x in a.size.split("x"))
     r = asyncio.run(bench(a.flights, a.rate, a.seconds, a.keys, size))
+    if a.json:  # for bench_scale.py's table, in ms
+        print(json.dumps({k: [pct(r[k], 50) * 1000, pct(r[k], 99) * 1000] for k in ("frames", "keys")}))
+        return
     ms = 1000
     print(
         f"\nTUI under load: {a.flights} flights, {r['changes_per_s'][0]:.0f} state changes/s measured, "
