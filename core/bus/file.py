@@ -729,6 +729,7 @@ class FileBus:
         check_id(wait_id, "wait")
         known = self._claimed.pop((inbox, wait_id), {})
         self._stale.add(inbox)  # returned items go back before what claim_next kept
+        self._flatten_folder(box, wait_id)
         count = 0
         for seq in self._claims_of(box, wait_id):
             claim = _claim_path(box, wait_id, seq)
@@ -738,26 +739,24 @@ class FileBus:
             with contextlib.suppress(FileNotFoundError):
                 os.rename(claim, f"{box}/new/{name}")
                 count += 1
-        return count + self._release_folder(box, wait_id)
+        return count
 
     def _item_name(self, path: str, seq: int) -> str | None:
         """The new/ name of a claimed item that this process did not claim: read from it."""
         item = self._load(path, seq)
         return None if item is None else _name(ItemRef(seq, item.type, item.sender, item.id))
 
-    def _release_folder(self, box: str, wait_id: str) -> int:
-        """Return the claims of a claim folder an earlier version made for `wait_id`."""
+    def _flatten_folder(self, box: str, wait_id: str) -> None:
+        """Turn the claim folder an earlier version made for `wait_id`, if any, into claims
+        of this layout, so releasing and taking them needs no case of its own."""
         folder = f"{box}/claims/{wait_id}"
         if not os.path.isdir(folder) or os.path.islink(folder):
-            return 0
-        count = 0
+            return
         for ref in self._scan(Path(folder)):
             with contextlib.suppress(FileNotFoundError):
-                os.rename(f"{folder}/{_name(ref)}", f"{box}/new/{_name(ref)}")
-                count += 1
+                os.rename(f"{folder}/{_name(ref)}", _claim_path(box, wait_id, ref.seq))
         with contextlib.suppress(OSError):
             os.rmdir(folder)
-        return count
 
     async def unclaim(self, inbox: str, ref: ItemRef, wait_id: str) -> bool:
         """Return one claim of `wait_id` to the inbox (a wait that took more than it can hand on)."""
@@ -784,13 +783,13 @@ class FileBus:
             if known is None and wait_id in self._my_waits:
                 return []  # a wait of this process that claimed nothing here
             known = known or {}
+            if not known:
+                self._flatten_folder(box, wait_id)
             seqs = sorted(known) if known else self._claims_of(box, wait_id)
             if len(seqs) > TAKE_ON_LOOP:
                 taken = await asyncio.to_thread(self._to_history, box, wait_id, taker, seqs, known)
             else:
                 taken = self._to_history(box, wait_id, taker, seqs, known)
-            if not known:
-                taken += self._take_folder(box, wait_id, taker)
             self._rotate_when_due(inbox, box)
             return taken
         finally:
@@ -848,24 +847,6 @@ class FileBus:
             log.warning("wavewait: could not rotate the history in %s: %s", box, e)
         except Exception:  # on a worker thread: nobody else would ever see it
             log.exception("wavewait: rotating the history in %s failed", box)
-
-    def _take_folder(self, box: str, wait_id: str, taker: str) -> list[Item]:
-        """Take the claims of a claim folder an earlier version made for `wait_id`."""
-        folder = f"{box}/claims/{wait_id}"
-        if not os.path.isdir(folder) or os.path.islink(folder):
-            return []
-        at = time.time_ns()
-        taken = []
-        for ref in self._scan(Path(folder)):
-            dest = f"{box}/cur/{at:020d}{SEP}{ref.seq:016d}{SEP}{taker}"
-            with contextlib.suppress(FileNotFoundError):
-                os.rename(f"{folder}/{_name(ref)}", dest)
-                item = self._load(dest, ref.seq)
-                if item is not None:
-                    taken.append(item.model_copy(update={"taken_by": taker, "taken_at": at / 1e9}))
-        with contextlib.suppress(OSError):
-            os.rmdir(folder)
-        return taken
 
     @staticmethod
     def _history_entries(box: str) -> list[_Taken]:
