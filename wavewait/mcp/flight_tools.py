@@ -1,5 +1,6 @@
 """Tools about one flight: read its recent output, answer its question; where and with what
-environment `spawn_agent` starts it. Kept apart from `tools.py` so they add to it, not change it.
+environment `spawn_agent` starts it (tools.py imports that part). Kept apart from `tools.py`
+so they add to it, not change it; server.py registers both.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from ..core.bus import Bus
 from ..core.errors import BadInput
 from ..core.results import OutputResult, SendResult
 from .settings import Settings
+from .toolkit import declare, reply
 
 READ_OUTPUT_DOC = (
     "Read a flight's recent output: the last `lines` lines (default 50, at most 1000) of its "
@@ -63,14 +65,10 @@ def spawn_place(s: Settings, cwd: str | None, env: dict[str, str] | None) -> tup
 
 def register_flight_tools(server: MCPServer, bus: Bus, s: Settings) -> None:
     """`read_output` and `reply`, acting on `bus` as `s.caller`."""
-    from .tools import _ann, reply  # tools.py imports this module for spawn_place
 
-    @server.tool(
-        name="read_output",
-        title="Read a flight's output",
-        description=READ_OUTPUT_DOC,
-        annotations=_ann("Read a flight's output", read_only=True, idempotent=True),
-    )
+    tool = declare(server)
+
+    @tool("read_output", READ_OUTPUT_DOC, "Read a flight's output", read_only=True, idempotent=True)
     async def read_output(
         agent: AgentRef,
         lines: Annotated[int, Field(description="How many of the last lines (1-1000).")] = 50,
@@ -79,12 +77,7 @@ def register_flight_tools(server: MCPServer, bus: Bus, s: Settings) -> None:
         got = await agents.read_output(bus, a, lines)
         return reply(OutputResult(agent_id=a.id, name=a.name, state=a.state, lines=got))
 
-    @server.tool(
-        name="reply",
-        title="Answer a flight's question",
-        description=REPLY_DOC,
-        annotations=_ann("Answer a flight's question", read_only=False),
-    )
+    @tool("reply", REPLY_DOC, "Answer a flight's question", read_only=False)
     async def reply_(
         message: Annotated[str, Field(description="The answer (non-empty).")],
         agent: Annotated[str | None, Field(description="The asking flight's id or unique prefix.")] = None,

@@ -9,21 +9,18 @@ Each tool is a typed function over the core (`core/tasks.py`), like those in `to
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal
 
-from mcp.types import CallToolResult, TextContent
+from mcp.server.mcpserver import MCPServer
+from mcp.types import CallToolResult
 from pydantic import BaseModel, Field
 
 from ..core import tasks
 from ..core.bus import Bus
 from ..core.tasks import Completed, Enqueued, HandoffList, Task, TaskList, TaskQueue
 from .settings import Settings
-from .tools import _ann
-
-if TYPE_CHECKING:
-    from .server import WaveServer
+from .toolkit import declare, structured
 
 ENQUEUE_DOC = (
     "Add a task to the queue: a fresh agent will be started for it once every task in dependsOn is "
@@ -65,13 +62,11 @@ HANDOFF_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
 }
 TaskId = Annotated[str | None, Field(description="A task id (from enqueue_task or list_tasks).")]
-ToolFn = TypeVar("ToolFn", bound=Callable[..., Any])
 
 
 def reply(result: BaseModel, line: str) -> CallToolResult:
-    """`structuredContent`, and as text one line, as `tools.reply` gives them (hosts show the
-    structured content; a second copy of the JSON would only count twice against their limits)."""
-    return CallToolResult(content=[TextContent(type="text", text=line)], structured_content=tasks.result_json(result))
+    """A queue result as every tool answers (toolkit.structured)."""
+    return structured(tasks.result_json(result), line)
 
 
 @dataclass(frozen=True)
@@ -95,14 +90,14 @@ async def open_queue(bus: Bus, s: Settings) -> QueueSetup:
     return QueueSetup(q, bound)
 
 
-def register_queue_tools(server: WaveServer, bus: Bus, s: Settings, setup: QueueSetup) -> None:
-    """The four queue tools on `setup.queue`, acting as `s.caller` (bound to `setup.bound`)."""
-    q, bound = setup.queue, setup.bound.id if setup.bound else None
-    if setup.leaf:
-        server.hidden = server.hidden | {"enqueue_task"}
+def register_queue_tools(server: MCPServer, bus: Bus, s: Settings, setup: QueueSetup) -> frozenset[str]:
+    """The four queue tools on `setup.queue`, acting as `s.caller` (bound to `setup.bound`).
 
-    def tool(name: str, doc: str, title: str, **hints: bool) -> Callable[[ToolFn], ToolFn]:
-        return server.tool(name=name, title=title, description=doc, annotations=_ann(title, **hints))
+    Returns the tools to leave out of `tools/list` (still refused by their guard when called):
+    `enqueue_task` when bound to a leaf task.
+    """
+    q, bound = setup.queue, setup.bound.id if setup.bound else None
+    tool = declare(server)
 
     @tool("enqueue_task", ENQUEUE_DOC, "Add a task to the queue", read_only=False)
     async def enqueue_task(
@@ -150,3 +145,5 @@ def register_queue_tools(server: WaveServer, bus: Bus, s: Settings, setup: Queue
     ) -> Annotated[CallToolResult, TaskList]:
         found = TaskList.model_validate(await tasks.list_tasks(q, status))
         return reply(found, f"{len(found.tasks)} task(s)")
+
+    return frozenset({"enqueue_task"}) if setup.leaf else frozenset()

@@ -20,17 +20,19 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp.types import CallToolResult, CancelledNotificationParams, InputRequiredResult, TextContent
+from mcp.types import CallToolResult, CancelledNotificationParams, InputRequiredResult
 from mcp.types import Tool as MCPTool
 from pydantic import ValidationError
 
 from ..core.bus import Bus, open_bus
 from ..core.errors import WavewaitError
 from .delivery import Deliveries, LoopStdin, ReportingStdout, cancel_handler, claimed_stdout
+from .flight_tools import register_flight_tools
 from .front import Front
 from .queue_tools import open_queue, register_queue_tools
 from .settings import Settings
 from .tasks_ext import TasksExtension
+from .toolkit import error
 from .tools import register, stop_orphans
 
 log = logging.getLogger(__name__)
@@ -42,11 +44,6 @@ INSTRUCTIONS = (
     "normal result with the partial state; the flights keep running; call again, waiting only "
     "on what is pending."
 )
-
-
-def error(message: str) -> CallToolResult:
-    """An error the text alone says is one: Codex hands the model no error flag."""
-    return CallToolResult(content=[TextContent(type="text", text=f"Error: {message}")], is_error=True)
 
 
 def _allowed(prop: dict[str, Any]) -> str:
@@ -134,6 +131,7 @@ def build(bus: Bus, settings: Settings) -> WaveServer:
     server.tasks = tasks
     server.deliveries = Deliveries() if settings.ack_grace is None else Deliveries(settings.ack_grace)
     server.spawned = register(server, bus, settings, server.deliveries)
+    register_flight_tools(server, bus, settings)  # read_output, reply
     low = server._lowlevel_server  # the SDK's own notification registry; MCPServer has no public one
     low.add_notification_handler(
         "notifications/cancelled", CancelledNotificationParams, cancel_handler(server.deliveries)
@@ -153,7 +151,7 @@ async def serve(settings: Settings, front: Front | None = None) -> None:
     try:
         server = build(bus, settings)
         if settings.queue:
-            register_queue_tools(server, bus, settings, await open_queue(bus, settings))
+            server.hidden |= register_queue_tools(server, bus, settings, await open_queue(bus, settings))
         if settings.transport == "http":
             async with server.deliveries.running(), server.tasks.running():
                 await serve_http(server, settings.host, settings.port, settings.token)

@@ -14,10 +14,10 @@ import logging
 import os
 import shlex
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Literal, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from mcp.types import CallToolResult
 from pydantic import Field
 
 from ..core import agents, messages, wait
@@ -43,25 +43,12 @@ from ..core.results import (
 )
 from . import front
 from .delivery import Deliveries
-from .flight_tools import SpawnCwd, SpawnEnv, register_flight_tools, spawn_place
+from .flight_tools import SpawnCwd, SpawnEnv, spawn_place
 from .settings import Settings
 from .tasks_ext import running_task
+from .toolkit import declare, reply
 
 log = logging.getLogger(__name__)
-
-
-def reply(result: Result, hint: str | None = None) -> CallToolResult:
-    """`structuredContent`, and as text one line: the summary and the hint.
-
-    Claude Code and Codex show the model the structured content of a success and never its
-    text (tests/hosts), so a second copy of the JSON would only double what crosses the wire
-    and count twice against what the host keeps; the line serves clients that read text.
-    """
-    if hint:
-        result.hint = hint.strip()
-    data = result.to_json()
-    line = result.summary() + (f". {result.hint}" if result.hint else "")
-    return CallToolResult(content=[TextContent(type="text", text=line)], structured_content=data)
 
 
 class Reporter:
@@ -203,21 +190,8 @@ AgentKind = Annotated[
     Field(description="agent-idle: finished its job (idle or closed); agent-closed: closed for good."),
 ]
 AgentRef = Annotated[str, Field(description="Agent id or unique prefix.")]
-ToolFn = TypeVar("ToolFn", bound=Callable[..., Any])
 R = TypeVar("R", bound=Result)
 INTERRUPTED = "A person interrupted this wait. Call again with the same arguments to keep waiting."
-
-
-def _ann(
-    title: str, *, read_only: bool, destructive: bool = False, idempotent: bool = False, open_world: bool = False
-) -> ToolAnnotations:
-    return ToolAnnotations(
-        title=title,
-        read_only_hint=read_only,
-        destructive_hint=destructive,
-        idempotent_hint=idempotent,
-        open_world_hint=open_world,
-    )
 
 
 # --------------------------------------------------------------------------- helpers
@@ -367,9 +341,7 @@ def register(server: MCPServer, bus: Bus, s: Settings, deliveries: Deliveries) -
     spawned: list[str] = []
 
     ws = s.wait_settings()
-
-    def tool(name: str, doc: str, title: str, **hints: bool) -> Callable[[ToolFn], ToolFn]:
-        return server.tool(name=name, title=title, description=doc, annotations=_ann(title, **hints))
+    tool = declare(server)
 
     @tool("wait", WAIT_DOC, "Wait for messages from agents", read_only=False)
     async def wait_(
@@ -591,7 +563,6 @@ def register(server: MCPServer, bus: Bus, s: Settings, deliveries: Deliveries) -
         a = await agents.kill(bus, before, by=s.caller)
         return reply(KillResult(agent_id=a.id, status=a.status), agents.kill_said(before, a))
 
-    register_flight_tools(server, bus, s)  # read_output, reply
     return spawned
 
 

@@ -1,0 +1,67 @@
+"""What every tool module shares: how a tool is declared on the server and how it answers.
+
+`server.py` registers the tool modules (`tools.py`, `flight_tools.py`, `queue_tools.py`);
+each declares its tools with `declare` and answers with `reply` / `structured` or, for
+something the caller must fix, `error`. Imports go one way, server → tool modules → this
+module, and an import-linter contract in pyproject.toml keeps it so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
+
+from mcp.server.mcpserver import MCPServer
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+
+from ..core.results import Result
+
+ToolFn = TypeVar("ToolFn", bound=Callable[..., Any])
+
+
+class Declare(Protocol):
+    def __call__(self, name: str, doc: str, title: str, **hints: bool) -> Callable[[ToolFn], ToolFn]: ...
+
+
+def tool_hints(
+    title: str, *, read_only: bool, destructive: bool = False, idempotent: bool = False, open_world: bool = False
+) -> ToolAnnotations:
+    return ToolAnnotations(
+        title=title,
+        read_only_hint=read_only,
+        destructive_hint=destructive,
+        idempotent_hint=idempotent,
+        open_world_hint=open_world,
+    )
+
+
+def declare(server: MCPServer) -> Declare:
+    """`tool(name, description, title, **hints)`: a decorator that registers a tool on `server`."""
+
+    def tool(name: str, doc: str, title: str, **hints: bool) -> Callable[[ToolFn], ToolFn]:
+        return server.tool(name=name, title=title, description=doc, annotations=tool_hints(title, **hints))
+
+    return tool
+
+
+def structured(data: dict[str, Any], line: str) -> CallToolResult:
+    """`structuredContent`, and as text one line.
+
+    Claude Code and Codex show the model the structured content of a success and never its
+    text (tests/hosts), so a second copy of the JSON would only double what crosses the wire
+    and count twice against what the host keeps; the line serves clients that read text.
+    """
+    return CallToolResult(content=[TextContent(type="text", text=line)], structured_content=data)
+
+
+def reply(result: Result, hint: str | None = None) -> CallToolResult:
+    """A core result with its `hint` (what to do next): the summary and the hint as the line."""
+    if hint:
+        result.hint = hint.strip()
+    line = result.summary() + (f". {result.hint}" if result.hint else "")
+    return structured(result.to_json(), line)
+
+
+def error(message: str) -> CallToolResult:
+    """An error the text alone says is one: Codex hands the model no error flag."""
+    return CallToolResult(content=[TextContent(type="text", text=f"Error: {message}")], is_error=True)
