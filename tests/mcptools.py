@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -39,12 +40,13 @@ async def mcp_client(
 
 
 def data(result: CallToolResult) -> dict[str, Any]:
-    """The structured result of a successful call; its text is one line (summary and hint), not the JSON again."""
+    """The structured result of a successful call; its one text block is the same JSON, compact
+    (what clients that read `content`, such as a Codex code cell, see)."""
     text = result.content[0].text if result.content else ""
     assert not result.is_error, text
     assert result.structured_content is not None
-    assert text and "\n" not in text and not text.startswith("{"), text
-    assert result.structured_content.get("hint", "") in text
+    assert len(result.content) == 1 and json.loads(text) == result.structured_content, text[:300]
+    assert text == json.dumps(result.structured_content, ensure_ascii=False, separators=(",", ":")), text[:300]
     return result.structured_content
 
 

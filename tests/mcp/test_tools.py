@@ -7,6 +7,7 @@ changes nothing).
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -27,6 +28,7 @@ WAITS = ("wait", "wave_wait_for_signal", "wait_agent", "wait_for_event")
 async def test_tools_list_publishes_schemas_and_honest_annotations(bus):
     async with mcp_client(bus) as c:
         tools = {t.name: t for t in (await c.list_tools()).tools}
+        instructions = c.instructions or ""
     assert set(tools) == {
         "wait",
         "wave_wait_for_signal",
@@ -59,7 +61,15 @@ async def test_tools_list_publishes_schemas_and_honest_annotations(bus):
     assert tools["list_agents"].annotations.read_only_hint is True
     assert tools["kill_agent"].annotations.destructive_hint is True
     assert tools["close_agent"].annotations.destructive_hint is True
-    assert "sleep" in tools["wait"].description and "pending" in tools["wait"].description
+    # each description says first what its tool is (a search by name or purpose finds it: tests/hosts);
+    # what every wait shares is said once, in the server's instructions
+    assert tools["wait"].description.startswith("Wait for messages from agents")
+    assert tools["wait_for_event"].description.startswith("Wait for the next event")
+    assert tools["wave_wait_for_signal"].description.startswith("Wait for signal files")
+    assert tools["wait_agent"].description.startswith("Wait until agents are idle")
+    assert not [n for n, t in tools.items() if "instead of sleep" in t.description]
+    assert "instead of sleep" in instructions and "timeout is a normal result" in instructions
+    assert all(n in instructions for n in ("wait", "wait_for_event", "wait_agent", "wave_wait_for_signal"))
 
 
 # --------------------------------------------------------------------------- wait
@@ -119,6 +129,23 @@ async def test_wait_fan_in_timeout_keeps_partial_state_and_says_what_to_rewait(b
     ]
     assert r["results"][0]["message"] == "found 3 issues"
     assert 'from_agents=["test-runner"]' in r["hint"]
+
+
+async def test_a_client_that_reads_only_content_gets_every_report_the_wait_took(bus):
+    """A Codex code cell reads `r.content` (tests/hosts), as plain MCP clients do: the text block
+    is the whole result as compact JSON, not a one-line summary; an error stays readable text."""
+    names = [f"flight-{i:02d}" for i in range(40)]
+    await register_crew(bus, *names)
+    for n in names:
+        await messages.send(bus, n, "orchestrator", f"REPORT<{n}> all tests pass")
+    async with mcp_client(bus) as c:
+        res = await c.call_tool("wait", {"timeout": 5, "from_agents": names})
+        bad = await c.call_tool("wait", {"timeout": -1})
+    text = "\n".join(b.text for b in res.content if b.type == "text")
+    assert [n for n in names if f"REPORT<{n}> all tests pass" not in text] == []
+    assert json.loads(text) == res.structured_content and ", " not in text and ": " not in text
+    assert bad.is_error and bad.structured_content is None
+    assert bad.content[0].text.startswith("Error: wait: invalid arguments, nothing was done.")
 
 
 BAD_WAIT_ARGS = [

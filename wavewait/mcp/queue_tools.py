@@ -64,9 +64,9 @@ HANDOFF_SCHEMA: dict[str, Any] = {
 TaskId = Annotated[str | None, Field(description="A task id (from enqueue_task or list_tasks).")]
 
 
-def reply(result: BaseModel, line: str) -> CallToolResult:
+def reply(result: BaseModel) -> CallToolResult:
     """A queue result as every tool answers (toolkit.structured)."""
-    return structured(tasks.result_json(result), line)
+    return structured(tasks.result_json(result))
 
 
 @dataclass(frozen=True)
@@ -114,7 +114,7 @@ def register_queue_tools(server: MCPServer, bus: Bus, s: Settings, setup: QueueS
         r = await tasks.enqueue_task(
             q, s.caller, type=type, inputs=inputs, reason=reason, depends_on=dependsOn, model=model, bound=bound
         )
-        return reply(r, f"queued {r.type} task {r.id} at depth {r.depth}")
+        return reply(r)
 
     @tool("complete_task", COMPLETE_DOC, "Finish a task with its handoff", read_only=False)
     async def complete_task(
@@ -126,7 +126,7 @@ def register_queue_tools(server: MCPServer, bus: Bus, s: Settings, setup: QueueS
         taskId: TaskId = None,
     ) -> Annotated[CallToolResult, Completed]:
         r = await tasks.complete_task(q, s.caller, status=status, handoff=handoff, task_id=taskId, bound=bound)
-        return reply(r, f"task {r.task_id} {r.status}")
+        return reply(r)
 
     @tool("read_handoffs", HANDOFFS_DOC, "Read the handoffs of tasks", read_only=True, idempotent=True)
     async def read_handoffs(
@@ -134,7 +134,7 @@ def register_queue_tools(server: MCPServer, bus: Bus, s: Settings, setup: QueueS
         taskId: TaskId = None,
     ) -> Annotated[CallToolResult, HandoffList]:
         found = HandoffList.model_validate(await tasks.read_handoffs(q, type=type, task_id=taskId, bound=bound))
-        return reply(found, f"{len(found.handoffs)} handoff(s)")
+        return reply(found)
 
     @tool("list_tasks", LIST_DOC, "List the queue's tasks", read_only=True, idempotent=True)
     async def list_tasks(
@@ -144,6 +144,6 @@ def register_queue_tools(server: MCPServer, bus: Bus, s: Settings, setup: QueueS
         ] = None,
     ) -> Annotated[CallToolResult, TaskList]:
         found = TaskList.model_validate(await tasks.list_tasks(q, status))
-        return reply(found, f"{len(found.tasks)} task(s)")
+        return reply(found)
 
     return frozenset({"enqueue_task"}) if setup.leaf else frozenset()

@@ -39,10 +39,15 @@ log = logging.getLogger(__name__)
 
 INSTRUCTIONS = (
     "wavewait lets you fan work out to agents ('flights' of a 'wave') and then sit still until "
-    "they report. After dispatching, call a wait tool (wait, wait_for_event, wait_agent, "
-    "wave_wait_for_signal) instead of sleeping, polling, or ending your turn. A timeout is a "
-    "normal result with the partial state; the flights keep running; call again, waiting only "
-    "on what is pending."
+    "they report. After dispatching, call one of its wait tools instead of sleep, a polling "
+    "loop, calling list_agents again, or ending your turn to 'check back later': wait (messages "
+    "from agents; a fan-in with from_agents), wait_for_event (typed events), wait_agent (agents "
+    "idle or closed), wave_wait_for_signal (files). A wait blocks without using tokens until its "
+    "condition holds, then returns at once. A timeout is a normal result, not an error: it "
+    "carries the partial state, the flights keep running, and its hint says what to call next "
+    "(wait again only on what is pending). Messages and events a wait returns are consumed: "
+    "keep them. Agents are named by id or a unique prefix of at least 4 characters. Results "
+    "are JSON."
 )
 
 

@@ -118,6 +118,10 @@ def _dump(result: HandlerResult) -> dict[str, Any]:
 
 
 def _summary(result: dict[str, Any]) -> str | None:
+    """A short text result (an error) as the task's status message; a structured result's
+    text is the result itself (toolkit.structured), already in the task's `result`."""
+    if result.get("structuredContent") is not None:
+        return None
     content = result.get("content") or []
     text = content[0].get("text") if content and isinstance(content[0], dict) else None
     return text if isinstance(text, str) and len(text) <= 500 else None

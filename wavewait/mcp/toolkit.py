@@ -1,13 +1,15 @@
 """What every tool module shares: how a tool is declared on the server and how it answers.
 
 `server.py` registers the tool modules (`tools.py`, `flight_tools.py`, `queue_tools.py`);
-each declares its tools with `declare` and answers with `reply` / `structured` or, for
-something the caller must fix, `error`. Imports go one way, server → tool modules → this
+each declares its tools with `declare` and answers with `reply` / `structured` (the result
+as structured content and as JSON text) or, for something the caller must fix, `error`
+(readable text that starts `Error:`). Imports go one way, server → tool modules → this
 module, and an import-linter contract in pyproject.toml keeps it so.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
@@ -44,22 +46,28 @@ def declare(server: MCPServer) -> Declare:
     return tool
 
 
-def structured(data: dict[str, Any], line: str) -> CallToolResult:
-    """`structuredContent`, and as text one line.
+def compact(data: dict[str, Any]) -> str:
+    """The JSON as hosts re-serialise structured content: no spaces, text as it is."""
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
-    Claude Code and Codex show the model the structured content of a success and never its
-    text (tests/hosts), so a second copy of the JSON would only double what crosses the wire
-    and count twice against what the host keeps; the line serves clients that read text.
+
+def structured(data: dict[str, Any]) -> CallToolResult:
+    """`structuredContent`, and the same JSON, compact, as the text block (as the MCP spec asks).
+
+    Clients that read `content` (a Codex code cell's `r.content`, most plain MCP clients) get
+    the whole result, not a summary of it. Claude Code and Codex's function tools show the
+    model the structured content of a success and never its text (tests/hosts counts each
+    report once in what the model saw), so the copy is not paid twice; the output budget
+    bounds both alike.
     """
-    return CallToolResult(content=[TextContent(type="text", text=line)], structured_content=data)
+    return CallToolResult(content=[TextContent(type="text", text=compact(data))], structured_content=data)
 
 
 def reply(result: Result, hint: str | None = None) -> CallToolResult:
-    """A core result with its `hint` (what to do next): the summary and the hint as the line."""
+    """A core result with its `hint` (what to do next), as every tool answers."""
     if hint:
         result.hint = hint.strip()
-    line = result.summary() + (f". {result.hint}" if result.hint else "")
-    return structured(result.to_json(), line)
+    return structured(result.to_json())
 
 
 def error(message: str) -> CallToolResult:

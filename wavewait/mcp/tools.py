@@ -77,58 +77,47 @@ class Reporter:
 
 
 # --------------------------------------------------------------------------- descriptions
-SIT_STILL = (
-    "Call this instead of sleep, a polling loop, or ending your turn to 'check back later': "
-    "it blocks (without using tokens) until the condition holds, then returns at once. "
-)
-TIMEOUT_NORMAL = (
-    "A timeout is a normal result, not an error: it carries the partial state, and the flights "
-    "keep running; call again to keep waiting. "
-)
-
+# Each description says first what its tool is, in the words a search for it would use (hosts
+# that defer tools find them by BM25 over name, title and description: tests/hosts); what every
+# wait shares (sit still instead of sleeping; a timeout is a normal result) is said once, in the
+# server's instructions (server.py).
 WAIT_DOC = (
-    SIT_STILL + "Two modes. Without from_agents: returns the oldest message (or completion report, or "
-    "question) in your inbox as {from, name, message, sent_at}, or {status: 'timeout'}; with "
-    "max_messages N, also up to N-1 more already queued, in more: [{from, name, message, "
-    "sent_at}], oldest first (one call drains a burst of reports). With "
-    "from_agents (ids or unique prefixes of at least 4 characters): waits until each listed agent "
-    "has sent one message, or is idle, closed or dead, and returns {status: complete|timeout|"
-    "interrupted, results: [{agent_id, name, status: received|running|idle|dead|closed, "
-    "message?}], elapsed_sec}, one entry per agent in the order you gave. Messages are consumed: "
-    "the ones returned are yours and will not come again, so keep them. It takes at most one "
-    "message (the oldest) per listed agent; messages from others stay queued. "
-    + TIMEOUT_NORMAL
-    + "To wait again only on what is pending, call wait with from_agents set to the agent_ids "
-    "whose status is still 'running'. A 'dead' agent will not report: handle it (re-dispatch or "
-    "report the failure) instead of waiting for it. timeout 0 is an instant check."
+    "Wait for messages from agents: wavewait's main wait, for the reports of the flights you "
+    "started. Without from_agents: returns the oldest message (a report, completion or question) "
+    "in your inbox as {from, name, message, sent_at}, "
+    "or {status: 'timeout'}; with max_messages N, also up to N-1 more already queued, in more: "
+    "[{from, name, message, sent_at}], oldest first. With from_agents (ids or unique prefixes of "
+    "at least 4 characters), a fan-in: returns once each listed agent has sent one message or is "
+    "idle, closed or dead: {status: complete|partial|timeout|interrupted, results: [{agent_id, "
+    "name, status: received|running|idle|dead|closed, message?}], elapsed_sec}, one entry per "
+    "agent in your order. It takes at most one message (the oldest) per listed agent; messages "
+    "from others stay queued. Messages returned are consumed: keep them. A 'dead' agent will not "
+    "report: handle it. timeout 0 is an instant check."
 )
 SIGNAL_DOC = (
-    SIT_STILL + "Waits until at least min_count files match signal_path (a path or glob such as "
-    "wavebus/wave-7/flights/*.done; relative paths are taken from the project directory). "
-    "Returns {matched: [absolute paths, sorted], elapsed_sec}, or on timeout {timed_out: true, "
-    "elapsed_sec, partial_matches: [...]}. This is the sanctioned alternative to Bash(sleep) or a "
-    "while-loop over ls. "
-    + TIMEOUT_NORMAL
-    + "Files already matched count again on the next call, so call again with the same arguments."
+    "Wait for signal files: returns once at least min_count files match signal_path (a path or "
+    "glob such as wavebus/wave-7/flights/*.done; relative paths are taken from the project "
+    "directory) with {matched: [absolute paths, sorted], elapsed_sec}, or on timeout {timed_out: "
+    "true, elapsed_sec, partial_matches: [...]}. The alternative to a sleep or a loop over ls. "
+    "Files already matched count again, so call again with the same arguments."
 )
 WAIT_AGENT_DOC = (
-    SIT_STILL + "Waits until agents are idle (finished their job; kind 'agent-idle') or closed (kind "
+    "Wait until agents are idle (finished their job; kind 'agent-idle') or closed (kind "
     "'agent-closed'). Targets are agentId plus agentIds; match 'all' (default) or 'any'. "
     "Returns {waitId, agentId, status: 'resolved', kind, match, resolution: {status: "
     "agent_idle|agent_closed|agent_dead|timed_out|interrupted, resolvedAgentIds, "
     "pendingAgentIds, deadAgentIds}}; 'agent_dead' means a target died, so the condition can no "
-    "longer hold. id names the wait: calling again with the same id returns the stored "
-    "resolution once it resolved. timeoutAt is an ISO-8601 time; without it the call waits as "
-    "long as needed. " + TIMEOUT_NORMAL + "To wait only on what is pending, pass a new id and the pendingAgentIds."
+    "longer hold. id names the wait: the same id again returns the stored resolution. timeoutAt "
+    "is an ISO-8601 time (none: as long as needed). After a timeout, pass a new id and the "
+    "pendingAgentIds."
 )
 EVENT_DOC = (
-    SIT_STILL + "Takes one event from your inbox, oldest first, and returns it: {event_id, type: "
-    "'worker_complete', worker_id, status, changes, message} | {event_id, type: 'message', from, "
-    "body} | {event_id, type: 'question', from, question_id, body} | {event_id, type: "
-    "'agent_dead', from, body, ...}, or {type: 'timeout'}. types filters (default: all types); "
-    "events of other types stay queued for later. The event is consumed. "
-    + TIMEOUT_NORMAL
-    + "Call it once per expected event; timeout_secs 0 is an instant check."
+    "Wait for the next event in your inbox and take it: one event of the given types (default: "
+    "all), oldest first: {event_id, type: 'worker_complete', worker_id, status, changes, "
+    "message} | {event_id, type: 'message', from, body} | {event_id, type: 'question', from, "
+    "question_id, body} | {event_id, type: 'agent_dead', from, body, ...}, or {type: "
+    "'timeout'}. Events of other types stay queued. Call it once per expected event; "
+    "timeout_secs 0 is an instant check."
 )
 NOTIFY_DOC = (
     "Report that you (a worker) finished your job: sends a worker_complete event to the agent "
@@ -139,27 +128,24 @@ NOTIFY_DOC = (
 SEND_DOC = (
     "Send a message to an agent's inbox (to: id or unique prefix). Returns {message_id}. An "
     "empty message, an unknown agent, or a dead or closed recipient is an error and sends "
-    "nothing. The recipient gets it from wait or wait_for_event."
+    "nothing."
 )
 SPAWN_DOC = (
     "Start a flight: run command (an argv list, e.g. ['python', 'job.py']) or prompt (run "
     "through this server's configured agent command) as a supervised agent, optionally in a "
-    "named wave. Returns {agent_id, name, pid} at once; the agent runs on. It gets "
-    "WAVEWAIT_BUS, WAVEWAIT_AGENT_ID and WAVEWAIT_PARENT_ID (you) in its environment. Then "
-    "call wait with from_agents=[agent_id, ...] (or wave_wait_for_signal) and sit still."
+    "named wave. Returns {agent_id, name, pid} at once; the agent runs on, with WAVEWAIT_BUS, "
+    "WAVEWAIT_AGENT_ID and WAVEWAIT_PARENT_ID (you) in its environment."
 )
 LIST_DOC = (
     "List agents with id, name, wave, status (running|idle|closed|dead), age, last message and "
-    "why a dead one died. Read-only; it consumes nothing. Do not call it in a loop to wait: "
-    "call wait instead."
+    "why a dead one died. Read-only; it consumes nothing."
 )
 CLOSE_DOC = (
-    "Mark an agent closed: done for good (terminal). It receives no more messages; waits for "
-    "'agent-closed' resolve. Its process, if any, is left to finish. Returns {agentId, status}."
+    "Close an agent for good (terminal): it receives no more messages. Its process, if any, is "
+    "left to finish. Returns {agentId, status}."
 )
 KILL_DOC = (
-    "Kill an agent: end its process group (TERM, then KILL) and mark it dead. Waits on it end "
-    "with status 'dead'. Returns {agent_id, status: 'dead'}."
+    "Kill an agent: end its process group (TERM, then KILL) and mark it dead. Returns {agent_id, status: 'dead'}."
 )
 
 # --------------------------------------------------------------------------- parameter types
