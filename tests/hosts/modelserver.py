@@ -1,7 +1,8 @@
 """A scripted model on 127.0.0.1: the Anthropic Messages API and the OpenAI Responses API, streaming.
 
 No model runs here. A scenario's `script` decides each turn from what the host sent (the
-tools it offered, the tool results so far) and answers with one tool call or a final text.
+tools it offered, the tool results so far) and answers with one tool call, a code cell (Codex's
+code mode) or a final text.
 Every request body is recorded, so a test asserts on what the MODEL saw, not on what the
 host printed.
 
@@ -36,7 +37,15 @@ class Say:
     text: str
 
 
-Action = Call | Say
+@dataclass
+class Code:
+    """The model runs JavaScript in a code cell (Codex's code mode: its custom `exec` tool)."""
+
+    source: str
+    tool: str = "exec"
+
+
+Action = Call | Say | Code
 
 
 @dataclass
@@ -129,7 +138,9 @@ def openai_turn(body: dict[str, Any]) -> Turn:
         if not isinstance(item, dict):
             continue
         kind = item.get("type")
-        if kind in ("function_call", "custom_tool_call"):
+        if kind == "custom_tool_call" and "mcp__wavewait" in str(item.get("input", "")):
+            names[item.get("call_id", "")] = f"{item.get('name', '')} (a code cell calling mcp__wavewait)"
+        elif kind in ("function_call", "custom_tool_call"):
             ns = item.get("namespace") or ""
             sep = "__" if ns and not ns.endswith("__") else ""
             names[item.get("call_id", "")] = f"{ns}{sep}{item.get('name', '')}"
@@ -165,6 +176,8 @@ def _sse(event: str, data: dict[str, Any]) -> bytes:
 
 
 def anthropic_stream(action: Action, model: str) -> Iterator[bytes]:
+    if isinstance(action, Code):
+        raise ValueError("code cells are Codex's (the OpenAI Responses API); answer Claude Code with Call or Say")
     n = next(_ids)
     yield _sse(
         "message_start",
@@ -220,7 +233,16 @@ def openai_stream(action: Action, model: str) -> Iterator[bytes]:
     resp = {"id": f"resp_{n}", "object": "response", "model": model, "status": "in_progress", "output": []}
     yield _sse("response.created", {"type": "response.created", "response": resp})
     item: dict[str, Any]
-    if isinstance(action, Call) and action.tool == "tool_search":
+    if isinstance(action, Code):
+        item = {
+            "type": "custom_tool_call",
+            "id": f"ctc_{n}",
+            "call_id": f"call_{n}",
+            "name": action.tool,
+            "input": action.source,
+            "status": "completed",
+        }
+    elif isinstance(action, Call) and action.tool == "tool_search":
         item = {"type": "tool_search_call", "call_id": f"search_{n}", "execution": "client", "arguments": action.args}
     elif isinstance(action, Call):
         item = {

@@ -39,7 +39,7 @@ from hostkit import (
     seed_reports,
     send_from,
 )
-from modelserver import ModelServer
+from modelserver import Call, Code, ModelServer, Say, Turn
 
 pytestmark = [pytest.mark.hosts, pytest.mark.timeout(900)]
 
@@ -63,6 +63,9 @@ def run(p: Project, script, prompt: str = "Wait for the flights and report.", ti
     assert not m.failures, m.failures
     assert m.turns, f"the host sent the model nothing (rc {proc.returncode}): {proc.stderr[-1500:]}"
     return m, proc
+
+
+INSTRUCTIONS = "sit still until they report"  # from the server's instructions (wavewait/mcp/server.py)
 
 
 def wavewait_results(m: ModelServer) -> list[tuple[str, str, bool | None]]:
@@ -135,12 +138,15 @@ def test_fan_in_of_three(host: Host, tmp_path: Path) -> None:
     seed_reports(p.bus, {n: report(n, 120) for n in names})
     m, proc = run(p, driver(fan_in_plan(names)))
     record("fan-in of 3 flights", host, m, proc)
-    seen = "\n".join(r for _, r, _ in wavewait_results(m))
+    got = wavewait_results(m)
+    seen = "\n".join(r for _, r, _ in got)
     assert [n for n in names if f"REPORT<{n}>" not in seen] == []
-    # Both hosts show the model `structuredContent` (re-serialised compactly), not the text
-    # content, which wavewait writes as json.dumps with spaces: the text is never seen.
-    assert '"status":"complete"' in seen and '"status": "complete"' not in seen, seen[:300]
+    # The result carries the JSON twice (structuredContent, and the same JSON as its text block);
+    # both hosts show the model one copy: each report once, so nothing is paid twice.
+    assert len(got) == 1 and [seen.count(f"REPORT<{n}>") for n in names] == [1, 1, 1], seen
     assert drain(p.bus) == []
+    # what every wait shares is in the server's instructions, which reach the model
+    assert INSTRUCTIONS in json.dumps(m.turns[-1].body), "the server's instructions never reached the model"
 
 
 @pytest.mark.parametrize("size", [300, 2500])
@@ -161,6 +167,89 @@ def test_fan_in_of_forty_every_consumed_report_seen(host: Host, size: int, tmp_p
     record(f"fan-in of 40 flights x {size} B", host, m, proc, note)
     consumed_unseen = [n for n in missing if not any(x.get("from") == n for x in left)]
     assert consumed_unseen == [], note
+    twice = [n for n in names if seen.count(f"REPORT<{n}>") > 1]
+    assert twice == [], f"shown to the model more than once: {twice}"
+
+
+# --------------------------------------------------------------------------- results read from content
+def test_a_codex_code_cell_reads_every_report_from_content(tmp_path: Path) -> None:
+    """Codex's code mode (`--enable code_mode`): the model writes JavaScript for its `exec` tool
+    and calls MCP tools as `tools.mcp__wavewait__wait(...)`, which resolves to the MCP result
+    itself, `{content, structuredContent, isError}`. A cell that prints `r.content`, as a model's
+    code does (and as any client that reads content does), must see every report the wait took."""
+    p = make_project(CODEX, tmp_path)
+    p.args = ["--enable", "code_mode"]
+    names = [f"f{i:02d}" for i in range(40)]
+    seed_reports(p.bus, {n: report(n, 300) for n in names})
+    cell = (
+        f"const r = await tools.mcp__wavewait__wait({{timeout: 30, from_agents: {json.dumps(names)}}});\n"
+        "text(r.content.map((c) => c.text).join('\\n'));\n"
+    )
+
+    def script(turn: Turn) -> Code | Say:
+        if "exec" not in turn.tools:
+            return Say("CODE MODE MISSING: no exec tool offered")
+        return Code(cell) if not turn.results else Say("done")
+
+    m, proc = run(p, script)
+    got = wavewait_results(m)
+    seen = "\n".join(r for _, r, _ in got)
+    missing = [n for n in names if f"REPORT<{n}>" not in seen]
+    left = drain(p.bus)
+    note = f"{40 - len(missing)} of 40 reports read from r.content; {len(left)} left queued"
+    record("a code cell prints r.content of a fan-in of 40 flights x 300 B (Codex code mode)", CODEX, m, proc, note)
+    assert len(got) == 1, [c for c, _, _ in m.turns[-1].called]
+    assert missing == [] and left == [], f"{note}: {seen[:600]}"
+    assert "structuredContent" not in seen  # the cell printed content alone
+
+
+# --------------------------------------------------------------------------- finding the tools
+SEARCHES = [  # (query, limit, tools that must be among the results)
+    ("wavewait wait", 10, ["wait", "wait_for_event"]),
+    ("wavewait wait", 3, ["wait"]),
+    ("wavewait wait_for_event", 3, ["wait_for_event"]),
+    ("wavewait wait_agent", 3, ["wait_agent"]),
+    ("wavewait wave_wait_for_signal", 3, ["wave_wait_for_signal"]),
+    ("wait for messages from agents", 3, ["wait"]),
+    ("wait for flights to report", 3, ["wait"]),
+    ("wait for the next event", 3, ["wait_for_event"]),
+    ("wait until agents are idle", 3, ["wait_agent"]),
+    ("wait for signal files", 3, ["wave_wait_for_signal"]),
+]
+
+
+def test_codex_tool_search_finds_each_wait_tool_by_its_name_or_purpose(tmp_path: Path) -> None:
+    """Codex defers MCP tools; its model loads them with `tool_search`, a BM25 search over each
+    tool's name, title, description and argument names. A description that opens with a long
+    paragraph shared by every wait buried `wait` (10 results for "wavewait wait", none of them
+    `wait` or `wait_for_event`); each search here must find the tool it names or describes."""
+    p = make_project(CODEX, tmp_path)
+
+    def script(turn: Turn) -> Call | Say:
+        done = sum(1 for c in turn.called if c == "tool_search")
+        if done < len(SEARCHES):
+            query, limit, _ = SEARCHES[done]
+            return Call("tool_search", {"query": query, "limit": limit})
+        return Say("done")
+
+    m, proc = run(p, script)
+    outputs = [i for i in m.turns[-1].body.get("input", []) if i.get("type") == "tool_search_output"]
+    found = []
+    for item in outputs:
+        names = []
+        for t in item.get("tools", []):
+            if t.get("type") == "namespace" and t.get("name") == "mcp__wavewait":
+                names += [sub.get("name") for sub in t.get("tools", [])]
+        found.append(names)
+    lines = [
+        f"{q!r} (limit {n}) → {', '.join(f) or 'nothing of wavewait'}"
+        for (q, n, _), f in zip(SEARCHES, found, strict=False)
+    ]
+    record("tool_search finds each wait tool by its name or purpose (Codex)", CODEX, m, proc, "; ".join(lines))
+    assert len(found) == len(SEARCHES), lines
+    misses = [line for (_, _, want), f, line in zip(SEARCHES, found, lines, strict=False) if not set(want) <= set(f)]
+    assert misses == [], "\n".join(misses)
+    assert INSTRUCTIONS in json.dumps(outputs), "the server's instructions are not the namespace's description"
 
 
 # --------------------------------------------------------------------------- long waits
