@@ -22,6 +22,7 @@ from typing import Any
 
 from textual.app import App
 from textual.binding import Binding
+from textual.driver import Driver
 from textual.notifications import SeverityLevel
 
 from ..core import agents as agents_mod
@@ -29,6 +30,7 @@ from ..core.bus import Bus, open_bus
 from ..core.model import now
 from . import demo_queue as queue_demo_mod
 from .demo import DemoPlan
+from .driver import hangup_safe
 from .messages import Toast, WaitEnded
 from .palette import SlashProvider
 from .screens.help import HelpScreen
@@ -61,6 +63,9 @@ class WaveApp(App[dict[str, Any] | None]):
     """`bus` is an open Bus, or a URL/path to open; `clock` gives wall time (injectable).
 
     `animate=False` repaints after every read instead of from the timer (tests, screenshots).
+    `teardown` ends what this run owns (the demo's flights and temporary bus): its caller runs
+    it after `run()`; a signal's forced exit (`SIGNAL_GRACE`) runs it first. It must be safe
+    to call twice and from any thread.
     """
 
     CSS_PATH = "app.tcss"
@@ -87,6 +92,7 @@ class WaveApp(App[dict[str, Any] | None]):
         sweep_every: float = SWEEP_EVERY,
         queue: str | None = None,
         queue_demo: bool = False,
+        teardown: Callable[[], None] | None = None,
     ) -> None:
         super().__init__()
         self.settings = Settings(
@@ -111,6 +117,22 @@ class WaveApp(App[dict[str, Any] | None]):
         self._title_flagged = False
         self._unseen = 0  # notices while the terminal was not focused
         self._desktop_at = -DESKTOP_EVERY
+        self.teardown = teardown
+        self._forced_exit: threading.Timer | None = None
+        self._run_over = threading.Event()  # Textual's shutdown finished: no forced exit
+
+    def get_driver_class(self) -> type[Driver]:
+        """Textual's driver, made to survive its terminal going away (see `driver.py`)."""
+        return hangup_safe(super().get_driver_class())
+
+    def run(self, *args: Any, **kwargs: Any) -> dict[str, Any] | None:
+        """Textual's `run`; once it returned, a signal's forced exit stands down."""
+        try:
+            return super().run(*args, **kwargs)
+        finally:
+            self._run_over.set()
+            if self._forced_exit is not None:
+                self._forced_exit.cancel()
 
     @property
     def bus(self) -> Bus:
@@ -257,16 +279,30 @@ class WaveApp(App[dict[str, Any] | None]):
             self.action_show_help_panel()
 
     def _quit_on_signal(self, sig: int) -> None:
-        """Quit as Ctrl+Q does; past a grace, leave anyway.
+        """Quit as Ctrl+Q does; past a grace, tear down and leave anyway.
 
-        Textual's output thread can wedge in its close once the terminal is gone (a killed
-        tmux pane, a dropped ssh session), which would leave this process running for ever.
-        The quit ends the waits first, so what they took is kept; the timer only stops a hang.
+        The quit ends the waits first, so what they took is kept. The timer is for a shutdown
+        that does not finish (the driver survives a vanished terminal, but a hang anywhere in
+        Textual's shutdown must not leave this process, or what it owns, running for ever).
         """
         self.run_worker(self.action_quit(), group="quit")
-        timer = threading.Timer(SIGNAL_GRACE, os._exit, args=(128 + sig,))
-        timer.daemon = True
-        timer.start()
+        if self._forced_exit is None:
+            self._forced_exit = threading.Timer(SIGNAL_GRACE, self._leave_now, args=(128 + sig,))
+            self._forced_exit.daemon = True
+            self._forced_exit.start()
+
+    def _leave_now(self, code: int) -> None:
+        """The forced exit: the teardown from this thread (the event loop may be the stuck
+        part), then leave without the rest of Textual's shutdown."""
+        if self._run_over.is_set():  # the shutdown finished meanwhile: the caller tears down
+            return
+        log.warning("the TUI did not shut down within %.1fs of a signal; leaving", SIGNAL_GRACE)
+        if self.teardown is not None:
+            try:
+                self.teardown()
+            except Exception:  # still leave: a hung process helps no one; the log says why
+                log.exception("the teardown on a forced exit failed")
+        os._exit(code)
 
     def exit_value(self) -> tuple[dict[str, Any] | None, int]:
         result = self.main.last_result

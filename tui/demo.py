@@ -10,13 +10,17 @@ can interrupt. The TUI then runs a fan-in wait on the whole wave. `--seed` fixes
 
 from __future__ import annotations
 
+import asyncio
 import random
+import shutil
+import signal
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..core import agents as agents_mod
-from ..core.bus import Bus
+from ..core.bus import Bus, open_bus
 from ..core.ids import short
 from ..core.model import Agent
 
@@ -87,3 +91,42 @@ async def stop(bus: Bus, me: str) -> list[Agent]:
         if a.wave in (WAVE, QUEUE_WAVE) and a.parent_id == me and not a.finished:
             ended.append(await agents_mod.kill(bus, a, by="the demo's exit"))
     return ended
+
+
+class Teardown:
+    """What a demo run leaves behind, ended once: its flights that still run and its
+    temporary bus (`temp_dir`, removed after the flights ended).
+
+    Called after the app returned, or, when its shutdown hangs after a signal, from the
+    app's forced-exit timer; whichever comes first does the work, a second call waits for
+    it. It runs its own event loop: the app's may be the part that is stuck.
+    """
+
+    def __init__(self, url: str, me: str, temp_dir: str | None = None) -> None:
+        self.url = url
+        self.me = me
+        self.temp_dir = temp_dir
+        self._lock = threading.Lock()
+        self._done = False
+
+    def __call__(self) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self._done = True
+            if threading.current_thread() is threading.main_thread():
+                # a second hangup (or a TERM after it) must not cut the teardown short
+                for sig in (signal.SIGHUP, signal.SIGTERM):
+                    signal.signal(sig, signal.SIG_IGN)
+            try:
+                asyncio.run(self._stop())
+            finally:
+                if self.temp_dir:
+                    shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+    async def _stop(self) -> None:
+        bus = await open_bus(self.url)
+        try:
+            await stop(bus, self.me)
+        finally:
+            await bus.close()
