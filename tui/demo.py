@@ -23,8 +23,10 @@ from ..core import agents as agents_mod
 from ..core.bus import Bus, open_bus
 from ..core.ids import short
 from ..core.model import Agent
+from ..core.proc import alive
 
 WAVE = "wave-1"
+SUPERVISORS_GRACE = 2.0  # seconds for the supervisors to record how their flights ended
 QUEUE_WAVE = "queue-demo"  # the agents of `wavewait demo --queue` (the runner's wave for queue `demo`)
 
 
@@ -85,12 +87,28 @@ async def launch(bus: Bus, me: str, demo: DemoPlan, say: Callable[[str], None]) 
 
 
 async def stop(bus: Bus, me: str) -> list[Agent]:
-    """End demo flights that still run (the slow one), so the demo leaves nothing behind."""
-    ended = []
+    """End demo flights that still run (the slow one), so the demo leaves nothing behind;
+    return every flight of the demo."""
+    flights = []
     for a in await bus.list_agents():
-        if a.wave in (WAVE, QUEUE_WAVE) and a.parent_id == me and not a.finished:
-            ended.append(await agents_mod.kill(bus, a, by="the demo's exit"))
-    return ended
+        if a.wave in (WAVE, QUEUE_WAVE) and a.parent_id == me:
+            flights.append(await agents_mod.kill(bus, a, by="the demo's exit") if not a.finished else a)
+    return flights
+
+
+async def supervisors_gone(flights: list[Agent], grace: float = SUPERVISORS_GRACE) -> list[Agent]:
+    """Wait (bounded) until the flights' supervisors have exited; return those still running.
+
+    A supervisor records its flight's end on the bus after the flight is gone: a bus removed
+    before that would be written again.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + grace
+    while left := [a for a in flights if a.supervisor_pid and alive(a.supervisor_pid)]:
+        if loop.time() >= deadline:
+            return left
+        await asyncio.sleep(0.02)
+    return []
 
 
 class Teardown:
@@ -127,6 +145,8 @@ class Teardown:
     async def _stop(self) -> None:
         bus = await open_bus(self.url)
         try:
-            await stop(bus, self.me)
+            flights = await stop(bus, self.me)
         finally:
             await bus.close()
+        if self.temp_dir:  # removed next: let the supervisors finish writing to it
+            await supervisors_gone(flights)
