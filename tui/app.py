@@ -10,6 +10,7 @@ with the last wait's result as its exit value.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -43,6 +44,7 @@ log = logging.getLogger(__name__)
 
 SWEEP_EVERY = 1.0  # liveness sweep, so a flight whose process vanished shows as dead
 SIGNAL_GRACE = 1.5  # after SIGTERM/SIGHUP, seconds to quit cleanly before leaving regardless
+TEARDOWN_GRACE = 10.0  # then at most this for the teardown (ending the demo's flights) before leaving
 DESKTOP_EVERY = 5.0  # while the terminal is not focused, at most one desktop notification this often
 
 
@@ -153,7 +155,7 @@ class WaveApp(App[dict[str, Any] | None]):
         if not self.is_headless:  # a closed terminal or a `kill` quits as Ctrl+Q does
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGHUP):
-                loop.add_signal_handler(sig, self._quit_on_signal, sig)
+                signal.signal(sig, partial(self._on_signal, loop))
         self.roles = role_styles(self.theme_variables)
         self.theme_changed_signal.subscribe(self, lambda _theme: self._theme_changed())
         if self._bus is None:
@@ -278,31 +280,47 @@ class WaveApp(App[dict[str, Any] | None]):
         else:
             self.action_show_help_panel()
 
-    def _quit_on_signal(self, sig: int) -> None:
-        """Quit as Ctrl+Q does; past a grace, tear down and leave anyway.
+    def _on_signal(self, loop: asyncio.AbstractEventLoop, sig: int, _frame: object) -> None:
+        """SIGTERM, SIGHUP: quit as Ctrl+Q does; past a grace, tear down and leave anyway.
 
-        The quit ends the waits first, so what they took is kept. The timer is for a shutdown
-        that does not finish (the driver survives a vanished terminal, but a hang anywhere in
-        Textual's shutdown must not leave this process, or what it owns, running for ever).
+        The quit ends the waits first, so what they took is kept. The timer is for a quit
+        that does not finish: the event loop can be stuck (a terminal whose output stopped
+        blocks every write), so this is a plain signal handler, which Python runs in the
+        main thread even while it is blocked, not one of the loop's.
         """
-        self.run_worker(self.action_quit(), group="quit")
+        if self._run_over.is_set():  # Textual's run returned: the caller's teardown is under way
+            return
         if self._forced_exit is None:
             self._forced_exit = threading.Timer(SIGNAL_GRACE, self._leave_now, args=(128 + sig,))
             self._forced_exit.daemon = True
             self._forced_exit.start()
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nothing left to quit
+            loop.call_soon_threadsafe(self._quit_on_signal)
+
+    def _quit_on_signal(self) -> None:
+        self.run_worker(self.action_quit(), group="quit")
 
     def _leave_now(self, code: int) -> None:
-        """The forced exit: the teardown from this thread (the event loop may be the stuck
-        part), then leave without the rest of Textual's shutdown."""
+        """The forced exit: the teardown off the event loop (it may be the stuck part), then
+        leave without the rest of Textual's shutdown.
+
+        The teardown gets its own thread and at most TEARDOWN_GRACE: anything in it can block
+        too (a log line written to a terminal whose output stopped), and the exit must come.
+        """
         if self._run_over.is_set():  # the shutdown finished meanwhile: the caller tears down
             return
-        log.warning("the TUI did not shut down within %.1fs of a signal; leaving", SIGNAL_GRACE)
         if self.teardown is not None:
-            try:
-                self.teardown()
-            except Exception:  # still leave: a hung process helps no one; the log says why
-                log.exception("the teardown on a forced exit failed")
+            worker = threading.Thread(target=self._teardown_logged, name="wavewait-teardown", daemon=True)
+            worker.start()
+            worker.join(TEARDOWN_GRACE)
         os._exit(code)
+
+    def _teardown_logged(self) -> None:
+        assert self.teardown is not None
+        try:
+            self.teardown()
+        except Exception:
+            log.exception("the teardown on a forced exit failed")
 
     def exit_value(self) -> tuple[dict[str, Any] | None, int]:
         result = self.main.last_result

@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import termios
 import threading
 import time
 from pathlib import Path
@@ -237,3 +238,47 @@ async def test_the_plain_tui_leaves_a_persons_flights_running_when_its_terminal_
         await agents.kill(bus, worker, by="the test's clean-up")
         end_leftovers(procs)
         await bus.close()
+
+
+async def test_the_demo_ends_its_flights_when_its_terminal_output_is_stopped(tmp_path: Path):
+    """The terminal stopped taking output (XOFF, a stalled connection): every write blocks, so
+    Textual's shutdown cannot finish. A SIGTERM still ends the demo's flights and supervisors
+    and removes its bus, from the forced exit's own thread, and the TUI leaves with 128+15."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        wavewait_cmd("demo", "--seed", "1"),
+        stdin=follower,
+        stdout=follower,
+        stderr=follower,
+        env=clean_env(TERM="xterm-256color", TMPDIR=str(temp)),
+        start_new_session=True,
+    )
+    reader = threading.Thread(target=drain, args=(leader, bytearray()), daemon=True)
+    reader.start()
+    procs: list[tuple[str, int, str | None]] = []
+    try:
+        await until(lambda: len(list(temp.glob("wavewait-demo-*"))) == 1, timeout=30, what="the demo's bus")
+        (bus_dir,) = temp.glob("wavewait-demo-*")
+        bus = FileBus(bus_dir)
+        try:
+            procs = await processes_of(bus, "wave-1", 6)
+        finally:
+            await bus.close()
+        termios.tcflow(follower, termios.TCOOFF)  # the terminal's output stops: writes block
+        proc.send_signal(signal.SIGTERM)
+        await until(lambda: proc.poll() is not None, timeout=GONE_WITHIN, what="the TUI to leave")
+        assert proc.returncode == 128 + signal.SIGTERM, "the forced exit, not a normal quit"
+        left = [what for what, pid, start in procs if alive(pid, start)]
+        assert left == [], f"still running after the TUI left: {left}"
+        assert not bus_dir.exists(), "the demo's bus is removed"
+    finally:
+        with contextlib.suppress(termios.error):
+            termios.tcflow(follower, termios.TCOON)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        end_leftovers(procs)
+        os.close(follower)
+        os.close(leader)
