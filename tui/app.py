@@ -10,6 +10,7 @@ with the last wait's result as its exit value.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -22,6 +23,7 @@ from typing import Any
 
 from textual.app import App
 from textual.binding import Binding
+from textual.driver import Driver
 from textual.notifications import SeverityLevel
 
 from ..core import agents as agents_mod
@@ -29,6 +31,7 @@ from ..core.bus import Bus, open_bus
 from ..core.model import now
 from . import demo_queue as queue_demo_mod
 from .demo import DemoPlan
+from .driver import hangup_safe
 from .messages import Toast, WaitEnded
 from .palette import SlashProvider
 from .screens.help import HelpScreen
@@ -41,6 +44,7 @@ log = logging.getLogger(__name__)
 
 SWEEP_EVERY = 1.0  # liveness sweep, so a flight whose process vanished shows as dead
 SIGNAL_GRACE = 1.5  # after SIGTERM/SIGHUP, seconds to quit cleanly before leaving regardless
+TEARDOWN_GRACE = 10.0  # then at most this for the teardown (ending the demo's flights) before leaving
 DESKTOP_EVERY = 5.0  # while the terminal is not focused, at most one desktop notification this often
 
 
@@ -61,6 +65,9 @@ class WaveApp(App[dict[str, Any] | None]):
     """`bus` is an open Bus, or a URL/path to open; `clock` gives wall time (injectable).
 
     `animate=False` repaints after every read instead of from the timer (tests, screenshots).
+    `teardown` ends what this run owns (the demo's flights and temporary bus): its caller runs
+    it after `run()`; a signal's forced exit (`SIGNAL_GRACE`) runs it first. It must be safe
+    to call twice and from any thread.
     """
 
     CSS_PATH = "app.tcss"
@@ -87,6 +94,7 @@ class WaveApp(App[dict[str, Any] | None]):
         sweep_every: float = SWEEP_EVERY,
         queue: str | None = None,
         queue_demo: bool = False,
+        teardown: Callable[[], None] | None = None,
     ) -> None:
         super().__init__()
         self.settings = Settings(
@@ -111,6 +119,22 @@ class WaveApp(App[dict[str, Any] | None]):
         self._title_flagged = False
         self._unseen = 0  # notices while the terminal was not focused
         self._desktop_at = -DESKTOP_EVERY
+        self.teardown = teardown
+        self._forced_exit: threading.Timer | None = None
+        self._run_over = threading.Event()  # Textual's shutdown finished: no forced exit
+
+    def get_driver_class(self) -> type[Driver]:
+        """Textual's driver, made to survive its terminal going away (see `driver.py`)."""
+        return hangup_safe(super().get_driver_class())
+
+    def run(self, *args: Any, **kwargs: Any) -> dict[str, Any] | None:
+        """Textual's `run`; once it returned, a signal's forced exit stands down."""
+        try:
+            return super().run(*args, **kwargs)
+        finally:
+            self._run_over.set()
+            if self._forced_exit is not None:
+                self._forced_exit.cancel()
 
     @property
     def bus(self) -> Bus:
@@ -131,7 +155,7 @@ class WaveApp(App[dict[str, Any] | None]):
         if not self.is_headless:  # a closed terminal or a `kill` quits as Ctrl+Q does
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGHUP):
-                loop.add_signal_handler(sig, self._quit_on_signal, sig)
+                signal.signal(sig, partial(self._on_signal, loop))
         self.roles = role_styles(self.theme_variables)
         self.theme_changed_signal.subscribe(self, lambda _theme: self._theme_changed())
         if self._bus is None:
@@ -256,17 +280,47 @@ class WaveApp(App[dict[str, Any] | None]):
         else:
             self.action_show_help_panel()
 
-    def _quit_on_signal(self, sig: int) -> None:
-        """Quit as Ctrl+Q does; past a grace, leave anyway.
+    def _on_signal(self, loop: asyncio.AbstractEventLoop, sig: int, _frame: object) -> None:
+        """SIGTERM, SIGHUP: quit as Ctrl+Q does; past a grace, tear down and leave anyway.
 
-        Textual's output thread can wedge in its close once the terminal is gone (a killed
-        tmux pane, a dropped ssh session), which would leave this process running for ever.
-        The quit ends the waits first, so what they took is kept; the timer only stops a hang.
+        The quit ends the waits first, so what they took is kept. The timer is for a quit
+        that does not finish: the event loop can be stuck (a terminal whose output stopped
+        blocks every write), so this is a plain signal handler, which Python runs in the
+        main thread even while it is blocked, not one of the loop's.
         """
+        if self._run_over.is_set():  # Textual's run returned: the caller's teardown is under way
+            return
+        if self._forced_exit is None:
+            self._forced_exit = threading.Timer(SIGNAL_GRACE, self._leave_now, args=(128 + sig,))
+            self._forced_exit.daemon = True
+            self._forced_exit.start()
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nothing left to quit
+            loop.call_soon_threadsafe(self._quit_on_signal)
+
+    def _quit_on_signal(self) -> None:
         self.run_worker(self.action_quit(), group="quit")
-        timer = threading.Timer(SIGNAL_GRACE, os._exit, args=(128 + sig,))
-        timer.daemon = True
-        timer.start()
+
+    def _leave_now(self, code: int) -> None:
+        """The forced exit: the teardown off the event loop (it may be the stuck part), then
+        leave without the rest of Textual's shutdown.
+
+        The teardown gets its own thread and at most TEARDOWN_GRACE: anything in it can block
+        too (a log line written to a terminal whose output stopped), and the exit must come.
+        """
+        if self._run_over.is_set():  # the shutdown finished meanwhile: the caller tears down
+            return
+        if self.teardown is not None:
+            worker = threading.Thread(target=self._teardown_logged, name="wavewait-teardown", daemon=True)
+            worker.start()
+            worker.join(TEARDOWN_GRACE)
+        os._exit(code)
+
+    def _teardown_logged(self) -> None:
+        assert self.teardown is not None
+        try:
+            self.teardown()
+        except Exception:
+            log.exception("the teardown on a forced exit failed")
 
     def exit_value(self) -> tuple[dict[str, Any] | None, int]:
         result = self.main.last_result

@@ -10,17 +10,23 @@ can interrupt. The TUI then runs a fan-in wait on the whole wave. `--seed` fixes
 
 from __future__ import annotations
 
+import asyncio
 import random
+import shutil
+import signal
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..core import agents as agents_mod
-from ..core.bus import Bus
+from ..core.bus import Bus, open_bus
 from ..core.ids import short
 from ..core.model import Agent
+from ..core.proc import alive
 
 WAVE = "wave-1"
+SUPERVISORS_GRACE = 2.0  # seconds for the supervisors to record how their flights ended
 QUEUE_WAVE = "queue-demo"  # the agents of `wavewait demo --queue` (the runner's wave for queue `demo`)
 
 
@@ -81,9 +87,66 @@ async def launch(bus: Bus, me: str, demo: DemoPlan, say: Callable[[str], None]) 
 
 
 async def stop(bus: Bus, me: str) -> list[Agent]:
-    """End demo flights that still run (the slow one), so the demo leaves nothing behind."""
-    ended = []
+    """End demo flights that still run (the slow one), so the demo leaves nothing behind;
+    return every flight of the demo."""
+    flights = []
     for a in await bus.list_agents():
-        if a.wave in (WAVE, QUEUE_WAVE) and a.parent_id == me and not a.finished:
-            ended.append(await agents_mod.kill(bus, a, by="the demo's exit"))
-    return ended
+        if a.wave in (WAVE, QUEUE_WAVE) and a.parent_id == me:
+            flights.append(await agents_mod.kill(bus, a, by="the demo's exit") if not a.finished else a)
+    return flights
+
+
+async def supervisors_gone(flights: list[Agent], grace: float = SUPERVISORS_GRACE) -> list[Agent]:
+    """Wait (bounded) until the flights' supervisors have exited; return those still running.
+
+    A supervisor records its flight's end on the bus after the flight is gone: a bus removed
+    before that would be written again.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + grace
+    while left := [a for a in flights if a.supervisor_pid and alive(a.supervisor_pid)]:
+        if loop.time() >= deadline:
+            return left
+        await asyncio.sleep(0.02)
+    return []
+
+
+class Teardown:
+    """What a demo run leaves behind, ended once: its flights that still run and its
+    temporary bus (`temp_dir`, removed after the flights ended).
+
+    Called after the app returned, or, when its shutdown hangs after a signal, from the
+    app's forced-exit timer; whichever comes first does the work, a second call waits for
+    it. It runs its own event loop: the app's may be the part that is stuck.
+    """
+
+    def __init__(self, url: str, me: str, temp_dir: str | None = None) -> None:
+        self.url = url
+        self.me = me
+        self.temp_dir = temp_dir
+        self._lock = threading.Lock()
+        self._done = False
+
+    def __call__(self) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self._done = True
+            if threading.current_thread() is threading.main_thread():
+                # a second hangup (or a TERM after it) must not cut the teardown short
+                for sig in (signal.SIGHUP, signal.SIGTERM):
+                    signal.signal(sig, signal.SIG_IGN)
+            try:
+                asyncio.run(self._stop())
+            finally:
+                if self.temp_dir:
+                    shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+    async def _stop(self) -> None:
+        bus = await open_bus(self.url)
+        try:
+            flights = await stop(bus, self.me)
+        finally:
+            await bus.close()
+        if self.temp_dir:  # removed next: let the supervisors finish writing to it
+            await supervisors_gone(flights)

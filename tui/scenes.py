@@ -10,7 +10,9 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from textual.css.query import NoMatches
 from textual.pilot import Pilot
+from textual.widget import Widget
 from textual.widgets import RichLog
 
 from ..core.agents import register
@@ -30,6 +32,7 @@ IDS = {
     "linter": "c3d4e5f6000000000000000000000003",
     "schema-check": "b7c8d9e0000000000000000000000004",
     "doc-writer": "f1e2d3c4000000000000000000000005",
+    "migrator": "d5e6f7a8000000000000000000000006",
 }
 MIRROR_WAIT = "9f8e7d6c000000000000000000000009"
 
@@ -79,6 +82,11 @@ async def put_wave(bus: Bus) -> None:
 async def put_question(bus: Bus) -> None:
     """The wave, with doc-writer asking the person a question (it needs input)."""
     await put_wave(bus)
+    await put_question_of(bus)
+
+
+async def put_question_of(bus: Bus) -> None:
+    """doc-writer asks the person a question (it needs input)."""
     qid = "00000000000000000000000000000200"
     await bus.deliver(
         Item(
@@ -94,6 +102,12 @@ async def put_question(bus: Bus) -> None:
     await bus.update_agent(
         IDS["doc-writer"], question="put the guide in docs/ or in the wiki?", question_id=qid, last_message_at=T0 + 36
     )
+
+
+async def put_wave_and_slow(bus: Bus) -> None:
+    """The wave plus migrator, a slow flight that keeps a wait on the wave running."""
+    await put_wave(bus)
+    await put_flight(bus, "migrator", 6)
 
 
 async def put_two(bus: Bus) -> None:
@@ -138,6 +152,15 @@ async def until(cond: Callable[[], bool], what: str, timeout: float = 10.0) -> N
 
 
 AppPilot = Pilot[dict[str, Any] | None]
+
+
+def toasts(app: WaveApp) -> list[Widget]:
+    """The toasts shown on the current screen (Textual keeps them out of plain queries)."""
+    try:
+        rack = app.screen.get_child_by_id("textual-toastrack")
+    except NoMatches:
+        return []
+    return [toast for holder in rack.children for toast in holder.children]
 
 
 def main_of(pilot: AppPilot) -> MainScreen:
@@ -208,6 +231,28 @@ async def waiting_with_mirror(pilot: AppPilot) -> None:
     await pilot.pause()
 
 
+async def notices_during_a_wait(pilot: AppPilot) -> None:
+    """The demo's moment at 80x24: a fan-in wait runs when one flight asks a question and
+    another dies; both notices are up while the status says what the wait still waits for."""
+    await ready(pilot, 6)
+    await pilot.press(*"/wait 60 a1b2 e5f6 b7c8 f1e2 d5e6", "enter")
+    app = wave_app(pilot.app)
+    await until(lambda: IDS["file-reader"] in app.main.wait_received, "the first message claimed")
+    await put_question_of(app.bus)
+    await app.bus.transition(
+        IDS["test-runner"],
+        "dead",
+        ("running",),
+        reason="exited with code 1; last output:\n[03] checking the result …\nTraceback (most recent call last):\n"
+        "  ...\nRuntimeError: ruff crashed: config error",
+        ended_at=T0 + 40,
+        exit_code=1,
+    )
+    await until(lambda: len(app.notices) >= 2, "the two notices")
+    await until(lambda: len(toasts(app)) >= 2, "the two toasts")
+    await pilot.pause()
+
+
 async def flight_detail(pilot: AppPilot) -> None:
     await ready(pilot, 5)
     main_of(pilot).open_flight(IDS["file-reader"])
@@ -240,6 +285,7 @@ SCENES: dict[str, Scene] = {
     "flight-detail": (put_wave, flight_detail),
     "needs-input": (put_question, needs_input),
     "small-terminal": (put_mirror, waiting_with_mirror),
+    "notices-during-a-wait": (put_wave_and_slow, notices_during_a_wait),
 }
 #: scenes shown at another size than the default (a newcomer's 80x24 terminal)
-SIZES: dict[str, tuple[int, int]] = {"small-terminal": (80, 24)}
+SIZES: dict[str, tuple[int, int]] = {"small-terminal": (80, 24), "notices-during-a-wait": (80, 24)}

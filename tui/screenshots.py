@@ -26,7 +26,8 @@ async def render(name: str, out: Path) -> Path:
         if setup is not None:
             await setup(bus)
         app = scenes.frozen_app(bus)
-        async with app.run_test(size=scenes.SIZES.get(name, SIZE)) as pilot:
+        # with the toasts a person sees (run_test leaves them out unless asked)
+        async with app.run_test(size=scenes.SIZES.get(name, SIZE), notifications=True) as pilot:
             await steps(pilot)
             path = app.save_screenshot(filename=f"{name}.svg", path=str(out))
         await bus.close()

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import json
-import shutil
 import sys
 import tempfile
 
@@ -18,7 +16,7 @@ def run_tui(args: argparse.Namespace) -> int:
     from .core.errors import WavewaitError
     from .core.tasks import queue_name
     from .tui.app import WaveApp
-    from .tui.demo import plan
+    from .tui.demo import Teardown, plan
 
     try:
         me = caller_id(args.agent)
@@ -39,28 +37,16 @@ def run_tui(args: argparse.Namespace) -> int:
         print(f"wavewait: error: {e}", file=sys.stderr)
         return 2
     wave = plan(getattr(args, "seed", None)) if demo and not queue_demo else None
-    app = WaveApp(url, me=me, demo=wave, queue=queue, queue_demo=queue_demo)
+    # the demo's flights and temporary bus are the run's own; a person's flights are not
+    teardown = Teardown(url, me, tmp) if demo else None
+    app = WaveApp(url, me=me, demo=wave, queue=queue, queue_demo=queue_demo, teardown=teardown)
     try:
         result = app.run()
     finally:
-        if demo:
-            asyncio.run(_stop_demo(url, me))
-        if tmp:
-            shutil.rmtree(tmp, ignore_errors=True)
+        if teardown is not None:
+            teardown()
     if result is not None:
         # the terminal may be gone (a hangup): no one is left to read it; the exit code says it
         with contextlib.suppress(OSError):
             print(json.dumps(result, ensure_ascii=False), flush=True)
     return app.return_code or 0
-
-
-async def _stop_demo(url: str, me: str) -> None:
-    """End the demo's flights that still run, so the demo leaves nothing behind."""
-    from .core.bus import open_bus
-    from .tui.demo import stop
-
-    bus = await open_bus(url)
-    try:
-        await stop(bus, me)
-    finally:
-        await bus.close()

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pty
+import shlex
+import shutil
 import signal
 import subprocess
+import sys
+import termios
 import threading
 import time
 from pathlib import Path
@@ -14,7 +19,7 @@ import pytest
 
 from wavewait.core import agents
 from wavewait.core.bus.file import FileBus
-from wavewait.core.proc import alive
+from wavewait.core.proc import alive, pid_start
 
 from conftest import clean_env, until, wavewait_cmd
 
@@ -102,3 +107,178 @@ async def test_the_demo_ends_its_flights_when_its_terminal_goes(
         if leader >= 0:
             os.close(leader)
         await bus.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# In tmux, as a person runs it: the demo on its own temporary bus; a closed terminal is the
+# kernel's hangup (SIGHUP and SIGCONT to the TUI, every write to the terminal failing with EIO)
+
+needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (.ci/run installs it)")
+GONE_WITHIN = 20.0  # seconds for the TUI and everything it owns to be gone (a deadline, not a pace)
+
+
+class Tmux:
+    """A tmux server of the test's own (its socket in tmp_path) running one command at a size."""
+
+    def __init__(self, tmp_path: Path, env: dict[str, str], argv: list[str], size: tuple[int, int] = (80, 24)):
+        self.base = ["tmux", "-S", str(tmp_path / "tmux.sock")]
+        self.env = env
+        cols, rows = size
+        subprocess.run(
+            [*self.base, "new-session", "-d", "-x", str(cols), "-y", str(rows), "exec " + shlex.join(argv)],
+            env=env, cwd=tmp_path, check=True,
+        )  # fmt: skip
+        self.pid = int(self.tmux("display-message", "-p", "#{pane_pid}").strip())
+
+    def tmux(self, *args: str) -> str:
+        return subprocess.run([*self.base, *args], capture_output=True, text=True, env=self.env).stdout
+
+    def screen(self) -> str:
+        return self.tmux("capture-pane", "-p")
+
+    def close(self) -> None:
+        """Kill the session, as closing the terminal window does."""
+        subprocess.run([*self.base, "kill-server"], env=self.env, check=False, capture_output=True)
+
+
+async def processes_of(bus: FileBus, wave: str, count: int) -> list[tuple[str, int, str | None]]:
+    """(what, pid, start time) of each flight and its supervisor, once `count` flights run."""
+
+    async def spawned() -> bool:
+        flights = [a for a in await bus.list_agents() if a.wave == wave]
+        return len(flights) == count and all(a.pid and a.supervisor_pid for a in flights)
+
+    await until(spawned, timeout=30, what=f"{count} flights of {wave} with their supervisors")
+    out = []
+    for a in await bus.list_agents():
+        if a.wave == wave:
+            assert a.pid and a.supervisor_pid
+            out.append((f"{a.name} ({a.pid})", a.pid, a.pid_start))
+            out.append((f"{a.name}'s supervisor ({a.supervisor_pid})", a.supervisor_pid, pid_start(a.supervisor_pid)))
+    return out
+
+
+def end_leftovers(procs: list[tuple[str, int, str | None]]) -> None:
+    """A failed run leaves nothing behind either."""
+    for _, pid, start in procs:
+        if alive(pid, start):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+@needs_tmux
+@pytest.mark.parametrize("how", ["terminal-closed", "SIGHUP", "SIGTERM"])
+async def test_the_demo_ends_its_flights_and_removes_its_bus_when_its_terminal_goes(tmp_path: Path, how: str):
+    """`wavewait demo` at 80x24 in tmux: the session killed (the kernel's hangup), or a SIGHUP
+    or SIGTERM sent to it, ends every flight of the demo and its supervisor, and removes the
+    demo's temporary bus, as Ctrl+Q does."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env = clean_env(TERM="xterm-256color", TMPDIR=str(temp))
+    term = Tmux(tmp_path, env, wavewait_cmd("demo", "--seed", "1"))
+    procs: list[tuple[str, int, str | None]] = []
+    tui_start = pid_start(term.pid)
+    try:
+        await until(lambda: len(list(temp.glob("wavewait-demo-*"))) == 1, timeout=30, what="the demo's bus")
+        (bus_dir,) = temp.glob("wavewait-demo-*")
+        bus = FileBus(bus_dir)
+        try:
+            procs = await processes_of(bus, "wave-1", 6)
+
+            async def asked() -> bool:  # the long-lived ones are up: the question asked, the slow wait made
+                agents = await bus.list_agents()
+                return any(a.state == "needs_input" for a in agents) and any(
+                    w.waiter != "orchestrator" for w in await bus.list_waits()
+                )
+
+            await until(asked, timeout=30, what="doc-writer's question and migrator's wait")
+        finally:
+            await bus.close()
+        assert alive(term.pid, tui_start), "the TUI should still run"
+        if how == "terminal-closed":
+            term.close()
+        else:
+            os.kill(term.pid, getattr(signal, how))
+        await until(lambda: not alive(term.pid, tui_start), timeout=GONE_WITHIN, what="the TUI to quit")
+
+        def left() -> list[str]:
+            return [what for what, pid, start in procs if alive(pid, start)]
+
+        await until(lambda: not left(), timeout=GONE_WITHIN, what="every flight and supervisor to end")
+        await until(lambda: not bus_dir.exists(), timeout=GONE_WITHIN, what="the demo's bus to be removed")
+    finally:
+        term.close()
+        end_leftovers(procs)
+
+
+@needs_tmux
+@pytest.mark.parametrize("how", ["terminal-closed", "SIGHUP"])
+async def test_the_plain_tui_leaves_a_persons_flights_running_when_its_terminal_goes(tmp_path: Path, how: str):
+    """The TUI on a person's bus is a window on their flights, not their owner: it quits on a
+    hangup, and the flight it did not start keeps running, still `running` on the bus."""
+    bus_dir = tmp_path / "bus"
+    bus = FileBus(bus_dir)
+    env = clean_env(TERM="xterm-256color", WAVEWAIT_BUS=str(bus_dir))
+    worker = await agents.spawn(bus, "worker", [sys.executable, "-c", "import time; time.sleep(600)"], wave="mine")
+    procs = await processes_of(bus, "mine", 1)
+    term = Tmux(tmp_path, env, wavewait_cmd("--bus", str(bus_dir)))
+    tui_start = pid_start(term.pid)
+    try:
+        await until(lambda: "worker" in term.screen(), timeout=30, what="the TUI showing the worker")
+        if how == "terminal-closed":
+            term.close()
+        else:
+            os.kill(term.pid, signal.SIGHUP)
+        await until(lambda: not alive(term.pid, tui_start), timeout=GONE_WITHIN, what="the TUI to quit")
+        assert [what for what, pid, start in procs if not alive(pid, start)] == []
+        after = await bus.get_agent(worker.id)
+        assert after is not None and after.status == "running", after
+    finally:
+        term.close()
+        await agents.kill(bus, worker, by="the test's clean-up")
+        end_leftovers(procs)
+        await bus.close()
+
+
+async def test_the_demo_ends_its_flights_when_its_terminal_output_is_stopped(tmp_path: Path):
+    """The terminal stopped taking output (XOFF, a stalled connection): every write blocks, so
+    Textual's shutdown cannot finish. A SIGTERM still ends the demo's flights and supervisors
+    and removes its bus, from the forced exit's own thread, and the TUI leaves with 128+15."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        wavewait_cmd("demo", "--seed", "1"),
+        stdin=follower,
+        stdout=follower,
+        stderr=follower,
+        env=clean_env(TERM="xterm-256color", TMPDIR=str(temp)),
+        start_new_session=True,
+    )
+    reader = threading.Thread(target=drain, args=(leader, bytearray()), daemon=True)
+    reader.start()
+    procs: list[tuple[str, int, str | None]] = []
+    try:
+        await until(lambda: len(list(temp.glob("wavewait-demo-*"))) == 1, timeout=30, what="the demo's bus")
+        (bus_dir,) = temp.glob("wavewait-demo-*")
+        bus = FileBus(bus_dir)
+        try:
+            procs = await processes_of(bus, "wave-1", 6)
+        finally:
+            await bus.close()
+        termios.tcflow(follower, termios.TCOOFF)  # the terminal's output stops: writes block
+        proc.send_signal(signal.SIGTERM)
+        await until(lambda: proc.poll() is not None, timeout=GONE_WITHIN, what="the TUI to leave")
+        assert proc.returncode == 128 + signal.SIGTERM, "the forced exit, not a normal quit"
+        left = [what for what, pid, start in procs if alive(pid, start)]
+        assert left == [], f"still running after the TUI left: {left}"
+        assert not bus_dir.exists(), "the demo's bus is removed"
+    finally:
+        with contextlib.suppress(termios.error):
+            termios.tcflow(follower, termios.TCOON)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        end_leftovers(procs)
+        os.close(follower)
+        os.close(leader)

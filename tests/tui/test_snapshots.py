@@ -14,6 +14,8 @@ import pytest
 
 from wavewait.core.bus.file import FileBus
 from wavewait.tui import scenes
+from wavewait.tui.widgets.command import CommandLine
+from wavewait.tui.widgets.status import WaitStatus
 
 from tuitools import SIZE, deterministic_textual  # noqa: F401
 
@@ -72,3 +74,26 @@ def test_needs_input(snap_compare, snap_bus):
 def test_small_terminal_keeps_the_command_line(snap_compare, snap_bus):
     """80x24, a wait running with the mirror shown: the typed line is still on screen."""
     assert snap(snap_compare, snap_bus, "small-terminal")
+
+
+def test_notices_during_a_wait_at_80x24(snap_compare, snap_bus):
+    """A death and a question while a wait runs, at 80x24: the toasts stand above the status."""
+    assert snap(snap_compare, snap_bus, "notices-during-a-wait")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("size", [(80, 24), (200, 50)], ids=["80x24", "200x50"])
+async def test_notices_never_cover_the_waits_status_or_the_command_line(snap_bus, size):
+    setup, steps = scenes.SCENES["notices-during-a-wait"]
+    assert setup is not None
+    await setup(snap_bus)
+    app = scenes.frozen_app(snap_bus)
+    async with app.run_test(size=size, notifications=True) as pilot:
+        await steps(pilot)
+        kept = [app.main.query_one(WaitStatus), app.main.query_one(CommandLine)]
+        assert all(w.region.height for w in kept), "the status and the command line are shown"
+        toasts = scenes.toasts(app)
+        assert len(toasts) == 2, app.notices
+        for toast in toasts:
+            for widget in kept:
+                assert not toast.region.overlaps(widget.region), (toast.region, widget.id, widget.region)

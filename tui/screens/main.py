@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from rich.text import Text
-from textual import work
+from textual import events, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -413,6 +413,28 @@ received. **F1** shows the help of the focused part.
             progress=self.wait_progress,
             roles=self.wave_app.roles,
         )
+        self.call_after_refresh(self._place_toasts)  # shown, or a line grew or wrapped
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.call_after_refresh(self._place_toasts)
+
+    def _place_toasts(self) -> None:
+        """Toasts stand just above the wait's status, the hints and the command line, never on them.
+
+        Notices come in bursts exactly while a wait runs (a death, a question), and at 80x24
+        they would cover the status lines that say what the wait is waiting for.
+        """
+        try:
+            rack = self.get_child_by_id("textual-toastrack")  # Textual's, one per screen
+        except NoMatches:
+            return
+        below = (self.query_one(WaitStatus), self.query_one(CommandHints), self.query_one(CommandLine))
+        tops = [w.region.y for w in below if w.display and w.region.height]
+        if not tops:
+            return
+        margin = self.size.height - min(tops)
+        if rack.styles.margin.bottom != margin:
+            rack.styles.margin = (0, 0, margin, 0)
 
     # ------------------------------------------------------------------ scrollback, command line
     def say_bad(self, message: str) -> None:
@@ -454,6 +476,7 @@ received. **F1** shows the help of the focused part.
     def on_input_changed(self, event: Input.Changed) -> None:
         if isinstance(event.input, CommandLine):
             self.query_one(CommandHints).line = event.value
+            self.call_after_refresh(self._place_toasts)  # the hints may have come or gone
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         line = event.value.strip()
@@ -641,6 +664,7 @@ received. **F1** shows the help of the focused part.
         """Show the result; the message goes on up to the app, whose exit value it is."""
         self.control = None
         self.query_one(WaitStatus).set_class(False, "-active")
+        self.call_after_refresh(self._place_toasts)
         self.refresh_bindings()
         if event.result is None:
             self.say_bad(event.line)
