@@ -21,6 +21,7 @@ from typing import Any
 
 from .bus import Bus
 from .errors import BadInput
+from .identity import SECRET_ENV, new_secret, supervisor_argv
 from .ids import check_id, check_name, is_id, new_id, resolve
 from .model import Agent, Item, now
 from .proc import alive, hostname
@@ -155,6 +156,7 @@ async def spawn(
         check_name(wave, "wave")
     parent_id = caller_id(parent_id)
     agent_id = new_id()
+    secret, digest = new_secret()  # its credential: in its environment only, hashed on the bus
     agent = Agent(
         id=agent_id,
         name=name,
@@ -163,13 +165,15 @@ async def spawn(
         host=hostname(),
         command=list(command),
         log_path=bus.log_path(agent_id),
+        secret_hash=digest,
     )
     await bus.put_agent(agent)
     child_env = dict(os.environ if env is None else env)
     child_env.update(WAVEWAIT_BUS=bus.url, WAVEWAIT_AGENT_ID=agent.id, WAVEWAIT_PARENT_ID=parent_id)
+    child_env[SECRET_ENV] = secret  # replaces the spawner's own, if it is a flight
     child_env.update(reach_wavewait(child_env.get("PATH", "")))
     supervisor = subprocess.Popen(
-        [sys.executable, "-m", "wavewait.core.supervise", agent.id, "--", *command],
+        supervisor_argv(agent.id, command),
         env=child_env,
         cwd=cwd,
         stdin=subprocess.DEVNULL,

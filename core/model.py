@@ -53,6 +53,8 @@ class Agent(Record):
     pid: int | None = None
     pid_start: str | None = None  # /proc start time, so a reused pid is not taken for ours
     supervisor_pid: int | None = None
+    supervisor_start: str | None = None  # its /proc start time: the ancestor a flight's processes have
+    secret_hash: str | None = None  # SHA-256 of the flight's credential (identity.py), never the secret
     command: list[str] | None = None
     log_path: str | None = None
     exit_code: int | None = None

@@ -28,7 +28,8 @@ from pydantic import BaseModel, ConfigDict, Field
 # module, read them there); the queue's users know them by this module: re-exported.
 from .bus import Bus
 from .bus import TaskStore as TaskStore
-from .errors import BadInput
+from .errors import BadInput, ForgedSender
+from .identity import check_sender
 from .ids import check_id, new_id
 from .model import FINISHED as FINISHED
 from .model import STATUSES as STATUSES
@@ -510,6 +511,16 @@ async def complete_task(
     if not target:
         raise BadInput("taskId: this process is bound to no task (WAVEWAIT_TASK_ID is unset); pass taskId")
     check_id(target, "taskId")
+    me = await q.bus.get_agent(check_id(caller, "agent"))
+    await check_sender(q.bus, caller, me)
+    if me is not None and me.supervisor_pid is not None:  # a flight completes only its own task
+        task = await q.task(target)
+        if task.agent_id != me.id:
+            raise ForgedSender(
+                f"taskId: task {task.id} is not the task of flight {me.name} ({me.id})"
+                + (f" but of {task.agent_id}" if task.agent_id else "")
+                + "; a flight completes only the task it runs; nothing was changed"
+            )
     # one compare-and-set, no read before it: the store files the handoff under the task's type
     record = HandoffRecord.model_validate(
         checked.model_dump(by_alias=True) | {"taskId": target, "type": "", "status": status}
