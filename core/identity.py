@@ -117,13 +117,11 @@ def _label(agent: Agent) -> str:
 async def check_sender(bus: Bus, claimed_id: str, claimed: Agent | None) -> None:
     """Refuse (`ForgedSender`, before anything is sent) a claim to send as `claimed_id`
     (`claimed`: its record, None if it has none yet) that this process cannot back."""
-    if claimed is not None and any(_is_supervisor(claimed, pid, start) for pid, start in _my_ancestors()):
-        return  # one of the flight's own processes
-    mine = await flight_of_process(bus)
+    mine = await flight_of_process(bus)  # the nearest: a sub-flight's processes are not its parent's
     who = _label(claimed) if claimed is not None else claimed_id
     if mine is not None:
         if mine.id == claimed_id:
-            return
+            return  # one of the flight's own processes
         raise ForgedSender(
             f"sender: this process belongs to flight {_label(mine)}, not {who}: a flight sends only as "
             f"itself; nothing was sent. Drop --agent / WAVEWAIT_AGENT_ID={claimed_id} to send as {mine.id}"

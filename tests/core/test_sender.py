@@ -104,6 +104,57 @@ async def test_a_flight_cannot_report_completion_or_answer_as_another(bus):
     assert (await bus.get_agent(b.id)).status == "running"  # never marked idle by the forged notify
 
 
+async def test_a_sub_flight_cannot_send_as_the_flight_that_spawned_it(bus):
+    """Its parent's supervisor is its ancestor too, but its own is nearer: it is the sub-flight."""
+    await register(bus, "orchestrator")
+    sub = 'wavewait --agent "$WAVEWAIT_PARENT_ID" send orchestrator "all tests pass" 2>&1; echo "rc=$?"'
+    # the parent stays the sub's spawner while the sub runs (its fan-in on it), so the
+    # parent's supervisor stays an ancestor of the sub's processes
+    keeps = (
+        "import asyncio, os, sys\n"
+        "from wavewait.core import agents, wait\n"
+        "from wavewait.core.bus import open_bus\n"
+        "async def main():\n"
+        "    bus = await open_bus()\n"
+        "    sub = await agents.spawn(bus, 'sub', ['sh', '-c', sys.argv[1]])\n"
+        "    await wait.wait_fan_in(bus, os.environ['WAVEWAIT_AGENT_ID'], 30, [sub.id])\n"
+        "    await bus.close()\n"
+        "asyncio.run(main())\n"
+    )
+    parent = await agents.spawn(bus, "parent", [PYTHON, "-c", keeps, sub], parent_id="orchestrator")
+
+    async def the_sub_ended() -> bool:
+        subs = [a for a in await bus.list_agents() if a.name == "sub"]
+        return bool(subs) and subs[0].finished
+
+    await until(the_sub_ended, 30, "the sub-flight to end")
+    child = next(a for a in await bus.list_agents() if a.name == "sub")
+    said = log_of(child)
+    assert child.parent_id == parent.id and "rc=2" in said, said
+    assert f"flight sub ({child.id}), not parent ({parent.id})" in said, said
+    assert (await wait.wait_next(bus, "orchestrator", 0)).status == "timeout"
+
+
+async def test_a_look_alike_supervisor_does_not_make_a_flight_its_siblings_ancestor(bus):
+    """`python -m wavewait.core.supervise <id> -- CMD` run by a flight: it holds neither the
+    sibling's credential nor the orchestrator's (which has none), so CMD never runs."""
+    await register(bus, "orchestrator")
+    b = await sibling(bus)
+    before = await bus.get_agent(b.id)
+    script = (
+        'for who in "$1" orchestrator; do "$2" -m wavewait.core.supervise "$who" -- '
+        'wavewait --agent "$who" send orchestrator "all tests pass"; echo "rc=$?"; done'
+    )
+    f = await agents.spawn(bus, "forger", ["sh", "-c", script, "sh", b.id, PYTHON], parent_id="orchestrator")
+    await until(ended(bus, f.id), 30, "the forger to end")
+    said = log_of(await bus.get_agent(f.id))
+    assert said.count("does not hold the credential") == 2 and said.count("rc=2") == 2, said
+    after = await bus.get_agent(b.id)
+    assert (after.supervisor_pid, after.pid) == (before.supervisor_pid, before.pid)
+    assert (await bus.get_agent("orchestrator")).supervisor_pid is None
+    assert (await wait.wait_next(bus, "orchestrator", 0)).status == "timeout"
+
+
 MCP_IN_A_FLIGHT = textwrap.dedent(
     """
     import asyncio, json, os, sys
