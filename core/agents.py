@@ -147,15 +147,17 @@ async def spawn(
     parent_id: str | None = None,
     env: dict[str, str] | None = None,
     cwd: str | None = None,
+    agent_id: str | None = None,
 ) -> Agent:
-    """Run `command` as a supervised agent in its own process group; return its record."""
+    """Run `command` as a supervised agent in its own process group; return its record.
+    `agent_id`: the id to give it, when the caller must name it before it runs (a task's agent)."""
     check_name(name)
     if not command or not all(isinstance(c, str) and c for c in command):
         raise BadInput("command: give the program and its arguments as a non-empty list of strings")
     if wave is not None:
         check_name(wave, "wave")
     parent_id = caller_id(parent_id)
-    agent_id = new_id()
+    agent_id = new_id() if agent_id is None else check_id(agent_id, "agent_id")
     secret, digest = new_secret()  # its credential: in its environment only, hashed on the bus
     agent = Agent(
         id=agent_id,
