@@ -21,7 +21,7 @@ from typing import Any
 
 from .bus import Bus
 from .errors import BadInput
-from .identity import SECRET_ENV, new_secret, supervisor_argv
+from .identity import SECRET_ENV, new_secret, supervised_flight_id, supervisor_argv
 from .ids import check_id, check_name, is_id, new_id, resolve
 from .model import Agent, Item, now
 from .proc import alive, hostname
@@ -35,8 +35,10 @@ AGENT_LEASE = float(os.environ.get("WAVEWAIT_AGENT_LEASE", "10"))
 
 
 def caller_id(explicit: str | None = None) -> str:
-    """Who is calling: `--agent`, else `WAVEWAIT_AGENT_ID`, else `orchestrator`."""
-    return check_id(explicit or os.environ.get("WAVEWAIT_AGENT_ID") or "orchestrator", "agent")
+    """Who is calling: `--agent`, else `WAVEWAIT_AGENT_ID`, else the flight this process runs
+    in (a host may start its MCP servers with a bare environment), else `orchestrator`."""
+    chosen = explicit or os.environ.get("WAVEWAIT_AGENT_ID") or supervised_flight_id() or "orchestrator"
+    return check_id(chosen, "agent")
 
 
 #: per bus object, the ids this process has seen registered (agent records are never deleted)

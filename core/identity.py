@@ -29,6 +29,7 @@ from collections.abc import Sequence
 
 from .bus import Bus
 from .errors import ForgedSender
+from .ids import is_id
 from .model import Agent
 from .proc import ancestors, cmdline, hostname
 
@@ -75,6 +76,16 @@ def _is_supervisor(agent: Agent, pid: int, start: str | None) -> bool:
         and agent.host == hostname()
         and (agent.supervisor_start is None or agent.supervisor_start == start)
     )
+
+
+def supervised_flight_id() -> str | None:
+    """The id of the flight this process runs in, as the nearest supervisor above it says:
+    the caller's default when its environment names none (a host that starts its MCP servers
+    with a bare environment). A default only: `check_sender` verifies it before any send."""
+    for pid, _ in _my_ancestors():
+        if (agent_id := _supervised_by(pid)) is not None:
+            return agent_id if is_id(agent_id) else None
+    return None
 
 
 #: this process's ancestors, read once (pid, ancestors): a process's ancestry only changes

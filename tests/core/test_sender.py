@@ -250,3 +250,19 @@ async def test_from_another_host_a_sender_must_present_the_flights_credential(bu
     assert done.returncode == 0, done.stderr
     got = await wait.wait_next(bus, "orchestrator", 0)
     assert (got.sender, got.message) == (b.id, "from the flight's other host")
+
+
+async def test_a_flight_process_with_a_bare_environment_sends_as_its_flight(bus):
+    """A host may start its MCP servers with only a few variables: no WAVEWAIT_AGENT_ID. The
+    caller is then the flight the process runs in, not the orchestrator (which it may not be)."""
+    await register(bus, "orchestrator")
+    f = await agents.spawn(
+        bus,
+        "bare",
+        ["sh", "-c", 'env -u WAVEWAIT_AGENT_ID -u WAVEWAIT_PARENT_ID wavewait send orchestrator "bare report"'],
+        parent_id="orchestrator",
+    )
+    await until(ended(bus, f.id), 30, "the flight to end")
+    assert (await bus.get_agent(f.id)).status == "closed", log_of(await bus.get_agent(f.id))
+    got = await wait.wait_next(bus, "orchestrator", 0)
+    assert (got.sender, got.message) == (f.id, "bare report")
