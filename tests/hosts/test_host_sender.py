@@ -1,4 +1,4 @@
-"""A real Claude Code session run as a flight (under wavewait's supervisor): its MCP server
+"""A real Claude Code or Codex session run as a flight (under wavewait's supervisor): its MCP server
 and its Stop hook send as that flight, and nothing it does sends as its sibling.
 
 Run with `python -m pytest -m hosts tests/hosts -k sender`.
@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 import pytest
-from hostkit import CLAUDE, VENV_BIN, Project, calls, drain, driver, install, make_project
+from hostkit import CLAUDE, HOSTS, VENV_BIN, Host, Project, calls, drain, driver, install, make_project
 from modelserver import ModelServer
 
 from wavewait.core import agents
@@ -56,13 +56,18 @@ async def run_as_flight(p: Project, prompt: str, timeout: float = 240) -> str:
     """Start the host as a flight and wait (with a deadline) until it has ended."""
     bus = FileBus(p.bus)
     try:
-        cmd = [str(install(p.host)), "-p", prompt, *p.args]
-        f = await agents.spawn(bus, "claude-flight", cmd, env=flight_env(p), cwd=str(p.root), parent_id="orchestrator")
+        exe = str(install(p.host))
+        cmd = (
+            [exe, "-p", prompt, *p.args]
+            if p.host is CLAUDE
+            else [exe, "exec", "--skip-git-repo-check", *p.args, prompt]
+        )
+        f = await agents.spawn(bus, "host-flight", cmd, env=flight_env(p), cwd=str(p.root), parent_id="orchestrator")
 
         async def ended() -> bool:
             return (await bus.get_agent(f.id)).finished
 
-        await until(ended, timeout, "the Claude Code flight to end")
+        await until(ended, timeout, "the host flight to end")
         return f.id
     finally:
         await bus.close()
@@ -76,9 +81,16 @@ async def end(bus_path: Path, agent_id: str) -> None:
         await bus.close()
 
 
-def test_a_claude_flight_sends_as_itself_never_as_its_sibling(tmp_path: Path) -> None:
-    p = make_project(CLAUDE, tmp_path)
-    p.hooks = True  # the Stop hook: `wavewait notify`, run by Claude Code inside the flight
+@pytest.fixture(params=HOSTS, ids=lambda h: h.name)
+def host(request: pytest.FixtureRequest) -> Host:
+    return request.param
+
+
+def test_a_host_run_as_a_flight_sends_as_itself_never_as_its_sibling(host: Host, tmp_path: Path) -> None:
+    """Claude Code with its Stop hook; Codex, which starts its MCP servers with a bare
+    environment (the server's caller is then the flight it runs in)."""
+    p = make_project(host, tmp_path)
+    p.hooks = host is CLAUDE  # the Stop hook: `wavewait notify`, run by Claude Code inside the flight
     sibling = asyncio.run(spawn_sibling(p.bus))
     try:
         plan = calls(
@@ -98,6 +110,7 @@ def test_a_claude_flight_sends_as_itself_never_as_its_sibling(tmp_path: Path) ->
         assert not own_error and "error" not in own.lower(), own
         assert forged_error in (True, None) and flight in forged and sibling in forged, forged
         assert "nothing was sent" in forged, forged
-        assert senders == [(flight, "REPORT<flight> my own"), (flight, "session stopped")], senders
+        stopped = [(flight, "session stopped")] if host is CLAUDE else []
+        assert senders == [(flight, "REPORT<flight> my own"), *stopped], senders
     finally:
         asyncio.run(end(p.bus, sibling))
