@@ -21,6 +21,7 @@ from typing import Any
 
 from .bus import Bus
 from .errors import BadInput
+from .identity import SECRET_ENV, new_secret, supervised_flight_id, supervisor_argv
 from .ids import check_id, check_name, is_id, new_id, resolve
 from .model import Agent, Item, now
 from .proc import alive, hostname
@@ -34,8 +35,10 @@ AGENT_LEASE = float(os.environ.get("WAVEWAIT_AGENT_LEASE", "10"))
 
 
 def caller_id(explicit: str | None = None) -> str:
-    """Who is calling: `--agent`, else `WAVEWAIT_AGENT_ID`, else `orchestrator`."""
-    return check_id(explicit or os.environ.get("WAVEWAIT_AGENT_ID") or "orchestrator", "agent")
+    """Who is calling: `--agent`, else `WAVEWAIT_AGENT_ID`, else the flight this process runs
+    in (a host may start its MCP servers with a bare environment), else `orchestrator`."""
+    chosen = explicit or os.environ.get("WAVEWAIT_AGENT_ID") or supervised_flight_id() or "orchestrator"
+    return check_id(chosen, "agent")
 
 
 #: per bus object, the ids this process has seen registered (agent records are never deleted)
@@ -146,15 +149,18 @@ async def spawn(
     parent_id: str | None = None,
     env: dict[str, str] | None = None,
     cwd: str | None = None,
+    agent_id: str | None = None,
 ) -> Agent:
-    """Run `command` as a supervised agent in its own process group; return its record."""
+    """Run `command` as a supervised agent in its own process group; return its record.
+    `agent_id`: the id to give it, when the caller must name it before it runs (a task's agent)."""
     check_name(name)
     if not command or not all(isinstance(c, str) and c for c in command):
         raise BadInput("command: give the program and its arguments as a non-empty list of strings")
     if wave is not None:
         check_name(wave, "wave")
     parent_id = caller_id(parent_id)
-    agent_id = new_id()
+    agent_id = new_id() if agent_id is None else check_id(agent_id, "agent_id")
+    secret, digest = new_secret()  # its credential: in its environment only, hashed on the bus
     agent = Agent(
         id=agent_id,
         name=name,
@@ -163,13 +169,15 @@ async def spawn(
         host=hostname(),
         command=list(command),
         log_path=bus.log_path(agent_id),
+        secret_hash=digest,
     )
     await bus.put_agent(agent)
     child_env = dict(os.environ if env is None else env)
     child_env.update(WAVEWAIT_BUS=bus.url, WAVEWAIT_AGENT_ID=agent.id, WAVEWAIT_PARENT_ID=parent_id)
+    child_env[SECRET_ENV] = secret  # replaces the spawner's own, if it is a flight
     child_env.update(reach_wavewait(child_env.get("PATH", "")))
     supervisor = subprocess.Popen(
-        [sys.executable, "-m", "wavewait.core.supervise", agent.id, "--", *command],
+        supervisor_argv(agent.id, command),
         env=child_env,
         cwd=cwd,
         stdin=subprocess.DEVNULL,

@@ -23,3 +23,7 @@ class DeadRecipient(BadInput):
 
 class BusError(WavewaitError):
     """The bus could not be opened or used (path, permissions, server down)."""
+
+
+class ForgedSender(BadInput):
+    """A process claimed to send as an agent it does not belong to (`identity.py`); nothing was sent."""

@@ -1,7 +1,9 @@
 """Sending into inboxes: plain messages and completion reports.
 
 Both are inbox items of the recipient; `wait` and `wait_for_event` take from the same
-inbox, so whichever tool takes an item, it is delivered once.
+inbox, so whichever tool takes an item, it is delivered once. Every sender is first checked
+to be the flight the sending process belongs to (`identity.py`), so nothing is sent under
+a name the process cannot back.
 """
 
 from __future__ import annotations
@@ -12,11 +14,21 @@ from typing import Any
 from .agents import ensure_agent, resolve_agent
 from .bus import Bus
 from .errors import BadInput, DeadRecipient
+from .identity import check_sender
 from .ids import check_id, check_type, new_id
 from .limits import check_data, check_list, check_path, check_text
-from .model import Item
+from .model import Agent, Item
 
 PREVIEW = 200
+
+
+async def as_sender(bus: Bus, sender: str, field: str = "agent") -> Agent:
+    """The record of `sender` (registered if new), once `identity.check_sender` found that
+    this process may send as it; `ForgedSender` (nothing sent, nothing registered) if not."""
+    check_id(sender, field)
+    known = await bus.get_agent(sender)
+    await check_sender(bus, sender, known)
+    return known if known is not None else await ensure_agent(bus, sender)
 
 
 async def _deliver(bus: Bus, item: Item) -> Item:
@@ -39,7 +51,7 @@ async def send(
             f"to: {recipient.name} ({recipient.id[:8]}) is {recipient.status}"
             f"{' (' + recipient.reason + ')' if recipient.reason else ''}; it cannot receive messages"
         )
-    await ensure_agent(bus, sender)
+    await as_sender(bus, sender)
     item = await _deliver(
         bus, Item(id=new_id(), type=type, to=recipient.id, sender=sender, body=message, data=data or {})
     )
@@ -65,7 +77,7 @@ async def ask(bus: Bus, asker: str, question: str, to: str | None = None) -> Ite
     item's id); the answer comes back as an `answer` item with the same `question_id`.
     """
     check_text(question, "question")
-    me = await ensure_agent(bus, check_id(asker, "agent"))
+    me = await as_sender(bus, asker)
     parent = to or me.parent_id or os.environ.get("WAVEWAIT_PARENT_ID")
     if not parent:
         raise BadInput("to: the asker has no parent to ask; pass who to ask (or set WAVEWAIT_PARENT_ID)")
@@ -94,7 +106,7 @@ async def answer(bus: Bus, sender: str, asker: str, text: str, question_id: str 
             f"question_id: {question_id!r} is not {agent.name}'s open question ({agent.question_id}); it was "
             "answered already or replaced"
         )
-    await ensure_agent(bus, sender)
+    await as_sender(bus, sender)
     item = await _deliver(
         bus,
         Item(
@@ -133,7 +145,7 @@ async def notify_completion(
         raise BadInput(f"status: must be 'success' or 'error', got {status!r}")
     check_text(message, "message", allow_empty=True)
     changes = check_list(changes or [], "changes", check_path)
-    worker = await ensure_agent(bus, check_id(worker_id or caller, "worker_id"))
+    worker = await as_sender(bus, worker_id or caller, "worker_id")
     session = session_id or worker.parent_id or os.environ.get("WAVEWAIT_PARENT_ID")
     if not session:
         raise BadInput("session_id: the worker has no parent to report to; pass session_id (or set WAVEWAIT_PARENT_ID)")

@@ -1,4 +1,5 @@
-"""Records that cross a process boundary: agents, inbox items, wait records.
+"""Records that cross a process boundary: agents, inbox items, wait records, MCP tasks,
+the task queue's tasks and handoffs.
 
 Every record carries `v`, its schema version, so a newer reader can tell an old file
 from a foreign one (foreign and malformed files go to quarantine, never into a wait).
@@ -6,6 +7,8 @@ from a foreign one (foreign and malformed files go to quarantine, never into a w
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -50,6 +53,8 @@ class Agent(Record):
     pid: int | None = None
     pid_start: str | None = None  # /proc start time, so a reused pid is not taken for ours
     supervisor_pid: int | None = None
+    supervisor_start: str | None = None  # its /proc start time: the ancestor a flight's processes have
+    secret_hash: str | None = None  # SHA-256 of the flight's credential (identity.py), never the secret
     command: list[str] | None = None
     log_path: str | None = None
     exit_code: int | None = None
@@ -149,3 +154,76 @@ class McpTask(Record):
     host: str | None = None
     pid: int | None = None
     pid_start: str | None = None
+
+
+# --------------------------------------------------------------------------- the task queue
+TaskStatus = Literal["queued", "running", "done", "failed", "skipped"]
+STATUSES: tuple[TaskStatus, ...] = ("queued", "running", "done", "failed", "skipped")
+FINISHED: tuple[TaskStatus, ...] = ("done", "failed", "skipped")
+TASK_VERSION = 1
+DEFAULT_OWNER = "orchestrator"
+
+
+class Task(Record):
+    """One task of a queue, as its store keeps it (`core/tasks.py` is the queue itself)."""
+
+    v: int = TASK_VERSION
+    id: str
+    queue: str
+    seq: int = 0  # enqueue order within the queue
+    type: str
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    status: TaskStatus = "queued"
+    depth: int = 0
+    parent: str | None = None
+    depends_on: list[str] = Field(default_factory=list)
+    model: str | None = None
+    reason: str = ""
+    owner: str = DEFAULT_OWNER  # who hears this branch's guard trips
+    attempts: int = 0
+    agent_id: str | None = None  # the agent of the current or last attempt
+    note: str | None = None  # why it failed or was skipped, for people
+    created_at: float = Field(default_factory=now)
+    updated_at: float = Field(default_factory=now)
+
+    @property
+    def dedup_key(self) -> str:
+        return dedup_key(self.type, self.inputs)
+
+
+def dedup_key(task_type: str, inputs: dict[str, Any]) -> str:
+    """Equal for the same type and equal inputs, whatever their key order (at any depth)."""
+    canonical = json.dumps([task_type, inputs], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+class Handoff(BaseModel):
+    """What a finished task leaves for the agents after it."""
+
+    model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True, frozen=True)
+
+    goals: str
+    did: str
+    for_next_agent: str = Field(alias="forNextAgent")
+    files_touched: list[str] = Field(default_factory=list, alias="filesTouched")
+
+
+class HandoffRecord(Handoff):
+    """A handoff as stored: with its task, that task's type and how it ended."""
+
+    task_id: str = Field(alias="taskId")
+    type: str
+    status: Literal["done", "failed"]
+    completed_at: float = Field(default_factory=now, alias="completedAt")
+
+    def view(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True, exclude={"completed_at"})
+
+
+@dataclass(frozen=True, slots=True)
+class Conflict:
+    """Why a store refused an enqueue: the budget is spent, or an equal task exists."""
+
+    guard: Literal["budget", "dedup"]
+    count: int = 0  # tasks in the queue (budget)
+    existing: str | None = None  # the equal task's id (dedup)

@@ -17,22 +17,57 @@ def hostname() -> str:
     return os.environ.get("WAVEWAIT_HOST") or socket.gethostname()
 
 
-def pid_start(pid: int, *, zombie_ok: bool = False) -> str | None:
-    """The kernel's start time of `pid` (clock ticks since boot), or None if it is gone.
-
-    A zombie counts as gone, unless `zombie_ok`: a parent recording its own child, which
-    may have ended before it looked, still needs the child's identity.
-    """
+def _stat(pid: int) -> list[str] | None:
+    """The fields of /proc/<pid>/stat after the command name (state, ppid, ...), or None."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             stat = f.read().decode("ascii", "replace")
     except OSError:
         return None
     # the command name is in parentheses and may hold spaces; fields resume after ')'
-    rest = stat[stat.rfind(")") + 2 :].split()
-    if rest and rest[0] in ("Z", "X") and not zombie_ok:
+    return stat[stat.rfind(")") + 2 :].split()
+
+
+def pid_start(pid: int, *, zombie_ok: bool = False) -> str | None:
+    """The kernel's start time of `pid` (clock ticks since boot), or None if it is gone.
+
+    A zombie counts as gone, unless `zombie_ok`: a parent recording its own child, which
+    may have ended before it looked, still needs the child's identity.
+    """
+    rest = _stat(pid)
+    if rest is None or (rest and rest[0] in ("Z", "X") and not zombie_ok):
         return None
     return rest[19] if len(rest) > 19 else None
+
+
+MAX_ANCESTORS = 256  # deeper than any real process tree; a bound, not a limit anyone meets
+
+
+def ancestors(pid: int | None = None) -> list[tuple[int, str | None]]:
+    """The parent of `pid` (default: this process), its parent, and so on up to pid 1, each
+    with its start time: who started this process, as the kernel says, whatever its
+    environment says."""
+    out: list[tuple[int, str | None]] = []
+    rest = _stat(os.getpid() if pid is None else pid)
+    while rest is not None and len(rest) > 19 and len(out) < MAX_ANCESTORS:
+        ppid = int(rest[1]) if rest[1].isdigit() else 0
+        if ppid <= 0:
+            break
+        rest = _stat(ppid)
+        if rest is None or len(rest) <= 19:
+            break
+        out.append((ppid, rest[19]))
+    return out
+
+
+def cmdline(pid: int) -> list[str]:
+    """The arguments `pid` was started with (empty if it is gone or they cannot be read)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            raw = f.read(64 * 1024)
+    except OSError:
+        return []
+    return raw.decode("utf-8", "replace").split("\0")[:-1] if raw else []
 
 
 def alive(pid: int | None, start: str | None = None) -> bool:

@@ -30,6 +30,7 @@ from pydantic import BaseModel, Field
 from . import agents
 from .bus import Changes
 from .errors import BadInput
+from .ids import new_id
 from .model import Agent, now
 from .tasks import Task, TaskQueue, task_prompt
 
@@ -172,9 +173,9 @@ class Runner:
     async def _reap(self, running: list[Task], tasks: dict[str, Task]) -> None:
         """Running tasks whose agent is gone: queued again, or failed after max_attempts.
 
-        A task marked running with no agent yet is being started by a runner (another
-        `run-queue` on the same queue, say): left alone unless that has taken STARTING_GRACE,
-        which only a runner that died between the two steps can make it take."""
+        A task marked running whose agent has no record yet is being started by a runner
+        (another `run-queue` on the same queue, say): left alone unless that has taken
+        STARTING_GRACE, which only a runner that died between the two steps can make it take."""
         running = [t for t in running if t.agent_id is not None or now() - t.updated_at >= STARTING_GRACE]
         ids = [t.agent_id for t in running if t.agent_id]
         known: dict[str, Agent] = await self.q.bus.get_agents(ids) if ids else {}  # one read
@@ -184,6 +185,8 @@ class Runner:
             agent = known.get(t.agent_id) if t.agent_id else None
             if agent is not None and not agent.finished:
                 continue
+            if agent is None and now() - t.updated_at < STARTING_GRACE:
+                continue  # its agent is being spawned
             why = f"its agent {agent.reason or agent.status}" if agent else "its agent is gone"
             if t.attempts >= self.q.limits.max_attempts:
                 changed = await self.q.store.update(
@@ -220,8 +223,11 @@ class Runner:
                     self.report(f"{t.type} {t.id[:8]}: skipped ({note})")
 
     async def _start(self, task: Task, tasks: dict[str, Task]) -> Task | None:
+        # the task names its agent before the agent runs: a flight completes only the task
+        # whose agent it is (tasks.complete_task), from its first instruction on
+        agent_id = new_id()
         marked = await self.q.store.update(
-            task.id, ("queued",), status="running", attempts=task.attempts + 1, agent_id=None, note=None
+            task.id, ("queued",), status="running", attempts=task.attempts + 1, agent_id=agent_id, note=None
         )
         if marked is None:
             return None  # completed or changed by someone else meanwhile
@@ -234,6 +240,7 @@ class Runner:
                 wave=f"queue-{self.q.name}",
                 parent_id=self.runner_id,
                 env=self._env(marked),
+                agent_id=agent_id,
             )
         except BadInput as e:
             final = marked.attempts >= self.q.limits.max_attempts
@@ -243,7 +250,7 @@ class Runner:
             )
         self.started += 1
         self.report(f"{task.type} {task.id[:8]}: started agent {agent.id[:8]} (attempt {marked.attempts})")
-        return await self.q.store.update(task.id, ("running",), agent_id=agent.id) or await self.q.store.get(task.id)
+        return marked
 
     async def summary(self) -> RunSummary:
         tasks = await self.q.store.tasks()

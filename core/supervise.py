@@ -15,6 +15,7 @@ import sys
 
 from .agents import AGENT_LEASE, mark_dead, output_tail
 from .bus import Bus, open_bus
+from .identity import SECRET_ENV, holds_secret
 from .model import now
 from .proc import pid_start
 
@@ -52,6 +53,20 @@ async def _supervise(bus: Bus, agent_id: str, command: list[str]) -> int:
     if agent is None:
         print(f"error: no agent {agent_id} on the bus {bus.url}", flush=True)
         return 2
+    # only the spawner's own supervisor may start the flight and become the ancestor its
+    # processes are known by (identity.py): it holds the flight's credential, and comes first
+    if not holds_secret(agent, os.environ.get(SECRET_ENV)):
+        print(
+            f"error: this process does not hold the credential of {agent_id}; only its spawner supervises it",
+            flush=True,
+        )
+        return 2
+    if agent.supervisor_pid is not None or agent.pid is not None:
+        print(f"error: {agent_id} is supervised already (pid {agent.supervisor_pid})", flush=True)
+        return 2
+    # recorded before the flight starts: its processes are known by this ancestor from their
+    # first instruction on (identity.py)
+    await bus.update_agent(agent_id, supervisor_pid=os.getpid(), supervisor_start=pid_start(os.getpid()))
     # 0600 whatever the umask: an agent's output is as private as the bus it came from
     fd = os.open(agent.log_path or os.devnull, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
     log = open(fd, "ab", buffering=0)  # noqa: SIM115 -- held while the child runs
@@ -69,7 +84,6 @@ async def _supervise(bus: Bus, agent_id: str, command: list[str]) -> int:
         agent_id,
         pid=child.pid,
         pid_start=pid_start(child.pid, zombie_ok=True),
-        supervisor_pid=os.getpid(),
         **({"lease_expires_at": now() + AGENT_LEASE} if leased else {}),
     )
     print(child.pid, flush=True)

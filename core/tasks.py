@@ -1,7 +1,8 @@
 """The task queue: typed tasks that agents enqueue, complete with a handoff, and read back.
 
-A queue lives on the bus (a folder per queue, or rows in PostgreSQL; see `bus/file_tasks.py`
-and `bus/pg_tasks.py`), so the runner, every task agent's MCP server, the CLI and the TUI
+A queue lives on the bus (a folder per queue, or rows in PostgreSQL; each bus hands out its
+own store, `Bus.tasks`: `bus/file_tasks.py` and `bus/pg_tasks.py`; their records are in
+`model.py`), so the runner, every task agent's MCP server, the CLI and the TUI
 see one graph. Dynamic enqueue is held in by guards, each an error that names it and a
 `guard_tripped` event in the queue owner's inbox (`wait_for_event types=["guard_tripped"]`):
 `budget`, `depth`, `dedup`, `unknown_type`, `unknown_dependency`, `leaf`.
@@ -12,7 +13,6 @@ enqueues are the task's children and `complete_task` defaults to it.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import string
@@ -20,31 +20,36 @@ import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .bus import Bus, Changes
-from .errors import BadInput, WavewaitError
+# The records live in model.py and the store's protocol in bus/ (the stores, below this
+# module, read them there); the queue's users know them by this module: re-exported.
+from .bus import Bus
+from .bus import TaskStore as TaskStore
+from .errors import BadInput, ForgedSender
+from .identity import check_sender
 from .ids import check_id, new_id
-from .model import Item, now
+from .model import FINISHED as FINISHED
+from .model import STATUSES as STATUSES
+from .model import Handoff as Handoff
+from .model import HandoffRecord as HandoffRecord
+from .model import Item
+from .model import Task as Task
+from .model import TaskStatus as TaskStatus
 
-TaskStatus = Literal["queued", "running", "done", "failed", "skipped"]
-STATUSES: tuple[TaskStatus, ...] = ("queued", "running", "done", "failed", "skipped")
-FINISHED: tuple[TaskStatus, ...] = ("done", "failed", "skipped")
 Guard = Literal["budget", "depth", "dedup", "unknown_type", "unknown_dependency", "leaf"]
 
 DEFAULT_MAX_TASKS = 25
 DEFAULT_MAX_DEPTH = 4
 DEFAULT_MAX_ATTEMPTS = 2
-DEFAULT_OWNER = "orchestrator"
 MAX_TEXT = 16 * 1024  # bytes (UTF-8) of each handoff text field
 MAX_FILES_TOUCHED = 1000
 MAX_INPUTS = 64 * 1024  # bytes of a task's inputs as JSON
 MAX_REASON = 4 * 1024
 MAX_DEPENDS = 100
 MAX_TYPES_FILE = 1024 * 1024
-TASK_VERSION = 1
 
 
 class TaskError(BadInput):
@@ -193,62 +198,6 @@ class Limits(BaseModel):
         return {f"WAVEWAIT_{name.upper()}": str(getattr(self, name)) for name in type(self).model_fields}
 
 
-class Task(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    v: int = TASK_VERSION
-    id: str
-    queue: str
-    seq: int = 0  # enqueue order within the queue
-    type: str
-    inputs: dict[str, Any] = Field(default_factory=dict)
-    status: TaskStatus = "queued"
-    depth: int = 0
-    parent: str | None = None
-    depends_on: list[str] = Field(default_factory=list)
-    model: str | None = None
-    reason: str = ""
-    owner: str = DEFAULT_OWNER  # who hears this branch's guard trips
-    attempts: int = 0
-    agent_id: str | None = None  # the agent of the current or last attempt
-    note: str | None = None  # why it failed or was skipped, for people
-    created_at: float = Field(default_factory=now)
-    updated_at: float = Field(default_factory=now)
-
-    @property
-    def dedup_key(self) -> str:
-        return dedup_key(self.type, self.inputs)
-
-
-def dedup_key(task_type: str, inputs: dict[str, Any]) -> str:
-    """Equal for the same type and equal inputs, whatever their key order (at any depth)."""
-    canonical = json.dumps([task_type, inputs], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode()).hexdigest()
-
-
-class Handoff(BaseModel):
-    """What a finished task leaves for the agents after it."""
-
-    model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True, frozen=True)
-
-    goals: str
-    did: str
-    for_next_agent: str = Field(alias="forNextAgent")
-    files_touched: list[str] = Field(default_factory=list, alias="filesTouched")
-
-
-class HandoffRecord(Handoff):
-    """A handoff as stored: with its task, that task's type and how it ended."""
-
-    task_id: str = Field(alias="taskId")
-    type: str
-    status: Literal["done", "failed"]
-    completed_at: float = Field(default_factory=now, alias="completedAt")
-
-    def view(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", by_alias=True, exclude={"completed_at"})
-
-
 _HANDOFF_TEXT = ("goals", "did", "forNextAgent")
 _HANDOFF_HELP = (
     "give handoff as {goals: what the task was asked to achieve, did: what you did, "
@@ -370,71 +319,13 @@ def task_view(task: Task) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- storage
-@dataclass(frozen=True, slots=True)
-class Conflict:
-    """Why a store refused an enqueue: the budget is spent, or an equal task exists."""
-
-    guard: Literal["budget", "dedup"]
-    count: int = 0  # tasks in the queue (budget)
-    existing: str | None = None  # the equal task's id (dedup)
-
-
-class TaskStore(Protocol):
-    """One queue's tasks and handoffs on a bus. Every write is atomic; `add` holds the budget
-    and dedup guards against concurrent enqueues from any number of processes."""
-
-    queue: str
-
-    async def add(self, task: Task, max_tasks: int) -> Conflict | None:
-        """Insert `task` (its `seq` is assigned) unless the queue holds `max_tasks` tasks or a
-        task that is not failed has the same dedup key."""
-        ...
-
-    async def get(self, task_id: str) -> Task | None: ...
-    async def tasks(self) -> list[Task]:
-        """Every task, in enqueue order."""
-        ...
-
-    async def update(self, task_id: str, only_from: Sequence[str], **changes: Any) -> Task | None:
-        """Change a task if its status is in `only_from`; None when nothing changed."""
-        ...
-
-    async def complete(self, task_id: str, handoff: HandoffRecord, only_from: Sequence[str]) -> Task | None:
-        """Store the handoff (under the task's own type, whatever `handoff.type` says) and set
-        the status, if the status is in `only_from`: one atomic compare-and-set."""
-        ...
-
-    async def handoff(self, task_id: str) -> HandoffRecord | None: ...
-    async def handoffs_of(self, task_ids: Sequence[str]) -> dict[str, HandoffRecord]:
-        """The handoffs of those of `task_ids` that have one, in one read where the bus can."""
-        ...
-
-    async def handoffs(self) -> list[HandoffRecord]: ...
-    async def subscribe(self) -> Changes:
-        """Wakes on any change to the queue's tasks (call before reading)."""
-        ...
-
-
 def check_queue(name: object) -> str:
     return check_id(name, "queue")
 
 
 def task_store(bus: Bus, queue: str) -> TaskStore:
-    """The store of `queue` on `bus` (one implementation per bus)."""
-    check_queue(queue)
-    from .bus.file import FileBus
-
-    if isinstance(bus, FileBus):
-        from .bus.file_tasks import FileTaskStore
-
-        return FileTaskStore(bus, queue)
-    from .bus.postgres import PostgresBus
-
-    if isinstance(bus, PostgresBus):
-        from .bus.pg_tasks import PgTaskStore
-
-        return PgTaskStore(bus, queue)
-    raise WavewaitError(f"the bus {bus.url} has no task store")
+    """The store of `queue` on `bus` (each bus hands out its own)."""
+    return bus.tasks(check_queue(queue))
 
 
 # --------------------------------------------------------------------------- the queue
@@ -620,6 +511,16 @@ async def complete_task(
     if not target:
         raise BadInput("taskId: this process is bound to no task (WAVEWAIT_TASK_ID is unset); pass taskId")
     check_id(target, "taskId")
+    me = await q.bus.get_agent(check_id(caller, "agent"))
+    await check_sender(q.bus, caller, me)
+    if me is not None and me.supervisor_pid is not None:  # a flight completes only its own task
+        task = await q.task(target)
+        if task.agent_id != me.id:
+            raise ForgedSender(
+                f"taskId: task {task.id} is not the task of flight {me.name} ({me.id})"
+                + (f" but of {task.agent_id}" if task.agent_id else "")
+                + "; a flight completes only the task it runs; nothing was changed"
+            )
     # one compare-and-set, no read before it: the store files the handoff under the task's type
     record = HandoffRecord.model_validate(
         checked.model_dump(by_alias=True) | {"taskId": target, "type": "", "status": status}

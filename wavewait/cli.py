@@ -282,7 +282,9 @@ def build_parser() -> argparse.ArgumentParser:
             "--bus", default=default, help="bus directory or postgresql:// URL (default: $WAVEWAIT_BUS or ./.wavebus)"
         )
         g.add_argument(
-            "--agent", default=default, help="who is calling (default: $WAVEWAIT_AGENT_ID or 'orchestrator')"
+            "--agent",
+            default=default,
+            help="who is calling (default: $WAVEWAIT_AGENT_ID, else the flight it runs in, else 'orchestrator')",
         )
         return g
 

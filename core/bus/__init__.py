@@ -10,7 +10,7 @@ import os
 from collections.abc import Sequence
 from typing import Any, Protocol, Self, runtime_checkable
 
-from ..model import Agent, Item, ItemRef, McpTask, WaitRecord
+from ..model import Agent, Conflict, HandoffRecord, Item, ItemRef, McpTask, Task, WaitRecord
 
 DEFAULT_BUS = "./.wavebus"
 
@@ -54,6 +54,42 @@ def interrupt_key(wait_id: str) -> str:
     """An interrupt of one wait: a key of its own, so the wait's own record writes (its
     registration, progress, end: `w:`) never wake it."""
     return f"x:{wait_id}"
+
+
+class TaskStore(Protocol):
+    """One queue's tasks and handoffs on a bus. Every write is atomic; `add` holds the budget
+    and dedup guards against concurrent enqueues from any number of processes."""
+
+    queue: str
+
+    async def add(self, task: Task, max_tasks: int) -> Conflict | None:
+        """Insert `task` (its `seq` is assigned) unless the queue holds `max_tasks` tasks or a
+        task that is not failed has the same dedup key."""
+        ...
+
+    async def get(self, task_id: str) -> Task | None: ...
+    async def tasks(self) -> list[Task]:
+        """Every task, in enqueue order."""
+        ...
+
+    async def update(self, task_id: str, only_from: Sequence[str], **changes: Any) -> Task | None:
+        """Change a task if its status is in `only_from`; None when nothing changed."""
+        ...
+
+    async def complete(self, task_id: str, handoff: HandoffRecord, only_from: Sequence[str]) -> Task | None:
+        """Store the handoff (under the task's own type, whatever `handoff.type` says) and set
+        the status, if the status is in `only_from`: one atomic compare-and-set."""
+        ...
+
+    async def handoff(self, task_id: str) -> HandoffRecord | None: ...
+    async def handoffs_of(self, task_ids: Sequence[str]) -> dict[str, HandoffRecord]:
+        """The handoffs of those of `task_ids` that have one, in one read where the bus can."""
+        ...
+
+    async def handoffs(self) -> list[HandoffRecord]: ...
+    async def subscribe(self) -> Changes:
+        """Wakes on any change to the queue's tasks (call before reading)."""
+        ...
 
 
 class Bus(Protocol):
@@ -173,6 +209,11 @@ class Bus(Protocol):
     async def recover(self, inbox: str | None = None) -> int: ...
     def log_path(self, agent_id: str) -> str | None: ...
     async def close(self) -> None: ...
+
+    # the task queue
+    def tasks(self, queue: str) -> TaskStore:
+        """The store of the task queue `queue` (a checked id) on this bus."""
+        ...
 
 
 def bus_url(explicit: str | None = None) -> str:

@@ -56,6 +56,7 @@ from ..ids import check_id, is_id, new_id
 from ..limits import MAX_ITEM_FILE_BYTES
 from ..model import SYSTEM_EVENTS_KEPT, SYSTEM_ITEM_TYPES, Agent, Item, ItemRef, McpTask, WaitRecord, now
 from ..proc import alive, hostname
+from .file_tasks import FileTaskStore
 
 log = logging.getLogger(__name__)
 
@@ -1212,6 +1213,17 @@ class FileBus:
 
     def log_path(self, agent_id: str) -> str:
         return str(self.root / "logs" / f"{check_id(agent_id, 'agent')}.log")
+
+    def tasks(self, queue: str) -> FileTaskStore:
+        return FileTaskStore(self, queue)
+
+    def _create(self, path: Path, data: bytes, what: str) -> None:
+        """A new file holding `data`, flushed (`_write_new`), for the task store beside this
+        bus; a failure is the `BusError` of `_write_failed`, naming `what`."""
+        try:
+            _write_new(path, data)
+        except OSError as e:
+            raise self._write_failed(e, what) from e
 
     async def close(self) -> None:
         for agent_id in list(self._previews):

@@ -33,15 +33,16 @@ import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from .. import watch
 from ..ids import check_id, new_id
-from ..model import now
-from ..tasks import FINISHED, Conflict, HandoffRecord, Task
-from .file import FileBus, _write_new
+from ..model import FINISHED, Conflict, HandoffRecord, Task, now
+
+if TYPE_CHECKING:  # the bus hands out its store (`FileBus.tasks`): only the type is needed here
+    from .file import FileBus
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -65,10 +66,7 @@ class FileTaskStore:
     def _prepare(self, dest: Path, record: BaseModel) -> Path:
         """A complete, flushed copy of `record` in tmp/, for `_publish` to rename to `dest`."""
         tmp = self.root / "tmp" / f"{dest.name}.{new_id()}"
-        try:
-            _write_new(tmp, record.model_dump_json(by_alias=True).encode())
-        except OSError as e:
-            raise self.bus._write_failed(e, f"the task record {dest.name}") from e
+        self.bus._create(tmp, record.model_dump_json(by_alias=True).encode(), f"the task record {dest.name}")
         return tmp
 
     def _publish(self, tmp: Path, dest: Path) -> None:

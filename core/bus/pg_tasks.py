@@ -17,15 +17,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from psycopg import AsyncConnection, errors, sql
 
 from ..errors import BusError
 from ..ids import check_id
-from ..model import now
-from ..tasks import Conflict, HandoffRecord, Task
-from .postgres import PgSubscription, PostgresBus
+from ..model import Conflict, HandoffRecord, Task, now
+
+if TYPE_CHECKING:  # the bus hands out its store (`PostgresBus.tasks`): only the types are needed here
+    from .postgres import PgSubscription, PostgresBus
 
 TASKS_SCHEMA_VERSION = 1
 

@@ -54,6 +54,7 @@ from ..watch import Fanout, Keyed
 from . import pg_queries as q
 from .pg_batch import Batcher
 from .pg_schema import SCHEMA_VERSION, current_version, migrate
+from .pg_tasks import PgTaskStore
 
 log = logging.getLogger(__name__)
 
@@ -899,6 +900,9 @@ class PostgresBus:
             await self._notify(*sorted({f"i:{b}" for (b,) in boxes}))
             returned += len(boxes)
         return returned
+
+    def tasks(self, queue: str) -> PgTaskStore:
+        return PgTaskStore(self, queue)
 
     def log_path(self, agent_id: str) -> str:
         folder = log_dir()

@@ -390,10 +390,13 @@ async def test_completion_and_history(file_bus):
 
 async def test_enter_on_a_flight_shows_its_messages_and_output_log(bus):
     async with running(bus) as (app, pilot):
-        await type_command(pilot, "/spawn talker -- sh -c 'echo step one; echo step two; sleep 30'")
+        # the flight sends its own message: only its processes may send as it (core/identity.py)
+        await type_command(
+            pilot,
+            "/spawn talker -- sh -c 'echo step one; echo step two; wavewait send orchestrator \"all done\"; sleep 30'",
+        )
         await until(lambda: "spawned talker" in scrollback(app), what="the spawn")
         talker = next(a for a in await bus.list_agents() if a.name == "talker")
-        await messages.send(bus, talker.id, "orchestrator", "all done")
         await until(lambda: "1/1 reported" in screen_text(app), what="the flight's message")
         table = app.main.query_one(FlightsTable)
         table.focus()
