@@ -2,7 +2,7 @@
 
 It runs CMD, copies its own stdin to CMD's and CMD's stdout to its own, byte for byte, and
 appends one JSON line per message to LOG: `{"t": unix time when the relay read it, "dir":
-"in" (client → server) | "out", "msg": the message}`. A host started with this in front of
+"in" (client → server) | "out" | "exit" (the server ended: {code}), "msg": the message}`. A host started with this in front of
 `wavewait mcp` shows what crossed the wire and when, without changing it. `read(LOG)` gives
 the records back.
 """
@@ -22,10 +22,15 @@ from typing import Any, BinaryIO
 
 def _pump(src: int, dst: BinaryIO, log: BinaryIO, lock: threading.Lock, direction: str) -> None:
     buf = b""
+    open_ = True
     while chunk := os.read(src, 1 << 16):
         t = time.time()
-        dst.write(chunk)
-        dst.flush()
+        if open_:
+            try:
+                dst.write(chunk)
+                dst.flush()
+            except OSError:  # the reader is gone: keep reading (and logging) until the writer ends
+                open_ = False
         buf += chunk
         *lines, buf = buf.split(b"\n")
         with lock:
@@ -37,7 +42,10 @@ def _pump(src: int, dst: BinaryIO, log: BinaryIO, lock: threading.Lock, directio
                 log.write(json.dumps({"t": t, "dir": direction, "msg": msg}).encode() + b"\n")
             log.flush()
     if direction == "in":
-        dst.close()
+        try:
+            dst.close()
+        except OSError:
+            pass
 
 
 def main(argv: list[str]) -> int:
@@ -54,7 +62,10 @@ def main(argv: list[str]) -> int:
         )  # ends with the host's stdin
         into.start()
         _pump(child.stdout.fileno(), sys.stdout.buffer, log, lock, "out")
-    return child.wait()
+        code = child.wait()
+        with lock:
+            log.write(json.dumps({"t": time.time(), "dir": "exit", "msg": {"code": code}}).encode() + b"\n")
+    return code
 
 
 def read(path: Path) -> list[dict[str, Any]]:
