@@ -225,6 +225,9 @@ class Interactive:
         until(lambda: text[:40] in self.screen().replace("\n", ""), 20, "the typed text on screen")
         subprocess.run([*self.tmux, "send-keys", "Enter"], check=True)
 
+    def key(self, *keys: str) -> None:
+        subprocess.run([*self.tmux, "send-keys", *keys], check=True)
+
     def screen(self) -> str:
         return subprocess.run([*self.tmux, "capture-pane", "-p"], capture_output=True, text=True).stdout
 
