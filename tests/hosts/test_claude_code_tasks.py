@@ -107,6 +107,7 @@ class Wave:
     timeout: float = 120
     placeholders: list[Turn] = field(default_factory=list)
     wakes: list[tuple[Turn, str, str]] = field(default_factory=list)
+    direct: list[tuple[Turn, str]] = field(default_factory=list)  # results the call itself returned
     searches: int = 0
     project: Project | None = None  # set before the host starts
 
@@ -129,6 +130,14 @@ class Wave:
             return self.call(turn, again)
         if self.placeholders:  # the host asked again before the wake: the model would say so
             return Say("still waiting")
+        answered = [
+            _text_of(p.get("content", ""))
+            for p in last_user_parts(turn)
+            if p.get("type") == "tool_result" and "REPORT-" in _text_of(p.get("content", ""))
+        ]
+        if answered:  # the call blocked and returned the result itself
+            self.direct.append((turn, answered[-1]))
+            return Say("done")
         return self.call(turn, self.names)
 
     def call(self, turn: Turn, names: list[str]) -> Call | Say:
@@ -359,6 +368,69 @@ def test_interactive_quitting_claude_code_while_the_task_runs_gives_the_claims_b
     )
     assert [x["from"] for x in left] == ["f1"], left
     assert wave.wakes == []
+
+
+# --------------------------------------------------------------------------- interactive: the switches
+SWITCHES = {
+    "default": {},
+    "CLAUDE_CODE_MCP_AUTO_BACKGROUND_MS=0": {"CLAUDE_CODE_MCP_AUTO_BACKGROUND_MS": "0"},
+    "CLAUDE_CODE_DISABLE_MCP_TASK_BACKGROUND=1": {"CLAUDE_CODE_DISABLE_MCP_TASK_BACKGROUND": "1"},
+    "CLAUDE_CODE_DISABLE_MCP_TASKS=1": {"CLAUDE_CODE_DISABLE_MCP_TASKS": "1"},
+    "MCP_PROTOCOL_NEGOTIATION=legacy": {"MCP_PROTOCOL_NEGOTIATION": "legacy"},
+}
+#: (answered with a task, moved to the background): what each switch does, as measured
+EXPECTED = {
+    "default": (True, True),
+    "CLAUDE_CODE_MCP_AUTO_BACKGROUND_MS=0": (True, False),
+    "CLAUDE_CODE_DISABLE_MCP_TASK_BACKGROUND=1": (True, False),
+    "CLAUDE_CODE_DISABLE_MCP_TASKS=1": (False, False),
+    "MCP_PROTOCOL_NEGOTIATION=legacy": (False, False),
+}
+
+
+@pytest.mark.parametrize("switch", list(SWITCHES))
+def test_interactive_switches_decide_task_and_background(switch: str, tmp_path: Path) -> None:
+    """Each environment switch of Claude Code, interactive: is the wait a task on the wire, and
+    does the model get a placeholder (background, woken later) or the result in the call?
+    The flights report once the wait is on the bus, either way."""
+    names = ["f1", "f2"]
+
+    def flights_report(p: Project) -> None:
+        until(lambda: bool(bus_waits(p.bus)), 60, "the wait on the bus")
+        for n in names:
+            send_from(p.bus, n, report(n))
+
+    wave = Wave(names)
+    p = make_project(CLAUDE, tmp_path)
+    register_flights(p.bus, *names)
+    p.env |= SWITCHES[switch]
+    wave.project = p
+    with ModelServer(wave) as m:
+        ui = Interactive(p, tmp_path, m.url)
+        try:
+            ui.start()
+            ui.type("Wait for the flights and report.")
+            until(lambda: bool(wait_calls(ui.wire())), 90, "the wait call on the wire")
+            threading.Thread(target=flights_report, args=(p,), daemon=True).start()
+            until(lambda: wave.wakes or wave.direct, 90, "the result reaching the model")
+        finally:
+            ui.close()
+    wire = ui.wire()
+    [call] = wait_calls(wire)
+    answer = response_to(wire, call["id"])["msg"]
+    declared = TASKS in json.dumps(call["params"].get("_meta", {}))
+    as_task = (answer.get("result") or {}).get("resultType") == "task"
+    background = bool(wave.placeholders)
+    seen = wave.wakes[-1][2] if wave.wakes else wave.direct[-1][1]
+    note = (
+        f"{switch}: extension declared {declared}, answered with a task {as_task}, "
+        f"{'background + wake' if background else 'blocking call'}; "
+        f"{len(polls(wire, answer['result']['taskId'])) if as_task else 0} tasks/get"
+    )
+    record_interactive(f"switch {switch} (interactive)", ui, m, note)
+    assert all(f"REPORT-{n}" in seen for n in names), seen
+    assert as_task == declared  # wavewait answers a task exactly when the request declares it
+    assert (as_task, background) == EXPECTED[switch], note
 
 
 # --------------------------------------------------------------------------- -p: no dropped connection

@@ -12,30 +12,17 @@ from typing import Any
 
 import pytest
 import wirerelay
-from mcp import Client
-from mcp.client.stdio import StdioServerParameters
 
 from wavewait.core import messages
-from wavewait.core.bus import Bus
 from wavewait.mcp.settings import PROGRESS_GAP
 
-from conftest import PYTHON, register_crew
-from mcptools import data, server_env
+from conftest import register_crew
+from mcptools import data, relayed
 
 pytestmark = pytest.mark.anyio
 
-RELAY = str(Path(wirerelay.__file__))
 #: the relay stamps a line when it reads it; a stall of the relay can only shrink what it sees
 TOLERANCE = 0.5
-
-
-def relayed(bus: Bus, log: Path, *flags: str) -> Client:
-    params = StdioServerParameters(
-        command=PYTHON,
-        args=[RELAY, str(log), "--", PYTHON, "-m", "wavewait", "mcp", "--bus", bus.url, *flags],
-        env=server_env(bus),
-    )
-    return Client(params)  # type: ignore[arg-type]
 
 
 def call_on_wire(log: Path, tool: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:

@@ -6,7 +6,9 @@ a `CreateTaskResult` (`resultType: "task"`); the wait runs in this server's back
 its result is stored in the task's record on the bus (core/mcptasks.py). Then:
 
 - `tasks/get` from any process on the same bus, acting as the same caller, returns the
-  task's status and, once settled, its result (a `CallToolResult`) or error;
+  task's status and, once settled, its result (a `CallToolResult`) or error; a poll of a
+  task this process is running is answered from memory (a host polls every backgrounded
+  wait each `pollIntervalMs`: bench/bench_tasks_poll.py), the rest from the bus;
 - `tasks/cancel` cancels the wait (here, or through a bus interrupt when another process
   runs it): what it had taken goes back to the inbox, and the task ends `cancelled`;
 - `tasks/update` is acknowledged (a wait never asks for input) for a known task.
@@ -59,6 +61,7 @@ class TaskRun:
     a consuming wait returned, its claims until the result is stored."""
 
     control: wait.Control
+    task: McpTask | None = None  # its record as created (`working`) while it runs here
     delivery: Delivery | None = None
 
 
@@ -162,6 +165,7 @@ class TasksExtension(Extension):
         task = await mcptasks.create(
             self.bus, self.caller, params.name, dict(params.arguments or {}), run.control.wait_id
         )
+        run.task = task
         scope = anyio.CancelScope()
         self.local[task.id] = (run, scope)
         self._tg.start_soon(self._run, task, run, scope, ctx, call_next)
@@ -234,6 +238,10 @@ class TasksExtension(Extension):
         return task
 
     async def _get(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> dict[str, Any]:
+        local = self.local.get(params.task_id)
+        if local is not None and local[0].task is not None:  # running here: `working` until it settles
+            require_client_extension(ctx, TASKS)
+            return {"resultType": "complete", **view(local[0].task)}
         return {"resultType": "complete", **view(await self._load(ctx, params))}
 
     async def _cancel(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> dict[str, Any]:
