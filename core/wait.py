@@ -109,6 +109,7 @@ class Control:
     """
 
     wait_id: str = field(default_factory=new_id)
+    task_id: str | None = None  # the MCP task the wait runs as (its record says so: the TUI shows it)
     interrupted: bool = False
     hold: bool = False
     delivery: Delivery | None = None
@@ -285,6 +286,7 @@ class _Engine(Generic[R]):
     async def run(self) -> R:
         w, c = self.w, self.c
         record = c.record(w, self.timeout)
+        record.task_id = self.control.task_id
         self.written = record.progress
         changes = await w.bus.subscribe(
             inboxes=[w.caller] if c.uses_inbox else [], agents=[a.id for a in c.targets], wait_id=w.id

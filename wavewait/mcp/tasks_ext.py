@@ -165,7 +165,7 @@ class TasksExtension(Extension):
         task = await mcptasks.create(
             self.bus, self.caller, params.name, dict(params.arguments or {}), run.control.wait_id
         )
-        run.task = task
+        run.task, run.control.task_id = task, task.id
         scope = anyio.CancelScope()
         self.local[task.id] = (run, scope)
         self._tg.start_soon(self._run, task, run, scope, ctx, call_next)
