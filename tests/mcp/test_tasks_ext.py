@@ -21,6 +21,7 @@ import pytest
 import wirerelay
 
 from wavewait.core import messages
+from wavewait.mcp.tasks_ext import poll_interval_ms
 
 from conftest import PYTHON, has_progress, has_waits, register_crew, until
 from mcptools import data, mcp_client, relayed, server_env
@@ -325,6 +326,17 @@ async def test_a_poll_of_a_task_this_process_runs_is_answered_from_memory(bus):
         assert (await a.get(task_id))["status"] == "working"  # from memory
         r = await b.request("tasks/get", {"taskId": task_id})
         assert "not found" in r["error"]["message"]
+
+
+async def test_the_suggested_poll_interval_keeps_a_servers_polls_bounded(bus):
+    """500 ms while few tasks run in the server; with more, what keeps their polls near 200 a
+    second (bench/bench_tasks_poll.py: a tasks/get costs about 1 ms of CPU)."""
+    assert [poll_interval_ms(n) for n in (0, 1, 100, 200, 1000)] == [500, 500, 500, 1000, 5000]
+    await register_crew(bus, "file-reader")
+    async with raw_server(bus) as s:
+        task = (await s.call("wait", {"timeout": 30, "from_agents": ["file-reader"]}))["result"]
+        assert task["pollIntervalMs"] == 500
+        assert (await s.get(task["taskId"]))["pollIntervalMs"] == 500
 
 
 async def test_bad_task_ids_are_clear_errors(bus):
