@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import wirerelay
 from modelserver import Call, ModelServer, Say, Turn, find_tool
 
 CACHE = Path(os.environ.get("WAVEWAIT_HOSTS_CACHE", Path.home() / ".cache" / "wavewait-hosts"))
@@ -116,6 +115,8 @@ class Project:
             cfg = json.loads(printed_config("claude-json", self.bus, cwd=self.root))
             cfg["mcpServers"]["wavewait"]["args"] += self.server_args
             if self.wire is not None:
+                import wirerelay
+
                 server = cfg["mcpServers"]["wavewait"]
                 relay = [str(Path(wirerelay.__file__)), str(self.wire), "--", server["command"]]
                 server["command"], server["args"] = sys.executable, [*relay, *server["args"]]
@@ -232,6 +233,8 @@ class Interactive:
         return subprocess.run([*self.tmux, "capture-pane", "-p"], capture_output=True, text=True).stdout
 
     def wire(self) -> list[dict[str, Any]]:
+        import wirerelay
+
         return wirerelay.read(self.p.wire) if self.p.wire else []
 
     def answered(self, method: str) -> bool:
@@ -419,7 +422,7 @@ def short(text: str, n: int = 400) -> str:
 
 
 def render_transcript() -> str:
-    entries = [json.loads(f.read_text()) for f in sorted(TRANSCRIPTS.glob("*.json"))]
+    entries = [e for f in sorted(TRANSCRIPTS.glob("*.json")) if "results" in (e := json.loads(f.read_text()))]
     out = [
         "## What the model saw: Claude Code and Codex, driven headless",
         "",
@@ -451,7 +454,23 @@ def render_transcript() -> str:
             flag = {True: "error flag set", False: "", None: "no error flag on the wire"}[r["error_flag"]]
             out.append(f"- `{r['tool']}` ({r['chars']:,} chars{', ' + flag if flag else ''}): `{short(r['text'])}`")
         out.append("")
-    return "\n".join(out)
+    return "\n".join(out + render_interactive())
+
+
+def render_interactive() -> list[str]:
+    """The interactive runs (tests/hosts/test_claude_code_tasks.py): every request the model
+    server got, with its time from the first and what the model read that was new."""
+    entries = [json.loads(f.read_text()) for f in sorted(TRANSCRIPTS.glob("interactive-*.json"))]
+    if not entries:
+        return []
+    out = ["## Interactive Claude Code: what the model saw, and when", ""]
+    for e in entries:
+        out += [f"### {e['test']}", "", e["note"], ""]
+        for i, r in enumerate(e["requests"], 1):
+            saw = [short(x, 300) for x in r["saw"] if not x.startswith("<system-reminder>\nAttribution")]
+            out.append(f"- {r['t']:.3f} s, request {i} ({r['kind']}): " + " | ".join(f"`{x}`" for x in saw))
+        out.append("")
+    return out
 
 
 if __name__ == "__main__":
