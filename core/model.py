@@ -122,6 +122,9 @@ class WaitRecord(Record):
     host: str | None = None
     pid: int | None = None
     pid_start: str | None = None
+    #: the MCP task this wait runs as (tasks_ext.py): the host got its answer at once, and an
+    #: interactive Claude Code moved it to the background, the agent idle until the task's result wakes it
+    task_id: str | None = None
 
 
 MCP_TASK_VERSION = 1

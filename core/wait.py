@@ -55,6 +55,8 @@ from .results import (
 # The defaults of `WaitSettings`; callers pass settings, nobody assigns these.
 PROGRESS_WRITE_EVERY = 0.1  # how often the wait's record on the bus may be rewritten
 PROGRESS_EVERY = 10.0  # the MCP face must report at least every 15 s
+#: no gap by default: a face whose reader may take a report after the result sets one
+PROGRESS_GAP = 0.0
 #: how often a wait re-reads with no change reported, and returns claims of dead waiters:
 #: a backstop for change events the kernel dropped (its queue overflows silently)
 RESCAN_EVERY = 5.0
@@ -78,6 +80,10 @@ class WaitSettings:
 
     progress_every: float = field(default_factory=lambda: PROGRESS_EVERY)
     progress_write_every: float = field(default_factory=lambda: PROGRESS_WRITE_EVERY)
+    #: the least time from the last progress report the face sent to the result: a reader
+    #: that takes both in one read may handle the report after the result (Claude Code then
+    #: drops the connection); no beat is sent this close to the deadline
+    progress_gap: float = field(default_factory=lambda: PROGRESS_GAP)
     rescan_every: float = field(default_factory=lambda: RESCAN_EVERY)
     sweep_every: float = field(default_factory=lambda: SWEEP_INTERVAL)
 
@@ -90,7 +96,8 @@ class Progress:
     received: tuple[str, ...] = ()  # ids of the targets received so far (fan-in)
 
 
-ProgressFn = Callable[[Progress], Awaitable[None] | None]
+#: returns False when nothing reached the caller (no gap is kept after it); None counts as sent
+ProgressFn = Callable[[Progress], Awaitable[bool | None] | bool | None]
 
 
 @dataclass
@@ -102,6 +109,7 @@ class Control:
     """
 
     wait_id: str = field(default_factory=new_id)
+    task_id: str | None = None  # the MCP task the wait runs as (its record says so: the TUI shows it)
     interrupted: bool = False
     hold: bool = False
     delivery: Delivery | None = None
@@ -273,10 +281,12 @@ class _Engine(Generic[R]):
         self.rescans = 0
         self.written, self.written_at = "", t  # the progress line on the wait's record, and when
         self.reported: str | None = None  # the progress line last given to the face
+        self.reported_at: float | None = None  # when the face last sent a report (monotonic)
 
     async def run(self) -> R:
         w, c = self.w, self.c
         record = c.record(w, self.timeout)
+        record.task_id = self.control.task_id
         self.written = record.progress
         changes = await w.bus.subscribe(
             inboxes=[w.caller] if c.uses_inbox else [], agents=[a.id for a in c.targets], wait_id=w.id
@@ -300,6 +310,7 @@ class _Engine(Generic[R]):
             else:
                 await w.bus.register_wait(record)
             result = await self._loop(changes)
+            await self._keep_gap()
             cancelled = False
             return result
         finally:
@@ -359,22 +370,38 @@ class _Engine(Generic[R]):
         """Write the progress line to the wait's record (at most every `progress_write_every`,
         so a fan-in over 1,000 flights does not rewrite it on every wake; a record naming
         more than 1,000 targets, longer in proportion: each write is a whole record) and
-        report it to the face when it changed or a beat is due."""
+        report it to the face when it changed or a beat is due. Once the result is decided
+        nothing is reported: the result says everything, and a report sent just before it
+        can reach the caller's handler after it."""
+        if done:  # a finished wait's record is about to go, and its result is on its way
+            return
         t = time.monotonic()
-        if msg != self.written and not done:  # a finished wait's record is about to go
+        if msg != self.written:
             every = self.s.progress_write_every * max(1.0, len(self.c.targets) / 1000)
             if t - self.written_at >= every:
                 await self.w.bus.update_wait(self.w.id, msg)
                 self.written, self.written_at, self.next_write = msg, t, None
             else:
                 self.next_write = self.written_at + every
-        if msg != self.reported or t >= self.next_progress:
+        beat = t >= self.next_progress
+        if beat and self.deadline is not None and self.deadline - t < self.s.progress_gap:
+            self.next_progress, beat = self.deadline, False  # the timeout result is due: it says it
+        if msg != self.reported or beat:
             self.reported, self.next_progress = msg, t + self.s.progress_every
             if self.on_progress is not None:
                 report = Progress(elapsed=self.w.elapsed, total=self.timeout, message=msg, received=self.c.received())
                 r = self.on_progress(report)
                 if inspect.isawaitable(r):
-                    await r
+                    r = await r
+                if r is not False:
+                    self.reported_at = time.monotonic()
+
+    async def _keep_gap(self) -> None:
+        """Hold the result until `progress_gap` after the last report the face sent."""
+        if self.reported_at is not None:
+            left = self.reported_at + self.s.progress_gap - time.monotonic()
+            if left > 0:
+                await anyio.sleep(left)
 
     async def _finish(self, cancelled: bool) -> None:
         """Take the claims of a wait that returned (or hand them to the face's delivery, which

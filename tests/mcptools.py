@@ -6,8 +6,10 @@ import json
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
+import wirerelay
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.types import CallToolResult
@@ -37,6 +39,16 @@ async def mcp_client(
     )
     async with Client(params, mode=mode) as client:  # type: ignore[arg-type]
         yield client
+
+
+def relayed(bus: Bus, log: Path, *flags: str) -> Client:
+    """A client of `wavewait mcp --bus BUS FLAGS...` with the wire logged to `log` (tests/wirerelay.py)."""
+    params = StdioServerParameters(
+        command=PYTHON,
+        args=[wirerelay.__file__, str(log), "--", PYTHON, "-m", "wavewait", "mcp", "--bus", bus.url, *flags],
+        env=server_env(bus),
+    )
+    return Client(params)  # type: ignore[arg-type]
 
 
 def data(result: CallToolResult) -> dict[str, Any]:

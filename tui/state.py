@@ -255,9 +255,15 @@ class MirrorView:
     targets: str
     countdown: str
     progress: str
+    task: bool = False  # runs as an MCP task: the host has its answer, the agent idles until the wake
 
     def cells(self) -> tuple[str, ...]:
-        return (short(self.id), self.waiter, self.tool, self.targets, self.countdown, self.progress)
+        progress = f"{TASK_MARK} · {self.progress}" if self.task else self.progress
+        return (short(self.id), self.waiter, self.tool, self.targets, self.countdown, progress)
+
+
+#: what the mirror says of a wait that runs as a task (the host backgrounded the call)
+TASK_MARK = "background task, agent idle"
 
 
 def mirror_view(rec: WaitRecord, now: float, names_by_id: dict[str, str] | None = None) -> MirrorView:
@@ -267,5 +273,11 @@ def mirror_view(rec: WaitRecord, now: float, names_by_id: dict[str, str] | None 
     targets = ", ".join(names) if names else (rec.description or "next message")
     left = "—" if rec.deadline is None else ago(rec.deadline - now)
     return MirrorView(
-        id=rec.id, waiter=waiter, tool=rec.tool, targets=targets, countdown=left, progress=rec.progress or "started"
+        id=rec.id,
+        waiter=waiter,
+        tool=rec.tool,
+        targets=targets,
+        countdown=left,
+        progress=rec.progress or "started",
+        task=rec.task_id is not None,
     )

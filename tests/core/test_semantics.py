@@ -320,6 +320,8 @@ async def test_interrupting_an_unknown_wait_says_so(bus):
 
 # 9 ----------------------------------------------------------------- progress
 async def test_the_progress_callback_reports_each_change_with_increasing_elapsed_time(bus):
+    """Each change until the result is decided; the result itself says the rest (a report sent
+    just before it could reach a host's handler after it)."""
     await crew(bus)
     seen = []
 
@@ -340,7 +342,6 @@ async def test_the_progress_callback_reports_each_change_with_increasing_elapsed
     assert [p.message for p in seen] == [
         "0/2 received · waiting on file-reader, test-runner",
         "1/2 received: file-reader · waiting on test-runner",
-        "2/2 received: file-reader, test-runner",
     ]
     assert all(p.total == 600 for p in seen)
     assert [p.elapsed for p in seen] == sorted(p.elapsed for p in seen)

@@ -106,6 +106,7 @@ class Project:
     server_args: list[str] = field(default_factory=list)  # appended to wavewait's args in the config
     codex_server_extra: str = ""  # extra keys for [mcp_servers.wavewait]
     hooks: bool = False  # the Stop hooks from --print-config claude-hooks
+    wire: Path | None = None  # log the MCP wire here (tests/wirerelay.py in front of the server)
 
     def configure(self, model_url: str) -> None:
         """Write the host's files exactly as --print-config prints them (plus the model endpoint)."""
@@ -113,6 +114,12 @@ class Project:
         if self.host is CLAUDE:
             cfg = json.loads(printed_config("claude-json", self.bus, cwd=self.root))
             cfg["mcpServers"]["wavewait"]["args"] += self.server_args
+            if self.wire is not None:
+                import wirerelay
+
+                server = cfg["mcpServers"]["wavewait"]
+                relay = [str(Path(wirerelay.__file__)), str(self.wire), "--", server["command"]]
+                server["command"], server["args"] = sys.executable, [*relay, *server["args"]]
             (self.root / ".mcp.json").write_text(json.dumps(cfg, indent=2))
             (self.root / ".claude").mkdir(exist_ok=True)
             if self.hooks:
@@ -140,9 +147,9 @@ class Project:
             (codex_home / "config.toml").write_text(provider + block + "\n" + self.codex_server_extra)
             self.env |= {"SCRIPTED_API_KEY": "sk-scripted", "CODEX_HOME": str(codex_home)}
 
-    def run(self, prompt: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
-        exe = install(self.host)
-        env = {
+    def host_env(self) -> dict[str, str]:
+        (self.home / "tmp").mkdir(exist_ok=True)
+        return {
             "HOME": str(self.home),
             "PATH": os.pathsep.join([str(VENV_BIN), "/usr/local/bin", "/usr/bin", "/bin"]),
             "LANG": "C.UTF-8",
@@ -150,7 +157,10 @@ class Project:
             "DISABLE_AUTOUPDATER": "1",
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
         } | self.env
-        (self.home / "tmp").mkdir(exist_ok=True)
+
+    def run(self, prompt: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+        exe = install(self.host)
+        env = self.host_env()
         if self.host is CLAUDE:
             cmd = [str(exe), "-p", prompt, *self.args]
         else:
@@ -166,6 +176,86 @@ def make_project(host: Host, tmp_path: Path) -> Project:
     root = home / "project"
     home.mkdir()
     return Project(host, home, root, root / ".wavebus")
+
+
+# --------------------------------------------------------------------------- interactive Claude Code
+class Interactive:
+    """Claude Code as a person runs it: the interactive UI in a tmux pane of its own, typed into
+    with send-keys. The home is set up as after a first run (onboarding done, the project
+    trusted, the API key and the project's `.mcp.json` server approved), so no dialog stops it.
+    The MCP wire goes through tests/wirerelay.py (`p.wire`), the host's debug log to `debug`."""
+
+    def __init__(self, p: Project, tmp: Path, model_url: str, width: int = 160) -> None:
+        self.p, self.width = p, width
+        p.wire = tmp / "wire.jsonl"
+        self.debug = tmp / "claude-debug.log"
+        self.tmux = ["tmux", "-S", str(tmp / "tmux.sock")]
+        p.configure(model_url)
+        approved = p.env["ANTHROPIC_API_KEY"][-20:]
+        (p.home / ".claude.json").write_text(
+            json.dumps(
+                {
+                    "hasCompletedOnboarding": True,
+                    "theme": "dark",
+                    "customApiKeyResponses": {"approved": [approved], "rejected": []},
+                    "projects": {
+                        str(p.root): {
+                            "hasTrustDialogAccepted": True,
+                            "hasCompletedProjectOnboarding": True,
+                            "enabledMcpjsonServers": ["wavewait"],
+                        }
+                    },
+                }
+            )
+        )
+
+    def start(self, timeout: float = 90) -> None:
+        """Start the UI and return once wavewait's tools were listed to it."""
+        exe = install(self.p.host)
+        cmd = shlex.join([str(exe), *self.p.args, "--debug-file", str(self.debug)])
+        env = [x for k, v in (self.p.host_env() | {"TERM": "xterm-256color"}).items() for x in ("-e", f"{k}={v}")]
+        subprocess.run(
+            [*self.tmux, "new-session", "-d", "-x", str(self.width), "-y", "50", "-c", str(self.p.root), *env, cmd],
+            check=True,
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "TERM": "xterm-256color"},
+        )
+        until(lambda: self.answered("tools/list") and "❯" in self.screen(), timeout, "Claude Code ready, tools listed")
+
+    def type(self, text: str) -> None:
+        subprocess.run([*self.tmux, "send-keys", "-l", text], check=True)
+        until(lambda: text[:40] in self.screen().replace("\n", ""), 20, "the typed text on screen")
+        subprocess.run([*self.tmux, "send-keys", "Enter"], check=True)
+
+    def key(self, *keys: str) -> None:
+        subprocess.run([*self.tmux, "send-keys", *keys], check=True)
+
+    def screen(self) -> str:
+        return subprocess.run([*self.tmux, "capture-pane", "-p"], capture_output=True, text=True).stdout
+
+    def wire(self) -> list[dict[str, Any]]:
+        import wirerelay
+
+        return wirerelay.read(self.p.wire) if self.p.wire else []
+
+    def answered(self, method: str) -> bool:
+        wire = self.wire()
+        ids = {r["msg"].get("id") for r in wire if r["dir"] == "in" and r["msg"].get("method") == method}
+        return any(r["dir"] == "out" and "result" in r["msg"] and r["msg"].get("id") in ids for r in wire)
+
+    def server_ended(self) -> bool:
+        return any(r["dir"] == "exit" for r in self.wire())
+
+    def close(self) -> None:
+        subprocess.run([*self.tmux, "kill-server"], capture_output=True)
+
+
+def until(check: Callable[[], object], timeout: float, what: str, every: float = 0.1) -> None:
+    """Poll `check` (a host's screen or a log: nothing to be woken by) until true, or fail naming `what`."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(every)
 
 
 # --------------------------------------------------------------------------- the scripted model
@@ -332,7 +422,7 @@ def short(text: str, n: int = 400) -> str:
 
 
 def render_transcript() -> str:
-    entries = [json.loads(f.read_text()) for f in sorted(TRANSCRIPTS.glob("*.json"))]
+    entries = [e for f in sorted(TRANSCRIPTS.glob("*.json")) if "results" in (e := json.loads(f.read_text()))]
     out = [
         "## What the model saw: Claude Code and Codex, driven headless",
         "",
@@ -364,7 +454,23 @@ def render_transcript() -> str:
             flag = {True: "error flag set", False: "", None: "no error flag on the wire"}[r["error_flag"]]
             out.append(f"- `{r['tool']}` ({r['chars']:,} chars{', ' + flag if flag else ''}): `{short(r['text'])}`")
         out.append("")
-    return "\n".join(out)
+    return "\n".join(out + render_interactive())
+
+
+def render_interactive() -> list[str]:
+    """The interactive runs (tests/hosts/test_claude_code_tasks.py): every request the model
+    server got, with its time from the first and what the model read that was new."""
+    entries = [json.loads(f.read_text()) for f in sorted(TRANSCRIPTS.glob("interactive-*.json"))]
+    if not entries:
+        return []
+    out = ["## Interactive Claude Code: what the model saw, and when", ""]
+    for e in entries:
+        out += [f"### {e['test']}", "", e["note"], ""]
+        for i, r in enumerate(e["requests"], 1):
+            saw = [short(x, 300) for x in r["saw"] if not x.startswith("<system-reminder>\nAttribution")]
+            out.append(f"- {r['t']:.3f} s, request {i} ({r['kind']}): " + " | ".join(f"`{x}`" for x in saw))
+        out.append("")
+    return out
 
 
 if __name__ == "__main__":

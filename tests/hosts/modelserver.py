@@ -16,6 +16,7 @@ import itertools
 import json
 import re
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -58,6 +59,8 @@ class Turn:
     errors: list[bool | None]  # per result: the host's error flag (None where the wire has none)
     body: dict[str, Any]
     called: list[str] = field(default_factory=list)  # per result: the tool name the model had called
+    at: float = 0.0  # when the host sent it (unix time)
+    index: int = 0  # its place among every request the server got (side requests included)
 
 
 Script = Callable[[Turn], Action]
@@ -66,6 +69,7 @@ Script = Callable[[Turn], Action]
 @dataclass
 class Recorder:
     requests: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (path, body)
+    times: list[float] = field(default_factory=list)  # per request: when it arrived (unix time)
     turns: list[Turn] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -351,6 +355,7 @@ class _Handler(BaseHTTPRequestHandler):
         ms = self.server_ref
         with ms.rec.lock:
             ms.rec.requests.append((f"GET {self.path}", {}))
+            ms.rec.times.append(time.time())
         path = self.path.split("?")[0]
         if path.endswith("/models"):
             self._json(200, {"object": "list", "data": [], "models": []})
@@ -367,18 +372,25 @@ class _Handler(BaseHTTPRequestHandler):
         path = self.path.split("?")[0]
         with ms.rec.lock:
             ms.rec.requests.append((f"POST {self.path}", body))
+            ms.rec.times.append(at := time.time())
+            index = len(ms.rec.requests) - 1
+
+        def turn(t: Turn) -> Turn:
+            t.at, t.index = at, index
+            return t
+
         if path.endswith("/messages/count_tokens"):
             self._json(200, {"input_tokens": 100})
         elif path.endswith("/messages"):
             agent_loop = bool(body.get("tools"))
-            action = ms.decide(anthropic_turn(body)) if agent_loop else Say("ok")
+            action = ms.decide(turn(anthropic_turn(body))) if agent_loop else Say("ok")
             if body.get("stream"):
                 self._stream(anthropic_stream(action, body.get("model", ms.model)))
             else:
                 self._json(200, anthropic_message(action, body.get("model", ms.model)))
         elif path.endswith("/responses"):
             agent_loop = bool(body.get("tools"))
-            action = ms.decide(openai_turn(body)) if agent_loop else Say("ok")
+            action = ms.decide(turn(openai_turn(body))) if agent_loop else Say("ok")
             self._stream(openai_stream(action, body.get("model", ms.model)))
         else:
             self._json(404, {"error": {"type": "not_found", "message": f"no {self.path} here"}})

@@ -1,9 +1,11 @@
 """Acknowledged delivery through the real MCP client: a cancelled call loses no message.
 
-A client cancels a `wait` at the worst moment, right after the wait took its message (the
-last progress notification comes just before the response). Whether the cancel reached the
-server before the response or crossed it on the wire, the message must come back for the
-next call: every message sent is received by a call that completed, exactly once.
+A client cancels a `wait` at the worst moment, as the wait takes its message: the message is
+sent when the call's first progress notification arrives, and the cancel follows at once (no
+notification follows a decided result, and the result is held a gap after the last one, so
+the cancel reaches the server around the take, before the response or crossing it). Either
+way the message must come back for the next call: every message sent is received by a call
+that completed, exactly once.
 """
 
 from __future__ import annotations
@@ -23,13 +25,15 @@ from mcptools import data, error_text, mcp_client, server_env
 pytestmark = pytest.mark.anyio
 
 
-async def _cancelled_on_receipt(c, tool: str, args: dict) -> bool:
-    """Call `tool`, cancelling the call when its progress says it received something.
-    True if the call was cancelled (its response, if any, is dropped as a client does)."""
+async def _cancelled_on_receipt(c, tool: str, args: dict, deliver) -> bool:
+    """Call `tool`; on its first progress notification run `deliver()` (the messages it waits
+    for arrive) and cancel the call. True if the call was cancelled (its response, if any, is
+    dropped as a client does)."""
     with anyio.CancelScope() as scope:
 
         async def on_progress(progress: float, total: float | None, message: str | None) -> None:
-            if message and "received" in message:
+            if not scope.cancel_called:
+                await deliver()
                 scope.cancel()
 
         await c.call_tool(tool, args, progress_callback=on_progress)
@@ -54,28 +58,36 @@ async def _drain(c, tool: str, args: dict, key) -> list[str]:
 )
 async def test_a_call_cancelled_after_its_wait_took_a_message_loses_nothing(bus, tool, args, key):
     await register_crew(bus, "orchestrator", "sender")
-    sent = [(await messages.send(bus, "sender", "orchestrator", f"m{i}")).id for i in range(20)]
+    sent: list[str] = []
     received: list[str] = []
     cancelled = 0
+    instant = {**args, ("timeout" if tool == "wait" else "timeout_secs"): 0}
+
+    async def deliver() -> None:
+        sent.append((await messages.send(bus, "sender", "orchestrator", f"m{len(sent)}")).id)
+
     async with mcp_client(bus) as c:
         for _ in range(20):
-            if await _cancelled_on_receipt(c, tool, args):
+            if await _cancelled_on_receipt(c, tool, args, deliver):
                 cancelled += 1
-                continue
-        # the cancelled calls' messages come back to the inbox, in their order
-        await until(lambda: _pending_count(bus, 20), what="every message back in the inbox")
-        received += await _drain(c, tool, {**args, ("timeout" if tool == "wait" else "timeout_secs"): 0}, key)
-    assert cancelled == 20  # each call was cancelled after its wait took a message
-    assert received == sent  # all of them, once, in order
+            # the cancelled call's message comes back to the inbox (unless its call completed)
+            await until(lambda: _pending_count(bus, 1), what="the message back in the inbox")
+            received += await _drain(c, tool, instant, key)
+    assert cancelled == 20  # each call was cancelled as its wait took a message
+    assert received == sent and len(sent) == 20  # all of them, once, in order
 
 
 async def test_a_fan_in_cancelled_after_it_completed_gives_every_message_back(bus):
     await register_crew(bus, "orchestrator", "a1", "a2", "a3")
-    for a in ("a1", "a2", "a3"):
-        await messages.send(bus, a, "orchestrator", f"report of {a}")
+
+    async def deliver() -> None:
+        for a in ("a1", "a2", "a3"):
+            await messages.send(bus, a, "orchestrator", f"report of {a}")
+
     async with mcp_client(bus) as c:
         args = {"timeout": 5, "from_agents": ["a1", "a2", "a3"]}
-        assert await _cancelled_on_receipt(c, "wait", args)
+        assert await _cancelled_on_receipt(c, "wait", args, deliver)
+        await until(lambda: _pending_count(bus, 3), what="every message back in the inbox")
         r = data(await c.call_tool("wait", args))
     assert r["status"] == "complete"
     assert [t["message"] for t in r["results"]] == ["report of a1", "report of a2", "report of a3"]

@@ -18,11 +18,13 @@ from typing import Any
 
 import anyio
 import pytest
+import wirerelay
 
 from wavewait.core import messages
+from wavewait.mcp.tasks_ext import poll_interval_ms
 
 from conftest import PYTHON, has_progress, has_waits, register_crew, until
-from mcptools import data, mcp_client, server_env
+from mcptools import data, mcp_client, relayed, server_env
 
 pytestmark = pytest.mark.anyio
 
@@ -293,6 +295,48 @@ async def test_without_the_extension_declared_nothing_changes(bus):
         assert r["result"]["structuredContent"]["status"] == "timeout" and "taskId" not in r["result"]
         await old.send({"jsonrpc": "2.0", "id": 3, "method": "tasks/get", "params": {"taskId": "0" * 32}})
         assert (await old.response(3))["error"]["code"] == -32601
+
+
+async def test_a_real_client_that_does_not_declare_the_extension_gets_a_plain_result(bus, tmp_path):
+    """Codex 0.169.0 never declares it, and fails a call answered with a task anyway
+    (`Unexpected response type`): a task only when the request asks for one (docs/hosts.md)."""
+    await register_crew(bus, "sender")
+    await messages.send(bus, "sender", "orchestrator", "plain")
+    log = tmp_path / "wire.jsonl"
+    async with relayed(bus, log) as c:
+        r = data(await c.call_tool("wait", {"timeout": 10, "from_agents": ["sender"]}))
+    assert r["status"] == "complete" and r["results"][0]["message"] == "plain"
+    wire = wirerelay.read(log)
+    [call] = [x["msg"] for x in wire if x["dir"] == "in" and x["msg"].get("method") == "tools/call"]
+    assert TASKS not in json.dumps(call["params"].get("_meta", {}))  # the client does not declare it
+    [answer] = [x["msg"] for x in wire if x["dir"] == "out" and x["msg"].get("id") == call["id"]]
+    assert "taskId" not in answer["result"] and answer["result"].get("resultType", "complete") == "complete"
+
+
+async def test_a_poll_of_a_task_this_process_runs_is_answered_from_memory(bus):
+    """A host polls every backgrounded wait each pollIntervalMs: the process running the task
+    answers without reading the bus (here its record is gone from the bus, and it still
+    answers `working`, while another process on the bus finds nothing)."""
+    await register_crew(bus, "file-reader")
+    async with raw_server(bus) as a, raw_server(bus) as b:
+        task_id = (await a.call("wait", {"timeout": 60, "from_agents": ["file-reader"]}))["result"]["taskId"]
+        await until(lambda: has_waits(bus, 1), what="the task's wait registered")
+        assert (await b.get(task_id))["status"] == "working"  # from the bus
+        await bus.delete_mcp_task(task_id)
+        assert (await a.get(task_id))["status"] == "working"  # from memory
+        r = await b.request("tasks/get", {"taskId": task_id})
+        assert "not found" in r["error"]["message"]
+
+
+async def test_the_suggested_poll_interval_keeps_a_servers_polls_bounded(bus):
+    """500 ms while few tasks run in the server; with more, what keeps their polls near 200 a
+    second (bench/bench_tasks_poll.py: a tasks/get costs about 1 ms of CPU)."""
+    assert [poll_interval_ms(n) for n in (0, 1, 100, 200, 1000)] == [500, 500, 500, 1000, 5000]
+    await register_crew(bus, "file-reader")
+    async with raw_server(bus) as s:
+        task = (await s.call("wait", {"timeout": 30, "from_agents": ["file-reader"]}))["result"]
+        assert task["pollIntervalMs"] == 500
+        assert (await s.get(task["taskId"]))["pollIntervalMs"] == 500
 
 
 async def test_bad_task_ids_are_clear_errors(bus):

@@ -601,3 +601,49 @@ async def test_a_change_read_but_not_yet_painted_is_painted_even_if_the_views_we
         await app.main.read_bus({f"a:{IDS['test-runner']}"})  # read; the timer repaints later
         app.main.flight_views()  # before that tick, with no await in between
         await until(lambda: "step two" in screen_text(app), what="the changed row painted")
+
+
+async def test_the_mirror_says_a_wait_runs_as_a_background_task_and_the_log_shows_the_wake(bus):
+    """An agent's host called `wait` declaring the MCP Tasks extension (interactive Claude Code):
+    the call was answered with a task at once and the agent idles. The mirror says so; when the
+    flight reports, the event log shows the agent woken with the task's result."""
+    await put_flight(bus, "file-reader", 1)
+    await register(bus, "planner")
+    tasks = "io.modelcontextprotocol/tasks"
+    call = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {
+            "name": "wait",
+            "arguments": {"timeout": 60, "from_agents": ["a1b2"]},
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientInfo": {"name": "host", "version": "1"},
+                "io.modelcontextprotocol/clientCapabilities": {"extensions": {tasks: {}}},
+            },
+        },
+    }
+    server = subprocess.Popen(
+        wavewait_cmd("mcp"),
+        env=env_for(bus, WAVEWAIT_AGENT_ID="planner"),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    assert server.stdin is not None and server.stdout is not None
+    try:
+        server.stdin.write((json.dumps(call) + "\n").encode())
+        server.stdin.flush()
+        answer = json.loads(await anyio.to_thread.run_sync(server.stdout.readline))
+        assert answer["result"]["resultType"] == "task", answer
+        async with running(bus) as (app, pilot):
+            await until(lambda: any(w.task_id for w in app.main.waits), timeout=20, what="the task's wait mirrored")
+            await until(lambda: "background task, agent idle" in screen_text(app), what="the mirror saying so")
+            await messages.send(bus, IDS["file-reader"], "planner", "found 3 issues")
+            event_log = app.main.query_one(EventLog)
+            await until(lambda: any("planner woken: task" in s for s in event_log.shown()), timeout=20, what="the wake")
+            woke = next(s for s in event_log.shown() if "planner woken" in s)
+    finally:
+        server.stdin.close()
+        server.wait(20)
+    assert "1/1 received" in woke or "complete" in woke, woke

@@ -29,7 +29,7 @@ from ...core import messages
 from ...core.bus import Bus, inbox_key
 from ...core.errors import WavewaitError
 from ...core.ids import resolve, short
-from ...core.model import AGENT_ITEM_TYPES, Agent, WaitRecord, now
+from ...core.model import AGENT_ITEM_TYPES, Agent, McpTask, WaitRecord, now
 from ...core.results import Result
 from ...core.wait import Control, Progress, check_timeout, wait_fan_in, wait_next
 from ..commands import Parsed, Usage, parse
@@ -83,6 +83,7 @@ received. **F1** shows the help of the focused part.
         self.agents: list[Agent] = []
         self._by_id: dict[str, Agent] = {}  # the same records by id, kept from read to read
         self.waits: list[WaitRecord] = []
+        self.woken: dict[str, McpTask | None] = {}  # wait id → its task, for waits run as tasks that ended
         self.heard_from: set[str] = set()
         self.rounds: dict[str, float] = {}  # flight id -> when the person last sent it work
         self.read_count = 0
@@ -205,6 +206,11 @@ received. **F1** shows the help of the focused part.
         waits = await bus.list_waits() if full or any(k.startswith("w:") for k in keys) else self.waits
         # a wait that ends files what it took into the history, which no inbox change announces
         ended = waits is not self.waits and bool({w.id for w in self.waits} - {w.id for w in waits})
+        if ended:  # a wait run as a task ended: its result is what wakes the agent (shown in the log)
+            gone = {w.id for w in waits}
+            for w in self.waits:
+                if w.id not in gone and w.task_id is not None and w.id not in self.own_waits:
+                    self.woken[w.id] = await bus.get_mcp_task(w.task_id)
         heard = self.heard_from
         if full or ended or inbox_key(self.me) in keys:
             heard = {r.sender for r in await bus.pending(self.me) if r.type in AGENT_ITEM_TYPES}
@@ -284,6 +290,11 @@ received. **F1** shows the help of the focused part.
         for w in self.waits:
             if w.id not in new_waits and w.id not in self.own_waits:
                 who = name_of(w.waiter)
+                if w.id in self.woken:
+                    task = self.woken.pop(w.id)
+                    said = task.status_message if task and task.status_message else (task.status if task else "gone")
+                    events.add(w.waiter, Text(f"⏰ {who} woken: task {short(w.task_id or '')} {said}", style="bold"))
+                    continue
                 events.add(w.waiter, Text(f"⧗ wait {short(w.id)} of {who} ended", style="dim"))
         self._first_read = False
         for a in asks:

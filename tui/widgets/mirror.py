@@ -22,7 +22,12 @@ class MirrorTable(DataTable[Text]):
     HELP = """
 ## Waits by other processes
 Each wait that an agent makes through `wavewait mcp` (or `wavewait wait`) shows here with
-its caller, tool, targets, time left and progress.
+its caller, tool, targets, time left and progress. A wait that runs as an MCP task says
+**background task, agent idle**: the host (interactive Claude Code) got its answer at once
+and moved the call to the background, so the agent spends nothing until the result wakes it;
+the event log then shows **⏰ AGENT woken** with the task's result. (Claude Code run with
+`CLAUDE_CODE_MCP_AUTO_BACKGROUND_MS=0` or `CLAUDE_CODE_DISABLE_MCP_TASK_BACKGROUND=1` polls
+the task inline instead: the agent's call blocks; docs/hosts.md.)
 
 - **i** or **Enter** interrupts the selected wait: the agent's call returns as interrupted,
   with its partial results.

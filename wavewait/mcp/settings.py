@@ -10,6 +10,12 @@ if TYPE_CHECKING:
 
 from ..core.wait import WaitSettings
 
+#: seconds from a request's last progress notification to its result. Claude Code handles a
+#: progress notification a step after the response read in the same chunk, finds the request
+#: gone and drops the connection ("unknown token"); no notification is sent once the result is
+#: decided, and this keeps the ones sent before apart from it (docs/hosts.md)
+PROGRESS_GAP = 0.2
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -36,5 +42,5 @@ class Settings:
     def wait_settings(self) -> WaitSettings:
         """The engine's timers for every wait this server runs."""
         if self.progress_every is None:
-            return WaitSettings()
-        return WaitSettings(progress_every=self.progress_every)
+            return WaitSettings(progress_gap=PROGRESS_GAP)
+        return WaitSettings(progress_every=self.progress_every, progress_gap=PROGRESS_GAP)

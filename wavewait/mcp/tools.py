@@ -63,9 +63,10 @@ class Reporter:
         self.ctx, self.total, self.last = ctx, total, -1.0
         self.failed = False
 
-    async def __call__(self, p: wait.Progress) -> None:
-        if running_task() is not None:  # a task's call was answered long ago: no progress on it
-            return
+    async def __call__(self, p: wait.Progress) -> bool:
+        """Send one notification; False when none was sent (no token, or a task's call)."""
+        if running_task() is not None or not wants_progress(self.ctx):  # a task's call was answered long ago
+            return False
         value = max(p.elapsed, self.last + 0.001)
         self.last = value
         try:
@@ -74,6 +75,14 @@ class Reporter:
             if not self.failed:
                 log.warning("progress notification not sent: %s", e)
             self.failed = True
+            return False
+        return True
+
+
+def wants_progress(ctx: Context) -> bool:
+    """Whether the request carries a progress token (without one, nothing is sent)."""
+    meta = ctx.request_context.meta or {}
+    return meta.get("progressToken", meta.get("progress_token")) is not None
 
 
 # --------------------------------------------------------------------------- descriptions
