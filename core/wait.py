@@ -205,6 +205,18 @@ class Condition(Generic[R]):
         """How many inbox items the result carries (claimed by this wait)."""
         return 0
 
+    def senders(self) -> list[str] | None:
+        """The senders whose items this wait takes from the inbox (None: any); the bus then
+        wakes it for their arrivals only, not for every item of the inbox."""
+        return None
+
+    def claim_group(self) -> str | None:
+        """Waits that claim the oldest items of the same types are interchangeable: an
+        arrival wakes one of them in this process (`Bus.subscribe(claim_group=...)`), not all."""
+        if not self.uses_inbox or not self.claims_oldest:
+            return None
+        return "oldest:" + ",".join(sorted(self.claim_types) if self.claim_types else "*")
+
     def received(self) -> tuple[str, ...]:
         """Ids of the targets received so far, for progress reports."""
         return ()
@@ -279,7 +291,11 @@ class _Engine(Generic[R]):
         record = c.record(w, self.timeout)
         self.written = record.progress
         changes = await w.bus.subscribe(
-            inboxes=[w.caller] if c.uses_inbox else [], agents=[a.id for a in c.targets], wait_id=w.id
+            inboxes=[w.caller] if c.uses_inbox else [],
+            agents=[a.id for a in c.targets],
+            wait_id=w.id,
+            senders=c.senders(),
+            claim_group=c.claim_group(),
         )
         self.control._changes = changes
         files: watch.Subscription | None = None
@@ -626,6 +642,9 @@ class OnePerAgent(Condition[FanIn]):
 
     def live_targets(self) -> list[Agent]:
         return [a for a_id in self.waiting if not (a := self.state[a_id]).finished]
+
+    def senders(self) -> list[str]:
+        return list(self.state)
 
     def _names_of(self, ids: Iterable[str], count: int, with_status: bool = False) -> str:
         """The first NAMES_SHOWN of `ids` (`count` in all) by name, and how many more."""

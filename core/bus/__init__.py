@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any, Protocol, Self, runtime_checkable
+from typing import Any, NamedTuple, Protocol, Self, runtime_checkable
 
+from ..ids import check_id
 from ..model import Agent, Item, ItemRef, McpTask, WaitRecord
 
 DEFAULT_BUS = "./.wavebus"
@@ -22,9 +23,15 @@ class Changes(Protocol):
     `async for _ in changes:` steps once something changed since the last step (changes in
     between coalesce). Steps are hints: re-read after each. `changed()` says what changed
     since its last call, as keys (`i:<inbox>`, `a:<agent>`, `w:<wait>`, `x:<wait>` for an
-    interrupt), so a step re-reads
-    only those; None means "anything may have changed" (a poke, an overflow, a reconnect):
-    re-read everything. `poke` wakes it from this process (an interrupt); `close` ends it.
+    interrupt), so a step re-reads only those; None means "anything may have changed" (a
+    poke, an overflow, a reconnect): re-read everything. `poke` wakes it from this process
+    (an interrupt); `close` ends it.
+
+    What a bus dispatches for an inbox is finer than what a subscription notes: an item that
+    arrives (or comes back) is `i:<inbox>/<sender>` (`arrival_key`), an item that leaves is
+    `i:<inbox>/` (`departure_key`), a change the bus cannot attribute (a new inbox, a foreign
+    file) is `i:<inbox>`. Each is noted as `i:<inbox>`, by the subscriptions it concerns
+    (`interest`).
     """
 
     def __aiter__(self) -> Self: ...
@@ -42,6 +49,16 @@ def inbox_key(inbox: str) -> str:
     return f"i:{inbox}"
 
 
+def arrival_key(inbox: str, sender: str) -> str:
+    """An item from `sender` arrived in `inbox`, or came back to it."""
+    return f"i:{inbox}/{sender}"
+
+
+def departure_key(inbox: str) -> str:
+    """An item left `inbox` (claimed or taken): news for people looking, not for waits."""
+    return f"i:{inbox}/"
+
+
 def agent_key(agent_id: str) -> str:
     return f"a:{agent_id}"
 
@@ -54,6 +71,58 @@ def interrupt_key(wait_id: str) -> str:
     """An interrupt of one wait: a key of its own, so the wait's own record writes (its
     registration, progress, end: `w:`) never wake it."""
     return f"x:{wait_id}"
+
+
+class Interest(NamedTuple):
+    """What one subscription listens for, as `watch.Keyed` takes it (both buses build theirs
+    from `interest`)."""
+
+    keys: frozenset[str]
+    prefixes: tuple[str, ...]
+    routes: dict[str, str]
+    trees: tuple[str, ...]
+    pool: tuple[str, str] | None
+
+
+def interest(
+    *,
+    inboxes: Sequence[str] = (),
+    agents: bool | Sequence[str] = False,
+    waits: bool = False,
+    wait_id: str | None = None,
+    senders: Sequence[str] | None = None,
+    claim_group: str | None = None,
+) -> Interest:
+    """The keys of a subscription (`Bus.subscribe`), its arguments checked.
+
+    An inbox: every change of it, by default; with `senders`, what arrives from them (a
+    fan-in); with `claim_group`, what arrives, waking one subscription of the group per item
+    (waits that claim the oldest items of the same types). Both also hear changes the bus
+    cannot attribute (`i:<inbox>`), never what leaves.
+    """
+    keys, routes, trees = set(), {}, []
+    pool = None
+    for inbox in inboxes:
+        key = inbox_key(check_id(inbox, "inbox"))
+        keys.add(key)
+        if senders is not None:
+            routes.update({arrival_key(inbox, check_id(s, "sender")): key for s in senders})
+        elif claim_group is not None:
+            if len(inboxes) != 1:
+                raise ValueError("a claim group is on one inbox")
+            pool = (key, claim_group)
+        else:
+            trees.append(key)
+    prefixes = []
+    if agents is True:
+        prefixes.append("a:")
+    elif agents:
+        keys.update(agent_key(check_id(a, "agent")) for a in agents)
+    if waits:
+        prefixes.append("w:")
+    if wait_id is not None:
+        keys.add(interrupt_key(check_id(wait_id, "wait")))
+    return Interest(frozenset(keys), tuple(prefixes), routes, tuple(trees), pool)
 
 
 class Bus(Protocol):
@@ -165,9 +234,12 @@ class Bus(Protocol):
         agents: bool | Sequence[str] = False,
         waits: bool = False,
         wait_id: str | None = None,
+        senders: Sequence[str] | None = None,
+        claim_group: str | None = None,
     ) -> Changes:
         """Changes to these inboxes, agents (all when True) and wait records (`waits`);
-        `wait_id`: interrupts of that wait."""
+        `wait_id`: interrupts of that wait. `senders` and `claim_group` narrow what of the
+        inboxes wakes it (`interest`): a change is routed to the waits that want it."""
         ...
 
     async def recover(self, inbox: str | None = None) -> int: ...

@@ -56,6 +56,7 @@ from ..ids import check_id, is_id, new_id
 from ..limits import MAX_ITEM_FILE_BYTES
 from ..model import SYSTEM_EVENTS_KEPT, SYSTEM_ITEM_TYPES, Agent, Item, ItemRef, McpTask, WaitRecord, now
 from ..proc import alive, hostname
+from . import arrival_key, departure_key, inbox_key, interest
 
 log = logging.getLogger(__name__)
 
@@ -1028,21 +1029,18 @@ class FileBus:
         agents: bool | Sequence[str] = False,
         waits: bool = False,
         wait_id: str | None = None,
+        senders: Sequence[str] | None = None,
+        claim_group: str | None = None,
     ) -> watch.Keyed:
         """Changes by key, from the bus's one watcher (shared by every wait of this bus)."""
-        keys = {f"i:{check_id(i, 'inbox')}" for i in inboxes}
+        spec = interest(
+            inboxes=inboxes, agents=agents, waits=waits, wait_id=wait_id, senders=senders, claim_group=claim_group
+        )
         for i in inboxes:
             self._inbox(i)  # its new/ must exist for the watcher to see into it
-        prefixes = []
-        if agents is True:
-            prefixes.append("a:")
-        elif agents:
-            keys.update(f"a:{check_id(a, 'agent')}" for a in agents)
-        if waits:
-            prefixes.append("w:")
-        if wait_id is not None:
-            keys.add(f"x:{check_id(wait_id, 'wait')}")
-        sub = self._fanout.add(watch.Keyed(self._fanout, keys, prefixes))
+        sub = self._fanout.add(
+            watch.Keyed(self._fanout, spec.keys, spec.prefixes, routes=spec.routes, trees=spec.trees, pool=spec.pool)
+        )
         if self._watcher is None:  # before the caller reads: the inotify watches are in place
             if inotify.AVAILABLE:
                 self._watcher = inotify.watch_bus(self.url, self._changed_paths)
@@ -1052,26 +1050,38 @@ class FileBus:
 
     def _changed_paths(self, paths: set[str]) -> None:
         """Paths the watcher saw (in its thread) as keys for the fan-out; a path of no
-        known shape (a root itself, say) means anything may have changed."""
-        keys = set()
+        known shape (a root itself, say) means anything may have changed.
+
+        An item's name says who sent it, so its arrival is dispatched as `arrival_key`, once
+        per item (a pool wakes one waiter per item); an inbox folder itself (a new inbox)
+        means anything in it may have changed; its new/ folder, that an item left."""
+        keys: list[str] = []
         root = self.url + os.sep
         for path in paths:
             parts = path[len(root) :].split(os.sep) if path.startswith(root) else []
             if len(parts) == 2 and parts[0] == "agents" and parts[1].endswith(".json"):
-                keys.add(f"a:{parts[1][:-5]}")
+                keys.append(f"a:{parts[1][:-5]}")
             elif len(parts) >= 2 and parts[0] == "inbox":
-                if len(parts) == 2 or parts[2] == "new":
-                    keys.add(f"i:{parts[1]}")
-                if len(parts) == 4 and parts[2] == "new" and parts[3] <= self._queued_last.get(parts[1], ""):
-                    self._stale.add(parts[1])  # an item came (back) before claim_next's kept names
+                box = parts[1]
+                if len(parts) == 2:
+                    keys.append(inbox_key(box))
+                elif parts[2] != "new":
+                    continue
+                elif len(parts) == 3:
+                    keys.append(departure_key(box))
+                else:
+                    fields = parts[3].split(SEP)
+                    keys.append(arrival_key(box, fields[2]) if len(fields) == 4 else inbox_key(box))
+                    if parts[3] <= self._queued_last.get(box, ""):
+                        self._stale.add(box)  # an item came (back) before claim_next's kept names
             elif len(parts) == 2 and parts[0] == "waits":
                 wait_id, _, suffix = parts[1].rpartition(".")
-                keys.add(f"w:{wait_id}")
+                keys.append(f"w:{wait_id}")
                 if suffix == "interrupt":
-                    keys.add(f"x:{wait_id}")
+                    keys.append(f"x:{wait_id}")
                     self._flagged.add(wait_id)
             else:
-                keys.add(watch.EVERYTHING)
+                keys.append(watch.EVERYTHING)
                 self._flagged.update(list(self._my_waits))  # any of them may have been flagged
                 self._stale.update(list(self._queued))
         if keys:
