@@ -575,6 +575,7 @@ class OnePerAgent(Condition[FanIn]):
         self.budget = budget  # characters of message bodies one result may carry
         self.used = 0
         self.full = False  # the budget ended the wait: the rest stays queued
+        self.stepped = False  # the inbox was read once
         # targets without a message yet, in target order; how many of them still run
         self.waiting: dict[str, None] = dict.fromkeys(self.state)
         self.running = sum(1 for a in targets if a.status == "running")
@@ -612,7 +613,11 @@ class OnePerAgent(Condition[FanIn]):
         """The oldest pending message of each waited-on target, claimed in one go; where
         another wait took one first, that target's next one."""
         queued: dict[str, list[ItemRef]] = {}
-        for ref in await w.bus.pending(w.caller):
+        # theirs only (a wake by its senders' arrivals, or the first step: the bus's change
+        # stream was listening before it); a rescan, the backstop for lost changes, reads all
+        everything = w.changed is None and self.stepped
+        self.stepped = True
+        for ref in await w.bus.pending(w.caller, None if everything else self.waiting):
             if ref.sender in self.waiting and ref.type in AGENT_ITEM_TYPES:
                 queued.setdefault(ref.sender, []).append(ref)
         while queued:

@@ -7,7 +7,7 @@ Two backends implement `Bus`: a directory (`bus/file.py`, the default) and Postg
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any, NamedTuple, Protocol, Self, runtime_checkable
 
 from ..ids import check_id
@@ -157,7 +157,10 @@ class Bus(Protocol):
 
     # inbox items (life of a message: delivered, claimed, taken or returned)
     async def deliver(self, item: Item) -> Item: ...
-    async def pending(self, inbox: str) -> list[ItemRef]: ...
+    async def pending(self, inbox: str, senders: Collection[str] | None = None) -> list[ItemRef]:
+        """The unclaimed items of the inbox, FIFO; with `senders`, only theirs."""
+        ...
+
     async def claim(self, inbox: str, ref: ItemRef, wait_id: str) -> Item | None: ...
     async def claim_many(self, inbox: str, refs: Sequence[ItemRef], wait_id: str) -> list[Item]:
         """Claim these items for `wait_id` (one statement where the backend can); returns

@@ -64,6 +64,9 @@ DELIVERED_SEQ: Final = (
     "WHERE h.record->>'id' = %s AND h.inbox = %s"
 )
 PENDING: Final = "SELECT seq, type, sender, id FROM items WHERE inbox = %s AND claimed_by IS NULL ORDER BY seq"
+PENDING_FROM: Final = (
+    "SELECT seq, type, sender, id FROM items WHERE inbox = %s AND claimed_by IS NULL AND sender = ANY(%s) ORDER BY seq"
+)
 PEEK: Final = "SELECT seq, record FROM items WHERE inbox = %s AND claimed_by IS NULL ORDER BY seq"
 CLAIM: Final = (
     "UPDATE items SET claimed_by = %(w)s WHERE seq = (SELECT seq FROM items "

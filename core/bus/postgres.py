@@ -37,7 +37,7 @@ import logging
 import os
 import re
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
@@ -78,6 +78,9 @@ POOL_MAX = int(os.environ.get("WAVEWAIT_PG_POOL", "10"))
 #: `waits` after 240 s on a server with autovacuum off, and the claims fell behind. Autovacuum
 #: at its defaults looks once a minute and waits for a fifth of the table to be dead.
 VACUUM_EVERY = float(os.environ.get("WAVEWAIT_PG_VACUUM_EVERY", "10"))
+#: a fan-in over up to this many senders reads only their rows; over more, the whole backlog
+#: costs less than sending every sender's id with each read
+PENDING_SENDERS = 100
 _SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]{0,39}$")
 _TRANSIENT = (psycopg.OperationalError,)  # lost connection, restart, pool timeout, deadlock
 
@@ -425,9 +428,15 @@ class PostgresBus:
         seq = await self._run(go)
         return item.model_copy(update={"seq": seq})
 
-    async def pending(self, inbox: str) -> list[ItemRef]:
-        rows = await self._rows(q.PENDING, [check_id(inbox, "inbox")])
-        return [ItemRef(seq=s, type=t, sender=f, id=i) for s, t, f, i in rows]
+    async def pending(self, inbox: str, senders: Collection[str] | None = None) -> list[ItemRef]:
+        """With a few `senders` (a fan-in's read), only their rows come back, not the backlog."""
+        check_id(inbox, "inbox")
+        if senders is not None and len(senders) <= PENDING_SENDERS:
+            rows = await self._rows(q.PENDING_FROM, [inbox, list(senders)])
+        else:
+            rows = await self._rows(q.PENDING, [inbox])
+        refs = [ItemRef(seq=s, type=t, sender=f, id=i) for s, t, f, i in rows]
+        return refs if senders is None else [r for r in refs if r.sender in senders]
 
     async def peek(self, inbox: str) -> list[Item]:
         rows = await self._rows(q.PEEK, [check_id(inbox, "inbox")])
