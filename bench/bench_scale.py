@@ -7,6 +7,7 @@
     python bench/bench_scale.py --tracemalloc        # also traced Python memory, first vs end
     python bench/bench_scale.py --profile /tmp/prof  # the waiting children under cProfile
     python bench/bench_scale.py --series 30          # the load row's course, every 30 s
+    python bench/bench_scale.py --only one-inbox --duration 30   # 200 waits on one inbox
     WAVEWAIT_TEST_PG=postgresql://...                # the server (default postgres@127.0.0.1/test)
 
 Every measured process is a child (`--role ...`), so `--code DIR` (a folder holding a
@@ -27,6 +28,12 @@ Rows (goals from issue 13):
 - messages/s end to end, 4 senders unpaced, 8 consumer processes each looping a
   next-message wait on one shared inbox (files with and without fsync), and the same with
   each wait taking up to `--batch` (100) queued messages (`max_messages`);
+- one inbox, many waits (issue 23): `--waits` (200) fan-in waits in one process, each on its
+  own flight, all on the caller's inbox, flights reporting `--load-rate` (1,000) messages/s in
+  all; the same with `--baseline-waits` (10) waits; and `--waits` next-message waits sharing
+  one inbox: send -> return p50/p99 (goal <= 50 ms files, <= 100 ms PostgreSQL), not received
+  by the end / duplicated (goal 0), the waiting process's CPU per message and its ratio to
+  the baseline's (goal <= 1.5x); `--only one-inbox` runs these rows alone;
 - idle CPU of one process holding 100 waits (goal <= 1 % of a core);
 - a message sent -> the blocked `wait` returns at a real MCP client over stdio, p50 / p99
   (bench_mcp.py, goal <= 2 / 5 ms files, <= 3 / 8 ms PostgreSQL), and its parts;
@@ -128,7 +135,9 @@ async def role_fanin(a: argparse.Namespace) -> None:
 
 
 async def role_server(a: argparse.Namespace) -> None:
-    """`a.n` concurrent next-message waits (one per inbox) in this process until stdin says stop."""
+    """`a.n` concurrent next-message waits (one per inbox, or all on `a.inbox`) in this process
+    until stdin says stop; with `a.fanin`, each a fan-in on its own flight `f<i>`, all on `a.inbox`
+    (held and acknowledged after the result, as the MCP face does)."""
     import tracemalloc
 
     from wavewait.core import wait
@@ -144,20 +153,36 @@ async def role_server(a: argparse.Namespace) -> None:
     received = distinct = 0
     stop = asyncio.Event()
 
-    async def consume(inbox: str) -> None:
+    def got(message: str) -> None:
         nonlocal received, distinct
+        body = json.loads(message)
+        lat.add(time.time() - body["t"])
+        window.add(time.time() - body["t"])
+        tag, _, i = body["id"].partition("-")
+        received += 1
+        distinct += seen[tag][int(i)] == 0
+        seen[tag][int(i)] = 1
+
+    async def consume(inbox: str) -> None:
         while not stop.is_set():
             r = await wait.wait_next(bus, inbox, a.timeout)
             if r.status == "received" and r.message:
-                body = json.loads(r.message)
-                lat.add(time.time() - body["t"])
-                window.add(time.time() - body["t"])
-                tag, _, i = body["id"].partition("-")
-                received += 1
-                distinct += seen[tag][int(i)] == 0
-                seen[tag][int(i)] = 1
+                got(r.message)
 
-    tasks = [asyncio.create_task(consume(f"c{i:03d}")) for i in range(a.n)]
+    async def fan_in(flight: str) -> None:
+        while not stop.is_set():
+            control = wait.Control(hold=True)
+            r = await wait.wait_fan_in(bus, a.inbox, a.timeout, [flight], control=control)
+            if control.delivery is not None:
+                await control.delivery.ack()
+            for x in r.results:
+                if x.status == "received" and x.message:
+                    got(x.message)
+
+    if a.fanin:
+        tasks = [asyncio.create_task(fan_in(f"f{i:03d}")) for i in range(a.n)]
+    else:
+        tasks = [asyncio.create_task(consume(a.inbox or f"c{i:03d}")) for i in range(a.n)]
     print("ready", flush=True)
     t0, rss_first, traced_first = time.monotonic(), None, None
     cpu0 = cpu()
@@ -206,6 +231,7 @@ async def role_send(a: argparse.Namespace) -> None:
 
     bus = await open_bus(a.bus)
     to = a.to.split(",")
+    senders = a.senders_from.split(",") if a.senders_from else [a.sender]
     await asyncio.to_thread(sys.stdin.readline)  # go
     t0 = time.time()
     sent = 0
@@ -217,8 +243,9 @@ async def role_send(a: argparse.Namespace) -> None:
             if ahead > 0:
                 await asyncio.sleep(ahead)
         inbox = to[i % len(to)] if a.rr else random.choice(to)
+        sender = random.choice(senders)
         body = json.dumps({"t": time.time(), "id": f"{a.tag}-{i}"})
-        await bus.deliver(Item(id=new_id(), type="message", to=inbox, sender=a.sender, body=body))
+        await bus.deliver(Item(id=new_id(), type="message", to=inbox, sender=sender, body=body))
         sent += 1
     print(json.dumps({"start": t0, "end": time.time(), "sent": sent}), flush=True)
     await bus.close()
@@ -406,19 +433,28 @@ class Run:
             "send_rate": n / max(1e-9, last - t0),
         }
 
-    async def load(self, kind: str) -> dict[str, Any]:
+    async def load(self, kind: str, shape: str = "next", waits: int | None = None) -> dict[str, Any]:
+        """`waits` waits in one process under `--load-rate` messages/s from 4 sending processes.
+
+        shape "next": next-message waits, one per inbox; "next-one-inbox": next-message waits
+        all on one inbox; "fanin-one-inbox": fan-in waits, each on its own flight, all on one inbox.
+        """
         a = self.args
+        waits = a.waits if waits is None else waits
         url, bus = await self.fresh_bus(kind)
-        inboxes = [f"c{i:03d}" for i in range(a.waits)]
-        await self.register(bus, ["sender", *inboxes])
+        flights = [f"f{i:03d}" for i in range(waits)] if shape == "fanin-one-inbox" else []
+        inboxes = ["orchestrator"] if shape.endswith("one-inbox") else [f"c{i:03d}" for i in range(waits)]
+        await self.register(bus, ["sender", *inboxes, *flights])
         first = min(60.0, a.duration / 3)
         per = int(a.load_rate * a.duration / a.senders)
-        argv = ["--role", "server", "--bus", url, "--n", str(a.waits), "--first", str(first), "--timeout", "30"]
+        argv = ["--role", "server", "--bus", url, "--n", str(waits), "--first", str(first), "--timeout", "30"]
         argv += ["--count", str(per), "--senders", str(a.senders), "--series", str(a.series)]
+        if shape.endswith("one-inbox"):
+            argv += ["--inbox", "orchestrator", *(["--fanin"] if flights else [])]
         server = self.child(*argv, *(["--tracemalloc"] if a.tracemalloc else []))
         assert server.stdout is not None and server.stdin is not None
         await asyncio.to_thread(server.stdout.readline)
-        await self.until_waits(bus, a.waits)
+        await self.until_waits(bus, waits)
         senders = [
             self.child(
                 "--role",
@@ -437,6 +473,7 @@ class Run:
                 f"s{k}",
                 "--sender",
                 "sender",
+                *(["--senders-from", ",".join(flights)] if flights else []),
             )
             for k in range(a.senders)
         ]
@@ -618,6 +655,24 @@ def server_cpu() -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
+def one_inbox(put: Any, kind: str, fan: dict[str, Any], base: dict[str, Any], nxt: dict[str, Any], args: Any) -> None:
+    """The rows of many waits on one inbox: fan-in waits (and the baseline), next-message waits."""
+    rate = f"{args.load_rate:,.0f} msg/s, {args.duration:.0f} s"
+    for what, r, n in (
+        (f"{args.waits} fan-in waits, one inbox", fan, args.waits),
+        (f"{args.baseline_waits} fan-in waits, one inbox", base, args.baseline_waits),
+        (f"{args.waits} next-message waits, one inbox", nxt, args.waits),
+    ):
+        head = f"{what}, {rate}"
+        put(f"{head}: send -> return p50 / p99 ms", kind, f"{1000 * r['p50']:.1f} / {1000 * r['p99']:.1f}")
+        late, dup = r["sent"] - r["distinct"], r["received"] - r["distinct"]
+        put(f"{head}: not received by the end / duplicated", kind, f"{late} / {dup} (of {r['sent']:,})")
+        put(f"{head}: waiting process CPU % of a core", kind, f"{100 * r['cpu'] / args.duration:.0f}")
+        put(f"{head}: CPU ms per message", kind, f"{1000 * r['cpu'] / max(1, r['received']):.3f}")
+    ratio = (fan["cpu"] / max(1, fan["received"])) / max(1e-9, base["cpu"] / max(1, base["received"]))
+    put(f"CPU per message, {args.waits} / {args.baseline_waits} fan-in waits (goal <= 1.5x)", kind, f"{ratio:.2f}x")
+
+
 def fmt(x: float | None, spec: str = ".2f") -> str:
     return "-" if x is None else format(x, spec)
 
@@ -655,6 +710,15 @@ async def main(args: argparse.Namespace) -> None:
             if args.tracemalloc:
                 put(f"{head}: traced MB first / end", kind, f"{fmt(r['traced_first'], '.1f')} / {r['traced_end']:.1f}")
             put(f"{head}: server CPU % of a core", kind, f"{100 * r['cpu'] / args.duration:.0f}")
+        if "one-inbox" in args.only:
+            one_inbox(
+                put,
+                kind,
+                await run.load(kind, "fanin-one-inbox"),
+                await run.load(kind, "fanin-one-inbox", args.baseline_waits),
+                await run.load(kind, "next-one-inbox"),
+                args,
+            )
         if "throughput" in args.only:
             # each row: taken end to end / what the 4 senders managed to send, messages/s
             got, sent = await run.throughput(kind, True)
@@ -714,10 +778,14 @@ def parse() -> argparse.Namespace:
     p.add_argument("--seconds", type=float, default=0.0, help="a sender stops after this many seconds")
     p.add_argument("--quick", action="store_true")
     p.add_argument("--buses", default="files,pg")
-    p.add_argument("--only", default="fanin,load,throughput,idle,mcp,tui")
+    p.add_argument("--only", default="fanin,load,one-inbox,throughput,idle,mcp,tui")
     p.add_argument("--small", type=int, default=100)
     p.add_argument("--flights", type=int, default=10_000)
     p.add_argument("--waits", type=int, default=200)
+    p.add_argument("--baseline-waits", type=int, default=10, help="the one-inbox fan-in row's baseline")
+    p.add_argument("--inbox", default="", help="a server's waits all wait on this inbox")
+    p.add_argument("--fanin", action="store_true", help="a server's waits are fan-ins on flights f000...")
+    p.add_argument("--senders-from", default="", help="a sender sends as one of these (random)")
     p.add_argument("--load-rate", type=float, default=1000.0)
     p.add_argument("--senders", type=int, default=4)
     p.add_argument("--duration", type=float, default=60.0, help="seconds under load (the issue: 600)")

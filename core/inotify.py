@@ -162,12 +162,12 @@ class BusWatcher:
         path = os.path.join(folder, name) if name else folder
         if mask & IN_ISDIR and folder == self.inbox:
             self._watch_inbox(path)  # a new inbox: what landed before its watch is read now
-            paths.add(os.path.join(path, "new"))
+            paths.add(path)  # the inbox folder: anything in it may have changed
         elif mask & IN_ISDIR and os.path.dirname(folder) == self.inbox and name == "new":
             self._watch(path, CHANGES)
-            paths.add(path)
+            paths.add(folder)
         elif mask & (IN_MOVED_FROM | IN_DELETE) and os.path.basename(folder) == "new":
-            paths.add(folder)  # an item left an inbox: it changed, and no name arrived in it
+            paths.add(folder)  # an item left an inbox: its new/ folder, no name arrived in it
         else:
             paths.add(path)
 

@@ -32,7 +32,8 @@ import anyio
 
 from . import signals, watch
 from .agents import SWEEP_INTERVAL, ensure_registered, name_of, resolve_agents, sweep
-from .bus import Bus, Changes, inbox_key, interrupt_key
+from .bus import Bus, Changes
+from .bus.keys import inbox_key, interrupt_key
 from .delivery import Delivery, take_and_end
 from .errors import BadInput
 from .ids import check_id, check_type, new_id
@@ -213,6 +214,18 @@ class Condition(Generic[R]):
         """How many inbox items the result carries (claimed by this wait)."""
         return 0
 
+    def senders(self) -> list[str] | None:
+        """The senders whose items this wait takes from the inbox (None: any); the bus then
+        wakes it for their arrivals only, not for every item of the inbox."""
+        return None
+
+    def claim_group(self) -> str | None:
+        """Waits that claim the oldest items of the same types are interchangeable: an
+        arrival wakes one of them in this process (`Bus.subscribe(claim_group=...)`), not all."""
+        if not self.uses_inbox or not self.claims_oldest:
+            return None
+        return "oldest:" + ",".join(sorted(self.claim_types) if self.claim_types else "*")
+
     def received(self) -> tuple[str, ...]:
         """Ids of the targets received so far, for progress reports."""
         return ()
@@ -289,7 +302,11 @@ class _Engine(Generic[R]):
         record.task_id = self.control.task_id
         self.written = record.progress
         changes = await w.bus.subscribe(
-            inboxes=[w.caller] if c.uses_inbox else [], agents=[a.id for a in c.targets], wait_id=w.id
+            inboxes=[w.caller] if c.uses_inbox else [],
+            agents=[a.id for a in c.targets],
+            wait_id=w.id,
+            senders=c.senders(),
+            claim_group=c.claim_group(),
         )
         self.control._changes = changes
         files: watch.Subscription | None = None
@@ -586,6 +603,7 @@ class OnePerAgent(Condition[FanIn]):
         self.budget = budget  # characters of message bodies one result may carry
         self.used = 0
         self.full = False  # the budget ended the wait: the rest stays queued
+        self.stepped = False  # the inbox was read once
         # targets without a message yet, in target order; how many of them still run
         self.waiting: dict[str, None] = dict.fromkeys(self.state)
         self.running = sum(1 for a in targets if a.status == "running")
@@ -623,7 +641,11 @@ class OnePerAgent(Condition[FanIn]):
         """The oldest pending message of each waited-on target, claimed in one go; where
         another wait took one first, that target's next one."""
         queued: dict[str, list[ItemRef]] = {}
-        for ref in await w.bus.pending(w.caller):
+        # theirs only (a wake by its senders' arrivals, or the first step: the bus's change
+        # stream was listening before it); a rescan, the backstop for lost changes, reads all
+        everything = w.changed is None and self.stepped
+        self.stepped = True
+        for ref in await w.bus.pending(w.caller, None if everything else self.waiting):
             if ref.sender in self.waiting and ref.type in AGENT_ITEM_TYPES:
                 queued.setdefault(ref.sender, []).append(ref)
         while queued:
@@ -653,6 +675,9 @@ class OnePerAgent(Condition[FanIn]):
 
     def live_targets(self) -> list[Agent]:
         return [a for a_id in self.waiting if not (a := self.state[a_id]).finished]
+
+    def senders(self) -> list[str]:
+        return list(self.state)
 
     def _names_of(self, ids: Iterable[str], count: int, with_status: bool = False) -> str:
         """The first NAMES_SHOWN of `ids` (`count` in all) by name, and how many more."""

@@ -20,7 +20,7 @@ import asyncio
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Protocol, Self
 
@@ -79,17 +79,46 @@ class Keyed(Wakeup):
     """A subscription to keys of a bus (`i:<inbox>`, `a:<agent>`, `w:<wait>`, ...) that
     also says which of them changed, so a wake re-reads only those.
 
+    `keys` and `prefixes` are noted as they come. A key `<root>/<child>` (an arrival in an
+    inbox from a sender, `i:<inbox>/<sender>`) reaches the subscriptions that asked for that
+    exact key (`routes`), for every child of the root (`trees`), or one member of a `pool`
+    on the root, and is noted as its root (`i:<inbox>`): the waiter reads the inbox, and only
+    the waiters that want the sender were woken.
+
+    A pool (root, tag) is a set of interchangeable subscriptions of one loop (waits that claim
+    the oldest items of the same types from one inbox): each arrival wakes one member that is
+    not woken already, not all of them; a member that closes hands a wake on to another, so an
+    item its wait did not take is not left with everyone asleep.
+
     A poke (an interrupt from this process) or an overflow means "anything": `changed`
     then returns None once, and the wait re-reads all it needs.
     """
 
-    def __init__(self, fanout: Fanout, keys: Iterable[str] = (), prefixes: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        fanout: Fanout,
+        keys: Iterable[str] = (),
+        prefixes: Iterable[str] = (),
+        *,
+        routes: Mapping[str, str] | None = None,
+        trees: Iterable[str] = (),
+        pool: tuple[str, str] | None = None,
+    ) -> None:
         super().__init__()
         self.keys = frozenset(keys)
         self.prefixes = tuple(prefixes)
+        self.routes = dict(routes or {})
+        self.trees = frozenset(trees)
+        self.pool_spec = pool
+        self._pool: _Pool | None = None  # set by `Fanout.add`
         self._fanout = fanout
         self._changed: set[str] = set()
         self._all = False
+
+    def _woken(self) -> None:
+        self._event.set()
+        if self._pool is not None:
+            self._pool.asleep.pop(self, None)
 
     def _note(self, keys: Iterable[str]) -> None:
         """Record changed keys and wake (on the subscriber's loop)."""
@@ -98,11 +127,18 @@ class Keyed(Wakeup):
             if EVERYTHING in self._changed or len(self._changed) > MAX_KEYS:
                 self._all = True
                 self._changed = set()
-        self._event.set()
+        self._woken()
 
     def _note_all(self) -> None:
         self._all, self._changed = True, set()
-        self._event.set()
+        self._woken()
+
+    async def __anext__(self) -> None:
+        await self._event.wait()
+        self._event.clear()
+        pool = self._pool
+        if pool is not None and self in pool.members:  # woken no more: the next arrival may be its
+            pool.asleep[self] = None
 
     def poke(self) -> None:
         self.loop.call_soon_threadsafe(self._note_all)
@@ -114,6 +150,34 @@ class Keyed(Wakeup):
 
     def close(self) -> None:
         self._fanout.remove(self)
+        if self._pool is not None:  # what this member's wait left in the inbox goes to another
+            self._pool.wake(1)
+
+
+class _Pool:
+    """Interchangeable subscriptions of one loop on one root: an arrival wakes one of them.
+
+    Touched only on its loop (members are added, woken and closed there)."""
+
+    def __init__(self, root: str, loop: asyncio.AbstractEventLoop) -> None:
+        self.root, self.loop = root, loop
+        self.members: set[Keyed] = set()
+        #: members not woken, longest asleep first (dicts keep insertion order)
+        self.asleep: dict[Keyed, None] = {}
+
+    def wake(self, n: int) -> None:
+        """Wake up to `n` members that are not woken already (each notes the root)."""
+        while n > 0 and self.asleep:
+            next(iter(self.asleep))._note((self.root,))  # which takes it out of `asleep`
+            n -= 1
+
+
+class _Batch:
+    """What a loop has not yet been handed: keys per subscription, arrivals per pool."""
+
+    def __init__(self) -> None:
+        self.keys: dict[Keyed, set[str]] = {}
+        self.pools: dict[_Pool, int] = {}
 
 
 class Fanout:
@@ -123,12 +187,16 @@ class Fanout:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._by_key: dict[str, set[Keyed]] = {}
+        # key -> {subscription: the key it notes}
+        self._by_key: dict[str, dict[Keyed, str]] = {}
         self._by_prefix: dict[str, set[Keyed]] = {}
+        self._by_tree: dict[str, set[Keyed]] = {}
+        self._pools: dict[tuple[str, str, asyncio.AbstractEventLoop], _Pool] = {}
+        self._pools_of: dict[str, set[_Pool]] = {}  # root -> its pools
         self._subs: set[Keyed] = set()
-        # keys not yet handed to their subscribers, per loop: a loop that falls behind its
+        # what is not yet handed to the subscribers, per loop: a loop that falls behind its
         # watcher gets one pending hand-over with the keys merged, not a queue that grows
-        self._pending: dict[asyncio.AbstractEventLoop, dict[Keyed, set[str]]] = {}
+        self._pending: dict[asyncio.AbstractEventLoop, _Batch] = {}
 
     def __len__(self) -> int:
         return len(self._subs)
@@ -137,48 +205,89 @@ class Fanout:
         with self._lock:
             self._subs.add(sub)
             for k in sub.keys:
-                self._by_key.setdefault(k, set()).add(sub)
+                self._by_key.setdefault(k, {})[sub] = k
+            for k, noted in sub.routes.items():
+                self._by_key.setdefault(k, {})[sub] = noted
             for p in sub.prefixes:
                 self._by_prefix.setdefault(p, set()).add(sub)
+            for t in sub.trees:
+                self._by_tree.setdefault(t, set()).add(sub)
+            if sub.pool_spec is not None:
+                root, tag = sub.pool_spec
+                pool = self._pools.get((root, tag, sub.loop))
+                if pool is None:
+                    pool = self._pools[(root, tag, sub.loop)] = _Pool(root, sub.loop)
+                    self._pools_of.setdefault(root, set()).add(pool)
+                pool.members.add(sub)
+                pool.asleep[sub] = None
+                sub._pool = pool
         return sub
 
     def remove(self, sub: Keyed) -> None:
         with self._lock:
             self._subs.discard(sub)
-            for table, names in ((self._by_key, sub.keys), (self._by_prefix, sub.prefixes)):
+            for k in (*sub.keys, *sub.routes):
+                subs = self._by_key.get(k)
+                if subs is not None:
+                    subs.pop(sub, None)
+                    if not subs:
+                        del self._by_key[k]
+            for table, names in ((self._by_prefix, sub.prefixes), (self._by_tree, sub.trees)):
                 for name in names:
-                    subs = table.get(name)
-                    if subs is not None:
-                        subs.discard(sub)
-                        if not subs:
+                    members = table.get(name)
+                    if members is not None:
+                        members.discard(sub)
+                        if not members:
                             del table[name]
+            pool = sub._pool
+            if pool is not None and sub in pool.members:
+                pool.members.discard(sub)
+                pool.asleep.pop(sub, None)
+                if not pool.members:
+                    assert sub.pool_spec is not None
+                    self._pools.pop((pool.root, sub.pool_spec[1], pool.loop), None)
+                    of = self._pools_of.get(pool.root)
+                    if of is not None:
+                        of.discard(pool)
+                        if not of:
+                            del self._pools_of[pool.root]
 
     def dispatch(self, keys: Iterable[str]) -> None:
-        """Wake the subscriptions of these keys (EVERYTHING wakes all, to re-read all)."""
+        """Wake the subscriptions of these keys (EVERYTHING wakes all, to re-read all). A key
+        given twice (two arrivals from one sender) wakes two members of a pool."""
         hits: dict[Keyed, list[str]] = {}
+        arrivals: dict[_Pool, int] = {}
         with self._lock:
             for key in keys:
                 if key == EVERYTHING:
                     hits = {sub: [EVERYTHING] for sub in self._subs}
+                    arrivals = {}
                     break
-                for sub in self._by_key.get(key, ()):
-                    hits.setdefault(sub, []).append(key)
+                for sub, noted in self._by_key.get(key, {}).items():
+                    hits.setdefault(sub, []).append(noted)
                 for prefix, subs in self._by_prefix.items():
                     if key.startswith(prefix):
                         for sub in subs:
                             hits.setdefault(sub, []).append(key)
-        to_schedule = []
+                root, sep, child = key.partition("/")
+                if sep:
+                    for sub in self._by_tree.get(root, ()):
+                        hits.setdefault(sub, []).append(root)
+                    if child:  # an arrival: one member of each pool on the inbox
+                        for pool in self._pools_of.get(root, ()):
+                            arrivals[pool] = arrivals.get(pool, 0) + 1
+        to_schedule: list[asyncio.AbstractEventLoop] = []
         with self._lock:
             for sub, ks in hits.items():
-                pending = self._pending.get(sub.loop)
-                if pending is None:
-                    pending = self._pending[sub.loop] = {}
-                    to_schedule.append(sub.loop)
-                got = pending.setdefault(sub, set())
+                batch = self._batch(sub.loop, to_schedule)
+                got = batch.keys.setdefault(sub, set())
                 if EVERYTHING not in got:
                     got.update(ks)
                     if len(got) > MAX_KEYS:  # bounded: the subscriber re-reads everything
-                        pending[sub] = {EVERYTHING}
+                        batch.keys[sub] = {EVERYTHING}
+            for pool, n in arrivals.items():
+                batch = self._batch(pool.loop, to_schedule)
+                batch.pools[pool] = batch.pools.get(pool, 0) + n
         for loop in to_schedule:
             try:
                 loop.call_soon_threadsafe(self._hand_over, loop)
@@ -186,12 +295,26 @@ class Fanout:
                 with self._lock:
                     self._pending.pop(loop, None)
 
+    def _batch(self, loop: asyncio.AbstractEventLoop, to_schedule: list[asyncio.AbstractEventLoop]) -> _Batch:
+        """The loop's pending hand-over (under the lock); a new one is scheduled."""
+        batch = self._pending.get(loop)
+        if batch is None:
+            batch = self._pending[loop] = _Batch()
+            to_schedule.append(loop)
+        return batch
+
     def _hand_over(self, loop: asyncio.AbstractEventLoop) -> None:
-        """On `loop`: give its subscribers the keys gathered since the last hand-over."""
+        """On `loop`: give its subscribers the keys gathered since the last hand-over, then
+        wake a member of each pool per arrival."""
         with self._lock:
-            batch = self._pending.pop(loop, {})
-        for sub, keys in batch.items():
+            batch = self._pending.pop(loop, None)
+        if batch is None:
+            return
+        for sub, keys in batch.keys.items():
             sub._note(keys)
+        for pool, n in batch.pools.items():
+            if pool.members:
+                pool.wake(n)
 
     def everything(self) -> None:
         self.dispatch([EVERYTHING])

@@ -7,7 +7,7 @@ Two backends implement `Bus`: a directory (`bus/file.py`, the default) and Postg
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any, Protocol, Self, runtime_checkable
 
 from ..model import Agent, Conflict, HandoffRecord, Item, ItemRef, McpTask, Task, WaitRecord
@@ -22,9 +22,15 @@ class Changes(Protocol):
     `async for _ in changes:` steps once something changed since the last step (changes in
     between coalesce). Steps are hints: re-read after each. `changed()` says what changed
     since its last call, as keys (`i:<inbox>`, `a:<agent>`, `w:<wait>`, `x:<wait>` for an
-    interrupt), so a step re-reads
-    only those; None means "anything may have changed" (a poke, an overflow, a reconnect):
-    re-read everything. `poke` wakes it from this process (an interrupt); `close` ends it.
+    interrupt), so a step re-reads only those; None means "anything may have changed" (a
+    poke, an overflow, a reconnect): re-read everything. `poke` wakes it from this process
+    (an interrupt); `close` ends it.
+
+    What a bus dispatches for an inbox is finer than what a subscription notes: an item that
+    arrives (or comes back) is `i:<inbox>/<sender>` (`arrival_key`), an item that leaves is
+    `i:<inbox>/` (`departure_key`), a change the bus cannot attribute (a new inbox, a foreign
+    file) is `i:<inbox>`. Each is noted as `i:<inbox>`, by the subscriptions it concerns
+    (`interest`).
     """
 
     def __aiter__(self) -> Self: ...
@@ -36,24 +42,6 @@ class Changes(Protocol):
     def changed(self) -> set[str] | None: ...
     def poke(self) -> None: ...
     def close(self) -> None: ...
-
-
-def inbox_key(inbox: str) -> str:
-    return f"i:{inbox}"
-
-
-def agent_key(agent_id: str) -> str:
-    return f"a:{agent_id}"
-
-
-def wait_key(wait_id: str) -> str:
-    return f"w:{wait_id}"
-
-
-def interrupt_key(wait_id: str) -> str:
-    """An interrupt of one wait: a key of its own, so the wait's own record writes (its
-    registration, progress, end: `w:`) never wake it."""
-    return f"x:{wait_id}"
 
 
 class TaskStore(Protocol):
@@ -124,7 +112,10 @@ class Bus(Protocol):
 
     # inbox items (life of a message: delivered, claimed, taken or returned)
     async def deliver(self, item: Item) -> Item: ...
-    async def pending(self, inbox: str) -> list[ItemRef]: ...
+    async def pending(self, inbox: str, senders: Collection[str] | None = None) -> list[ItemRef]:
+        """The unclaimed items of the inbox, FIFO; with `senders`, only theirs."""
+        ...
+
     async def claim(self, inbox: str, ref: ItemRef, wait_id: str) -> Item | None: ...
     async def claim_many(self, inbox: str, refs: Sequence[ItemRef], wait_id: str) -> list[Item]:
         """Claim these items for `wait_id` (one statement where the backend can); returns
@@ -201,9 +192,12 @@ class Bus(Protocol):
         agents: bool | Sequence[str] = False,
         waits: bool = False,
         wait_id: str | None = None,
+        senders: Sequence[str] | None = None,
+        claim_group: str | None = None,
     ) -> Changes:
         """Changes to these inboxes, agents (all when True) and wait records (`waits`);
-        `wait_id`: interrupts of that wait."""
+        `wait_id`: interrupts of that wait. `senders` and `claim_group` narrow what of the
+        inboxes wakes it (`interest`): a change is routed to the waits that want it."""
         ...
 
     async def recover(self, inbox: str | None = None) -> int: ...

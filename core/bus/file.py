@@ -36,6 +36,7 @@ import asyncio
 import contextlib
 import errno
 import fcntl
+import itertools
 import json
 import logging
 import os
@@ -43,7 +44,7 @@ import random
 import shutil
 import stat
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -57,6 +58,7 @@ from ..limits import MAX_ITEM_FILE_BYTES
 from ..model import SYSTEM_EVENTS_KEPT, SYSTEM_ITEM_TYPES, Agent, Item, ItemRef, McpTask, WaitRecord, now
 from ..proc import alive, hostname
 from .file_tasks import FileTaskStore
+from .keys import arrival_key, departure_key, inbox_key, interest
 
 log = logging.getLogger(__name__)
 
@@ -325,6 +327,13 @@ class FileBus:
         self._queued: dict[str, list[str]] = {}
         self._queued_last: dict[str, str] = {}
         self._stale: set[str] = set()
+        # pending(senders=...)'s kept listing: per inbox, when it was made (the watcher's epoch,
+        # the inbox's last arrival) and its items by sender. The watcher thread moves the
+        # clocks (an arrival, an overflow); the loop reads and lists
+        self._ticks = itertools.count(1)
+        self._epoch = 0
+        self._arrivals: dict[str, int] = {}
+        self._listings: dict[str, tuple[tuple[int, int], dict[str, list[ItemRef]]]] = {}
         self._previews: dict[str, dict[str, Any]] = {}  # last-message previews not yet written
         self._preview_at: dict[str, float] = {}
         self.tidy()
@@ -627,8 +636,39 @@ class FileBus:
             return None
         return item.model_copy(update={"seq": seq})
 
-    async def pending(self, inbox: str) -> list[ItemRef]:
-        return self._scan(self._inbox(inbox) / "new")
+    async def pending(self, inbox: str, senders: Collection[str] | None = None) -> list[ItemRef]:
+        """The items in the inbox, FIFO; with `senders`, only theirs.
+
+        With `senders` (a fan-in's read), the listing is kept per inbox until the watcher
+        sees an item arrive there or come back: the fan-ins that one batch of arrivals
+        wakes share one listing, and each picks its senders' items from it by sender, not by
+        going through the whole backlog. A kept listing may still name an item that left
+        since (its claim then fails, and the sender's next is tried); it never misses one
+        that arrived, as that arrival is what makes a new listing."""
+        if self._watcher is None:
+            refs = self._scan(self._inbox(inbox) / "new")
+            return refs if senders is None else [r for r in refs if r.sender in senders]
+        when = (self._epoch, self._arrivals.get(inbox, 0))  # before the listing: what arrives after renews it
+        kept = self._listings.get(inbox)
+        if senders is None or kept is None or kept[0] != when:  # without senders: read it all, keep that
+            by_sender: dict[str, list[ItemRef]] = {}
+            refs = self._scan(self._inbox(inbox) / "new")
+            for ref in refs:
+                by_sender.setdefault(ref.sender, []).append(ref)
+            self._listings[inbox] = (when, by_sender)
+            return refs if senders is None else [r for r in refs if r.sender in senders]
+        listed = kept[1]
+        if len(listed) <= len(senders):
+            refs = [r for sender, rs in listed.items() if sender in senders for r in rs]
+        else:
+            refs = [r for sender in senders for r in listed.get(sender, ())]
+        refs.sort(key=lambda r: r.seq)
+        return refs
+
+    def _came_back(self, inbox: str) -> None:
+        """Items return to the inbox from this process: what was listed and kept is stale."""
+        self._stale.add(inbox)  # returned items go back before what claim_next kept
+        self._arrivals[inbox] = next(self._ticks)
 
     async def peek(self, inbox: str) -> list[Item]:
         box = self._inbox(inbox)
@@ -639,6 +679,10 @@ class FileBus:
         box = self._box(inbox)
         name = _name(ref)
         dest = _claim_path(box, check_id(wait_id, "wait"), ref.seq)
+        kept = self._listings.get(inbox)
+        listed = kept[1].get(ref.sender) if kept is not None else None
+        if listed is not None and ref in listed:
+            listed.remove(ref)  # gone from new/ after this: the next read of that sender skips it
         try:
             os.rename(f"{box}/new/{name}", dest)
         except FileNotFoundError:
@@ -729,7 +773,7 @@ class FileBus:
         box = self._box(inbox)
         check_id(wait_id, "wait")
         known = self._claimed.pop((inbox, wait_id), {})
-        self._stale.add(inbox)  # returned items go back before what claim_next kept
+        self._came_back(inbox)
         self._flatten_folder(box, wait_id)
         count = 0
         for seq in self._claims_of(box, wait_id):
@@ -763,7 +807,7 @@ class FileBus:
         """Return one claim of `wait_id` to the inbox (a wait that took more than it can hand on)."""
         box = self._box(inbox)
         self._claimed.get((inbox, wait_id), {}).pop(ref.seq, None)
-        self._stale.add(inbox)
+        self._came_back(inbox)
         try:
             os.rename(_claim_path(box, check_id(wait_id, "wait"), ref.seq), f"{box}/new/{_name(ref)}")
         except FileNotFoundError:
@@ -1029,21 +1073,18 @@ class FileBus:
         agents: bool | Sequence[str] = False,
         waits: bool = False,
         wait_id: str | None = None,
+        senders: Sequence[str] | None = None,
+        claim_group: str | None = None,
     ) -> watch.Keyed:
         """Changes by key, from the bus's one watcher (shared by every wait of this bus)."""
-        keys = {f"i:{check_id(i, 'inbox')}" for i in inboxes}
+        spec = interest(
+            inboxes=inboxes, agents=agents, waits=waits, wait_id=wait_id, senders=senders, claim_group=claim_group
+        )
         for i in inboxes:
             self._inbox(i)  # its new/ must exist for the watcher to see into it
-        prefixes = []
-        if agents is True:
-            prefixes.append("a:")
-        elif agents:
-            keys.update(f"a:{check_id(a, 'agent')}" for a in agents)
-        if waits:
-            prefixes.append("w:")
-        if wait_id is not None:
-            keys.add(f"x:{check_id(wait_id, 'wait')}")
-        sub = self._fanout.add(watch.Keyed(self._fanout, keys, prefixes))
+        sub = self._fanout.add(
+            watch.Keyed(self._fanout, spec.keys, spec.prefixes, routes=spec.routes, trees=spec.trees, pool=spec.pool)
+        )
         if self._watcher is None:  # before the caller reads: the inotify watches are in place
             if inotify.AVAILABLE:
                 self._watcher = inotify.watch_bus(self.url, self._changed_paths)
@@ -1053,28 +1094,43 @@ class FileBus:
 
     def _changed_paths(self, paths: set[str]) -> None:
         """Paths the watcher saw (in its thread) as keys for the fan-out; a path of no
-        known shape (a root itself, say) means anything may have changed."""
-        keys = set()
+        known shape (a root itself, say) means anything may have changed.
+
+        An item's name says who sent it, so its arrival is dispatched as `arrival_key`, once
+        per item (a pool wakes one waiter per item); an inbox folder itself (a new inbox)
+        means anything in it may have changed; its new/ folder, that an item left."""
+        keys: list[str] = []
         root = self.url + os.sep
         for path in paths:
             parts = path[len(root) :].split(os.sep) if path.startswith(root) else []
             if len(parts) == 2 and parts[0] == "agents" and parts[1].endswith(".json"):
-                keys.add(f"a:{parts[1][:-5]}")
+                keys.append(f"a:{parts[1][:-5]}")
             elif len(parts) >= 2 and parts[0] == "inbox":
-                if len(parts) == 2 or parts[2] == "new":
-                    keys.add(f"i:{parts[1]}")
-                if len(parts) == 4 and parts[2] == "new" and parts[3] <= self._queued_last.get(parts[1], ""):
-                    self._stale.add(parts[1])  # an item came (back) before claim_next's kept names
+                box = parts[1]
+                if len(parts) == 2:
+                    keys.append(inbox_key(box))
+                    self._arrivals[box] = next(self._ticks)
+                elif parts[2] != "new":
+                    continue
+                elif len(parts) == 3:
+                    keys.append(departure_key(box))
+                else:
+                    fields = parts[3].split(SEP)
+                    keys.append(arrival_key(box, fields[2]) if len(fields) == 4 else inbox_key(box))
+                    self._arrivals[box] = next(self._ticks)
+                    if parts[3] <= self._queued_last.get(box, ""):
+                        self._stale.add(box)  # an item came (back) before claim_next's kept names
             elif len(parts) == 2 and parts[0] == "waits":
                 wait_id, _, suffix = parts[1].rpartition(".")
-                keys.add(f"w:{wait_id}")
+                keys.append(f"w:{wait_id}")
                 if suffix == "interrupt":
-                    keys.add(f"x:{wait_id}")
+                    keys.append(f"x:{wait_id}")
                     self._flagged.add(wait_id)
             else:
-                keys.add(watch.EVERYTHING)
+                keys.append(watch.EVERYTHING)
                 self._flagged.update(list(self._my_waits))  # any of them may have been flagged
                 self._stale.update(list(self._queued))
+                self._epoch = next(self._ticks)  # every kept listing may miss something
         if keys:
             self._fanout.dispatch(keys)
 

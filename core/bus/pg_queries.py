@@ -4,8 +4,8 @@ All values travel as parameters (`%s` or `%(name)s`), never in the text. Where a
 takes an optional condition or an identifier, it is a `psycopg.sql.SQL` template and the
 part is composed in with `.format()`; the parts are the fixed fragments below or
 `sql.Identifier`. A statement that changes what a wait may be waiting on also calls
-`pg_notify` on the bus's channel, with a payload naming what changed (`i:<inbox>`,
-`a:<agent>`, `w:<wait>`, `x:<wait>` for an interrupt; several keys in one payload are
+`pg_notify` on the bus's channel, with a payload naming what changed (`i:<inbox>/<sender>`
+for an item that arrived or came back, `a:<agent>`, `w:<wait>`, `x:<wait>` for an interrupt; several keys in one payload are
 separated by spaces).
 """
 
@@ -64,6 +64,9 @@ DELIVERED_SEQ: Final = (
     "WHERE h.record->>'id' = %s AND h.inbox = %s"
 )
 PENDING: Final = "SELECT seq, type, sender, id FROM items WHERE inbox = %s AND claimed_by IS NULL ORDER BY seq"
+PENDING_FROM: Final = (
+    "SELECT seq, type, sender, id FROM items WHERE inbox = %s AND claimed_by IS NULL AND sender = ANY(%s) ORDER BY seq"
+)
 PEEK: Final = "SELECT seq, record FROM items WHERE inbox = %s AND claimed_by IS NULL ORDER BY seq"
 CLAIM: Final = (
     "UPDATE items SET claimed_by = %(w)s WHERE seq = (SELECT seq FROM items "
@@ -102,7 +105,7 @@ HOLDS: Final = (
     "WHERE id = %(w)s RETURNING id) "
     "SELECT (SELECT count(*) FROM items WHERE inbox = %(inbox)s AND claimed_by = %(w)s) FROM r"
 )
-RELEASE: Final = "UPDATE items SET claimed_by = NULL WHERE inbox = %s AND claimed_by = %s"
+RELEASE: Final = "UPDATE items SET claimed_by = NULL WHERE inbox = %s AND claimed_by = %s RETURNING sender"
 
 # ---------------------------------------------------------------- history
 # Trims find the cutoff (the newest row beyond the kept ones) without locking, then lock and
@@ -246,4 +249,4 @@ CLAIMING_WAITS: Final = sql.SQL(
     "LEFT JOIN waits w ON w.id = c.claimed_by"
 )
 IN_INBOX: Final = sql.SQL(" AND inbox = %s")
-RETURN_CLAIMS: Final = "UPDATE items SET claimed_by = NULL WHERE claimed_by = %s RETURNING inbox"
+RETURN_CLAIMS: Final = "UPDATE items SET claimed_by = NULL WHERE claimed_by = %s RETURNING inbox, sender"

@@ -8,8 +8,9 @@ The statements it runs are in `pg_queries.py`, by name.
 
 How the protocol maps onto the server:
 - a change (delivery, agent record, wait record) is one statement that also calls
-  `pg_notify` on the bus's one channel, with a payload naming what changed (`i:<inbox>`,
-  `a:<agent>`, `w:<wait>`, `x:<wait>` for an interrupt). Notifications are hints: a woken
+  `pg_notify` on the bus's one channel, with a payload naming what changed
+  (`i:<inbox>/<sender>` for an item that arrived or came back, so that only the waits that
+  want that sender wake; `a:<agent>`, `w:<wait>`, `x:<wait>` for an interrupt). Notifications are hints: a woken
   wait re-reads its state, so a notification lost (say, while the server restarts) loses nothing.
 - one LISTEN connection per open bus serves every subscription of the process; after a
   reconnect it listens again first and then wakes every subscriber to re-read.
@@ -36,7 +37,7 @@ import logging
 import os
 import re
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
@@ -52,6 +53,7 @@ from ..model import SYSTEM_EVENTS_KEPT, SYSTEM_ITEM_TYPES, Agent, Item, ItemRef,
 from ..proc import alive, hostname
 from ..watch import Fanout, Keyed
 from . import pg_queries as q
+from .keys import arrival_key, interest
 from .pg_batch import Batcher
 from .pg_schema import SCHEMA_VERSION, current_version, migrate
 from .pg_tasks import PgTaskStore
@@ -77,6 +79,9 @@ POOL_MAX = int(os.environ.get("WAVEWAIT_PG_POOL", "10"))
 #: `waits` after 240 s on a server with autovacuum off, and the claims fell behind. Autovacuum
 #: at its defaults looks once a minute and waits for a fifth of the table to be dead.
 VACUUM_EVERY = float(os.environ.get("WAVEWAIT_PG_VACUUM_EVERY", "10"))
+#: a fan-in over up to this many senders reads only their rows; over more, the whole backlog
+#: costs less than sending every sender's id with each read
+PENDING_SENDERS = 100
 _SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]{0,39}$")
 _TRANSIENT = (psycopg.OperationalError,)  # lost connection, restart, pool timeout, deadlock
 
@@ -406,7 +411,7 @@ class PostgresBus:
                     item.sender,
                     item.model_dump_json(exclude={"seq"}),
                     self.channel,
-                    f"i:{item.to}",
+                    arrival_key(item.to, item.sender),
                 ],
             )
             row = await cur.fetchone()
@@ -424,9 +429,15 @@ class PostgresBus:
         seq = await self._run(go)
         return item.model_copy(update={"seq": seq})
 
-    async def pending(self, inbox: str) -> list[ItemRef]:
-        rows = await self._rows(q.PENDING, [check_id(inbox, "inbox")])
-        return [ItemRef(seq=s, type=t, sender=f, id=i) for s, t, f, i in rows]
+    async def pending(self, inbox: str, senders: Collection[str] | None = None) -> list[ItemRef]:
+        """With a few `senders` (a fan-in's read), only their rows come back, not the backlog."""
+        check_id(inbox, "inbox")
+        if senders is not None and len(senders) <= PENDING_SENDERS:
+            rows = await self._rows(q.PENDING_FROM, [inbox, list(senders)])
+        else:
+            rows = await self._rows(q.PENDING, [inbox])
+        refs = [ItemRef(seq=s, type=t, sender=f, id=i) for s, t, f, i in rows]
+        return refs if senders is None else [r for r in refs if r.sender in senders]
 
     async def peek(self, inbox: str) -> list[Item]:
         rows = await self._rows(q.PEEK, [check_id(inbox, "inbox")])
@@ -495,10 +506,9 @@ class PostgresBus:
         return int(rows[0][0]) if rows else None
 
     async def release(self, inbox: str, wait_id: str) -> int:
-        n = await self._count(q.RELEASE, [check_id(inbox, "inbox"), check_id(wait_id, "wait")])
-        if n:
-            await self._notify(f"i:{inbox}")
-        return n
+        rows = await self._rows(q.RELEASE, [check_id(inbox, "inbox"), check_id(wait_id, "wait")])
+        await self._notify(*(arrival_key(inbox, sender) for (sender,) in rows))
+        return len(rows)
 
     async def unclaim(self, inbox: str, ref: ItemRef, wait_id: str) -> bool:
         """Return one claim of `wait_id` to the inbox (a wait that took more than it can hand on)."""
@@ -507,7 +517,7 @@ class PostgresBus:
             [check_id(inbox, "inbox"), ref.seq, check_id(wait_id, "wait")],
         )
         if n:
-            await self._notify(f"i:{inbox}")
+            await self._notify(arrival_key(inbox, ref.sender))
         return bool(n)
 
     async def take(self, inbox: str, wait_id: str, taker: str, *, end: bool = False) -> list[Item]:
@@ -772,24 +782,24 @@ class PostgresBus:
         agents: bool | Sequence[str] = False,
         waits: bool = False,
         wait_id: str | None = None,
+        senders: Sequence[str] | None = None,
+        claim_group: str | None = None,
     ) -> Keyed:
         """A subscription that is listening when this returns (subscribe before reading)."""
-        keys = {f"i:{check_id(i, 'inbox')}" for i in inboxes}
-        if wait_id is not None:
-            keys.add(f"x:{check_id(wait_id, 'wait')}")
-        prefixes = []
-        if agents is True:
-            prefixes.append("a:")
-        elif agents:
-            keys.update(f"a:{check_id(a, 'agent')}" for a in agents)
-        if waits:
-            prefixes.append("w:")
-        return await self.subscribe_payloads(sorted(keys), prefixes)
+        spec = interest(
+            inboxes=inboxes, agents=agents, waits=waits, wait_id=wait_id, senders=senders, claim_group=claim_group
+        )
+        sub = self._fanout.add(
+            Keyed(self._fanout, spec.keys, spec.prefixes, routes=spec.routes, trees=spec.trees, pool=spec.pool)
+        )
+        return await self._listening_for(sub)
 
     async def subscribe_payloads(self, keys: Sequence[str] = (), prefixes: Sequence[str] = ()) -> Keyed:
         """Like `subscribe`, for stores beside the bus that notify on its channel with their own
         payloads (the task queue's `q:<queue>`)."""
-        sub = self._fanout.add(Keyed(self._fanout, keys, prefixes))
+        return await self._listening_for(self._fanout.add(Keyed(self._fanout, keys, prefixes)))
+
+    async def _listening_for(self, sub: Keyed) -> Keyed:
         try:
             await self._ensure_listening()
         except BaseException:
@@ -894,10 +904,10 @@ class PostgresBus:
             if exists:
                 await self.end_wait(wait_id)
             boxes = await self._rows(q.RETURN_CLAIMS, [wait_id])
-            for box in sorted({b for (b,) in boxes}):
-                n = sum(1 for (b,) in boxes if b == box)
+            for box in sorted({b for b, _ in boxes}):
+                n = sum(1 for b, _ in boxes if b == box)
                 log.warning("wavewait: returned %d claimed item(s) of ended wait %s to %s", n, wait_id, box)
-            await self._notify(*sorted({f"i:{b}" for (b,) in boxes}))
+            await self._notify(*sorted({arrival_key(b, sender) for b, sender in boxes}))
             returned += len(boxes)
         return returned
 

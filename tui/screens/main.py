@@ -26,7 +26,8 @@ from textual.widgets import DataTable, Footer, Input, Static
 
 from ...core import agents as agents_mod
 from ...core import messages
-from ...core.bus import Bus, inbox_key
+from ...core.bus import Bus
+from ...core.bus.keys import inbox_key
 from ...core.errors import WavewaitError
 from ...core.ids import resolve, short
 from ...core.model import AGENT_ITEM_TYPES, Agent, McpTask, WaitRecord, now

@@ -1,0 +1,92 @@
+"""The change keys of the bus, and what one subscription listens for.
+
+A module of its own so that both backends, the wait engine and the faces can name keys
+without importing the package that picks between the backends (`open_bus`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from ..ids import check_id
+
+
+def inbox_key(inbox: str) -> str:
+    return f"i:{inbox}"
+
+
+def arrival_key(inbox: str, sender: str) -> str:
+    """An item from `sender` arrived in `inbox`, or came back to it."""
+    return f"i:{inbox}/{sender}"
+
+
+def departure_key(inbox: str) -> str:
+    """An item left `inbox` (claimed or taken): news for people looking, not for waits."""
+    return f"i:{inbox}/"
+
+
+def agent_key(agent_id: str) -> str:
+    return f"a:{agent_id}"
+
+
+def wait_key(wait_id: str) -> str:
+    return f"w:{wait_id}"
+
+
+def interrupt_key(wait_id: str) -> str:
+    """An interrupt of one wait: a key of its own, so the wait's own record writes (its
+    registration, progress, end: `w:`) never wake it."""
+    return f"x:{wait_id}"
+
+
+class Interest(NamedTuple):
+    """What one subscription listens for, as `watch.Keyed` takes it (both buses build theirs
+    from `interest`)."""
+
+    keys: frozenset[str]
+    prefixes: tuple[str, ...]
+    routes: dict[str, str]
+    trees: tuple[str, ...]
+    pool: tuple[str, str] | None
+
+
+def interest(
+    *,
+    inboxes: Sequence[str] = (),
+    agents: bool | Sequence[str] = False,
+    waits: bool = False,
+    wait_id: str | None = None,
+    senders: Sequence[str] | None = None,
+    claim_group: str | None = None,
+) -> Interest:
+    """The keys of a subscription (`Bus.subscribe`), its arguments checked.
+
+    An inbox: every change of it, by default; with `senders`, what arrives from them (a
+    fan-in); with `claim_group`, what arrives, waking one subscription of the group per item
+    (waits that claim the oldest items of the same types). Both also hear changes the bus
+    cannot attribute (`i:<inbox>`), never what leaves.
+    """
+    keys, routes, trees = set(), {}, []
+    pool = None
+    for inbox in inboxes:
+        key = inbox_key(check_id(inbox, "inbox"))
+        keys.add(key)
+        if senders is not None:
+            routes.update({arrival_key(inbox, check_id(s, "sender")): key for s in senders})
+        elif claim_group is not None:
+            if len(inboxes) != 1:
+                raise ValueError("a claim group is on one inbox")
+            pool = (key, claim_group)
+        else:
+            trees.append(key)
+    prefixes = []
+    if agents is True:
+        prefixes.append("a:")
+    elif agents:
+        keys.update(agent_key(check_id(a, "agent")) for a in agents)
+    if waits:
+        prefixes.append("w:")
+    if wait_id is not None:
+        keys.add(interrupt_key(check_id(wait_id, "wait")))
+    return Interest(frozenset(keys), tuple(prefixes), routes, tuple(trees), pool)
