@@ -129,7 +129,7 @@ async def notify_completion(
     session_id: str | None = None,
 ) -> Item:
     """Report that a worker finished its job: a `worker_complete` item to its session; idle."""
-    if status not in ("success", "error"):
+    if status not in ("success", "error", "max_turns"):  # max_turns: a supervisor's report (core/flights.py)
         raise BadInput(f"status: must be 'success' or 'error', got {status!r}")
     check_text(message, "message", allow_empty=True)
     changes = check_list(changes or [], "changes", check_path)
