@@ -389,6 +389,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="how spawn_agent runs a prompt, e.g. 'claude -p' (default: $WAVEWAIT_AGENT_COMMAND)",
     )
     s.add_argument(
+        "--presets",
+        metavar="FILE",
+        help="a TOML file that changes or adds spawn_agent's agent presets (default: $WAVEWAIT_PRESETS)",
+    )
+    s.add_argument(
         "--progress-every",
         type=_seconds,
         metavar="SECONDS",
@@ -587,6 +592,7 @@ def run_mcp(args: argparse.Namespace, front: Front | None = None) -> int:
             output_budget=args.output_budget or _env_whole("WAVEWAIT_OUTPUT_BUDGET") or 30_000,
             allow_paths=tuple(args.allow_path),
             agent_command=args.agent_command or os.environ.get("WAVEWAIT_AGENT_COMMAND") or None,
+            presets=args.presets or os.environ.get("WAVEWAIT_PRESETS") or None,
             progress_every=args.progress_every or _env_seconds("WAVEWAIT_PROGRESS_EVERY"),
             ack_grace=_env_seconds("WAVEWAIT_ACK_GRACE"),
             transport=args.transport,

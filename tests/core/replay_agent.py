@@ -18,7 +18,7 @@ from pathlib import Path
 
 HERE = Path(__file__).parent / "agent_events"
 
-plan = json.loads(sys.argv[1])
+plan = json.loads(sys.argv[1].removeprefix("plan: "))  # a prefix: MCP servers may parse JSON-looking strings
 for name, text in plan.get("write", {}).items():
     Path(name).parent.mkdir(parents=True, exist_ok=True)
     Path(name).write_text(text)
