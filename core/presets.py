@@ -53,6 +53,7 @@ MAX_PRESETS = 100
 MAX_ARGS = 200
 MAX_ARG_CHARS = 8192
 ALLOW = "mcp__wavewait"  # Claude Code's permission rule for every wavewait tool
+PERMISSION_TOOL = "mcp__wavewait__approve"  # where Claude Code's permission prompts go (wavewait/mcp)
 CODEX_TOOL_TIMEOUT = 300  # Codex's cut for one MCP call; the server returns long waits before it
 KEYS = {"program", "args", "extra_args", "model_args", "env", "events", "mcp", "worktree"}
 
@@ -118,7 +119,7 @@ def mcp_args(style: McpStyle, server: McpServer) -> list[str]:
                 }
             }
         }
-        return ["--mcp-config", json.dumps(cfg), "--allowedTools", ALLOW]
+        return ["--mcp-config", json.dumps(cfg), "--permission-prompt-tool", PERMISSION_TOOL, "--allowedTools", ALLOW]
     if style == "codex":
         key = "mcp_servers.wavewait"
         env = ", ".join(f"{k} = {_toml_str(v)}" for k, v in server.env.items())

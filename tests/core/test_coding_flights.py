@@ -248,6 +248,7 @@ def test_the_claude_preset_runs_claude_headless_with_its_own_mcp_config_and_allo
         "env": {"WAVEWAIT_BUS": "/b", "WAVEWAIT_AGENT_ID": "f1"},
     }
     assert argv[argv.index("--allowedTools") + 1] == "mcp__wavewait"
+    assert argv[argv.index("--permission-prompt-tool") + 1] == "mcp__wavewait__approve"
     assert "--model" not in presets.BUILTIN["claude"].argv("x", server=SERVER)
 
 

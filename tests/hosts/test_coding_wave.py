@@ -22,7 +22,7 @@ import pytest
 from hostkit import CLAUDE, CODEX, VENV_BIN, first_turn_sees, install
 from modelserver import Call, ModelServer, Say, Turn
 
-from wavewait.core import agents, flights, wait
+from wavewait.core import agents, flights, messages, wait
 from wavewait.core.bus.file import FileBus
 
 pytestmark = [pytest.mark.hosts, pytest.mark.timeout(900)]
@@ -253,3 +253,71 @@ def test_a_real_flight_killed_mid_run_is_dead_with_its_last_event_and_keeps_its_
     # what it had spent: Claude Code reports usage per model message; Codex only when a turn completes
     assert done.usage is not None
     assert done.usage.input_tokens >= 10 if kind == "claude" else done.usage.input_tokens == 0
+
+
+@pytest.mark.parametrize("answer", ["allow", "deny use the Write tool instead"])
+def test_a_claude_flights_permission_prompt_is_its_question_and_the_answer_decides(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, answer: str
+) -> None:
+    """The model asks for a shell command that needs approval: the flight needs input until
+    the orchestrator answers; allow runs it, deny tells the model why not."""
+    exe = install(CLAUDE)
+    home = tmp_path / "home"
+    repo = home / "project"
+    repo.mkdir(parents=True)
+    git(repo, "init", "--quiet", "-b", "main")
+    (repo / "README.md").write_text("a project\n")
+    git(repo, "add", "--all")
+    git(repo, "-c", "user.name=T", "-c", "user.email=t@e.invalid", "commit", "--quiet", "-m", "first")
+    presets_file = tmp_path / "presets.toml"
+    presets_file.write_text(f"[presets.claude]\nprogram = {json.dumps(str(exe))}\n")
+    command = "sh -c 'echo ran > bash.txt'"
+
+    def script(turn: Turn) -> Call | Say:
+        if not turn.results:
+            return Call("Bash", {"command": command, "description": "write bash.txt"})
+        return Say(f"The shell said: {turn.results[-1]}")
+
+    with ModelServer(script) as m:
+        env = user_setup(home, m.url)
+        for k in ("WAVEWAIT_WORKTREES", "HOME"):
+            monkeypatch.setenv(k, env[k])
+
+        async def go():
+            bus = FileBus(tmp_path / "bus")
+            try:
+                await agents.register(bus, "orchestrator")
+                a = await flights.start(
+                    bus,
+                    "asker",
+                    parent_id="orchestrator",
+                    preset="claude",
+                    presets_file=str(presets_file),
+                    prompt="FLIGHT<asker> Write bash.txt with the shell.",
+                    cwd=str(repo),
+                    env={**os.environ, **env, "WAVEWAIT_BUS": bus.url},
+                )
+                asked = await wait.wait_event(bus, "orchestrator", 300, ["question"])
+                deadline = asyncio.get_running_loop().time() + 30
+                while (asking := await bus.get_agent(a.id)).question_id is None:  # marked just after delivery
+                    assert asyncio.get_running_loop().time() < deadline, asking
+                    await asyncio.sleep(0.05)  # a deadline loop's beat
+                await messages.answer(bus, "orchestrator", a.id, answer)
+                fan = await wait.wait_fan_in(bus, "orchestrator", 300, [a.id])
+                return asked.to_json(), asking, fan.results[0], await bus.get_agent(a.id)
+            finally:
+                await bus.close()
+
+        asked, asking, report, after = asyncio.run(go())
+    assert not m.failures, m.failures
+    assert asked["from"] == asking.id and asked["body"].startswith("permission: Bash ")
+    assert command.replace("'", "\\'") in asked["body"] or "echo ran > bash.txt" in asked["body"]
+    assert asking.state == "needs_input"
+    assert report.status == "received" and report.message.startswith("The shell said: ")
+    made = Path(after.worktree.path) / "bash.txt"
+    if answer == "allow":
+        assert made.read_text() == "ran\n"
+        assert [p.path for p in report.changes.paths] == ["bash.txt"]
+    else:
+        assert not made.exists()
+        assert "denied by the person in charge: use the Write tool instead" in report.message
