@@ -133,14 +133,36 @@ def flight_state(agent: Agent) -> str:
     return agent.state
 
 
+def tokens(n: int) -> str:
+    """12345 → `12.3k`: a token count for a narrow column."""
+    return f"{n / 1_000_000:.1f}M" if n >= 1_000_000 else f"{n / 1000:.1f}k" if n >= 1000 else str(n)
+
+
+def coding_facts(agent: Agent) -> str:
+    """A coding flight's changes and cost, first in its detail: `+12 −3 in 2 files · 1.2k tok · $0.0123`."""
+    parts = []
+    if agent.changes is not None:
+        c = agent.changes
+        parts.append(f"+{c.added} −{c.deleted} in {c.files} file{'s' if c.files != 1 else ''}")
+    if agent.usage is not None:
+        u = agent.usage
+        parts.append(f"{tokens(u.input_tokens + u.output_tokens)} tok")
+        if u.cost_usd is not None:
+            parts.append(f"${u.cost_usd:.4f}")
+    return " · ".join(parts)
+
+
 def flight_detail(agent: Agent, reported: bool) -> str:
-    """What the last column says: why it died, its open question, or its last message."""
+    """What the last column says: a coding flight's changes and cost, then why it died,
+    its open question, or its last message."""
+    facts = coding_facts(agent)
+    lead = f"{facts} · " if facts else ""
     if agent.status == "dead":
-        return one_line(agent.reason or "dead")
+        return lead + one_line(agent.reason or "dead")
     if agent.state == "needs_input":
-        return f"asks: {one_line(agent.question or '')}"
+        return f"{lead}asks: {one_line(agent.question or '')}"
     message = one_line(agent.last_message or "")
-    return f"{REPORTED} {message}" if reported and message else message
+    return lead + (f"{REPORTED} {message}" if reported and message else message)
 
 
 def flight_view(agent: Agent, received: bool) -> FlightView:
