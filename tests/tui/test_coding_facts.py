@@ -39,3 +39,52 @@ def test_the_facts_read_as_people_count() -> None:
     a.status, a.reason = "dead", "killed by orchestrator; last: tool Write"
     assert flight_detail(a, False) == "+1 −0 in 1 file · 30 tok · $0.0003 · killed by orchestrator; last: tool Write"
     assert flight_detail(Agent(id="b1", name="m", last_message="hi"), False) == "hi"
+
+
+async def test_spawn_with_a_preset_starts_a_coding_flight_in_its_own_worktree(file_bus, tmp_path, monkeypatch):
+    """/spawn NAME --preset P PROMPT: the agent (here replaying Claude Code's events) runs in
+    a worktree of the repository the TUI was started in, reports, and the panel shows it."""
+    import json
+    import sys
+    from pathlib import Path
+
+    from wavewait.tui.widgets.command import CommandLine
+
+    from gittools import make_repo, status
+    from tuitools import scrollback
+
+    repo = make_repo(tmp_path / "project", monkeypatch)
+    replay = Path(__file__).parents[1] / "core" / "replay_agent.py"
+    presets = tmp_path / "presets.toml"
+    presets.write_text(
+        f'[presets.replay]\nprogram = {json.dumps(sys.executable)}\nargs = [{json.dumps(str(replay))}, "{{prompt}}"]\n'
+        'events = "claude"\n'
+    )
+    monkeypatch.setenv("WAVEWAIT_PRESETS", str(presets))
+    monkeypatch.chdir(repo)
+    plan = json.dumps({"events": "claude-success.jsonl", "write": {"t.txt": "t\n"}})
+    await register(file_bus, "orchestrator")
+    async with running(file_bus) as (app, pilot):
+        app.main.query_one(CommandLine).value = f"/spawn coder --wave w --preset replay 'plan: {plan}'"
+        await pilot.press("enter")
+        await until(lambda: "branch wavewait/w/coder" in scrollback(app), what="the spawn said")
+        await until(lambda: "+1 −0 in 1 file · 30 tok" in screen_text(app), 30, what="its changes and tokens")
+    assert status(repo) == ""
+
+
+@pytest.mark.parametrize(
+    ("line", "why"),
+    [
+        ("/spawn x --preset", "give a value after --preset"),
+        ("/spawn x --preset claude", "give the prompt"),
+        ("/spawn --preset claude hi", "give one NAME"),
+    ],
+)
+def test_a_preset_spawn_that_is_not_whole_says_what_is_missing(line: str, why: str) -> None:
+    from wavewait.tui.commands import Usage as UsageError
+    from wavewait.tui.commands import parse
+
+    with pytest.raises(UsageError, match=why):
+        parse(line)
+    got = parse("/spawn coder --preset codex --wave w fix the bug")
+    assert (got.args, got.preset, got.wave, got.rest) == (["coder"], "codex", "w", ["fix", "the", "bug"])

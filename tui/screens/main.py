@@ -25,7 +25,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
 from ...core import agents as agents_mod
-from ...core import messages
+from ...core import flights, messages
 from ...core.bus import Bus, inbox_key
 from ...core.errors import WavewaitError
 from ...core.ids import resolve, short
@@ -527,9 +527,16 @@ received. **F1** shows the help of the focused part.
         self.say(f"sent to {recipient.name} ({short(recipient.id)}): message {short(item.id)}")
 
     async def cmd_spawn(self, p: Parsed) -> None:
-        agent = await agents_mod.spawn(self.bus, p.args[0], p.rest, wave=p.wave, parent_id=self.me)
+        if p.preset is None:
+            agent = await agents_mod.spawn(self.bus, p.args[0], p.rest, wave=p.wave, parent_id=self.me)
+        else:  # a coding agent, in its own worktree in a repository (docs/coding-waves.md)
+            agent = await flights.start(
+                self.bus, p.args[0], parent_id=self.me, preset=p.preset, prompt=" ".join(p.rest), wave=p.wave
+            )
+        where = f", branch {agent.worktree.branch}" if agent.worktree else ""
         self.say(
-            f"spawned {agent.name} ({short(agent.id)}), pid {agent.pid}{', wave ' + agent.wave if agent.wave else ''}"
+            f"spawned {agent.name} ({short(agent.id)}), pid {agent.pid}"
+            f"{', wave ' + agent.wave if agent.wave else ''}{where}"
         )
 
     async def cmd_reply(self, p: Parsed) -> None:
