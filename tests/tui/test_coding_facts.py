@@ -25,8 +25,10 @@ async def test_a_coding_flights_changes_and_cost_show_in_the_panel_and_follow_it
             usage=Usage(input_tokens=1000, output_tokens=234, cost_usd=0.0123),
         )
         await until(lambda: "+12 −3 in 2 files · 1.2k tok" in screen_text(app), what="the facts")
+        assert "0/1 reported · 1 running · 1.2k tok · $0.0123" in screen_text(app)  # the wave's totals
         await file_bus.update_agent(IDS["doc-writer"], usage=Usage(input_tokens=20, output_tokens=10))
         await until(lambda: "+12 −3 in 2 files · 30 tok" in screen_text(app), what="the new count")
+        assert "1 running · 30 tok  " in screen_text(app)  # no money reported: none shown
 
 
 def test_the_facts_read_as_people_count() -> None:
