@@ -90,3 +90,37 @@ def test_a_preset_spawn_that_is_not_whole_says_what_is_missing(line: str, why: s
         parse(line)
     got = parse("/spawn coder --preset codex --wave w fix the bug")
     assert (got.args, got.preset, got.wave, got.rest) == (["coder"], "codex", "w", ["fix", "the", "bug"])
+
+
+async def test_a_coding_flights_screen_shows_its_diff(file_bus, tmp_path, monkeypatch):
+    from wavewait.core import flights
+    from wavewait.tui.screens.flight import FlightScreen
+    from wavewait.tui.widgets.flights import FlightsTable
+
+    from gittools import make_repo
+
+    repo = make_repo(tmp_path / "project", monkeypatch)
+    await register(file_bus, "orchestrator")
+    a = await flights.start(
+        file_bus,
+        "writer",
+        parent_id="orchestrator",
+        command=["sh", "-c", "echo hello from the flight > h.txt"],
+        worktree=True,
+        wave="w",
+        cwd=str(repo),
+    )
+
+    async def counted() -> bool:
+        got = await file_bus.get_agent(a.id)
+        return got.changes is not None and got.changes.final
+
+    await until(counted, 30, "the flight's final changes")
+    async with running(file_bus) as (app, pilot):
+        table = app.main.query_one(FlightsTable)
+        await until(lambda: table.row_count == 1, what="the row")
+        table.focus()
+        await pilot.press("enter")
+        await until(lambda: isinstance(app.screen, FlightScreen), what="the flight screen")
+        await until(lambda: "+hello from the flight" in screen_text(app), what="the diff")
+        assert "Changes on wavewait/w/writer: +1 −0 in 1 file" in screen_text(app)
