@@ -124,3 +124,34 @@ async def test_a_coding_flights_screen_shows_its_diff(file_bus, tmp_path, monkey
         await until(lambda: isinstance(app.screen, FlightScreen), what="the flight screen")
         await until(lambda: "+hello from the flight" in screen_text(app), what="the diff")
         assert "Changes on wavewait/w/writer: +1 −0 in 1 file" in screen_text(app)
+
+
+async def test_a_and_d_allow_or_deny_the_selected_flights_permission_request(file_bus):
+    from wavewait.core import messages
+    from wavewait.tui.widgets.command import CommandLine
+    from wavewait.tui.widgets.flights import FlightsTable
+
+    from tuitools import scrollback
+
+    await register(file_bus, "orchestrator")
+    await put_flight(file_bus, "doc-writer", 1)
+    async with running(file_bus) as (app, pilot):
+        table = app.main.query_one(FlightsTable)
+        await until(lambda: table.row_count == 1, what="the row")
+        table.focus()
+        await pilot.press("a")
+        await until(lambda: "select a flight that needs input" in " ".join(app.notices), what="the refusal")
+        await messages.ask(file_bus, IDS["doc-writer"], 'permission: Bash {"command": "make"}. Answer allow, or deny.')
+        await until(lambda: "? needs input" in screen_text(app), what="the question")
+        table.focus()
+        await pilot.press("a")
+        await until(lambda: "answered doc-writer" in scrollback(app), what="the answer sent")
+        answers = [i.body for i in await file_bus.peek(IDS["doc-writer"]) if i.type == messages.ANSWER]
+        assert answers == ["allow"]
+        await until(lambda: "? needs input" not in screen_text(app), what="the state cleared")
+        await messages.ask(file_bus, IDS["doc-writer"], "permission: Bash {}")
+        await until(lambda: "? needs input" in screen_text(app), what="the second question")
+        table.focus()
+        await pilot.press("d")
+        cmd = app.main.query_one(CommandLine)
+        await until(lambda: cmd.value == "/reply f1e2d3c4 deny ", what="the deny offered")

@@ -467,6 +467,13 @@ received. **F1** shows the help of the focused part.
         if isinstance(event.data_table, FlightsTable) and event.row_key.value is not None:
             self.open_flight(event.row_key.value)
 
+    def on_flights_table_answer_requested(self, event: FlightsTable.AnswerRequested) -> None:
+        """a: allow at once; d: a deny on the command line, for the reason to be typed."""
+        if event.answer == "allow":
+            self.run_command(f"/reply {short(event.agent_id)} allow")
+        else:
+            self.prefill(f"/reply {short(event.agent_id)} deny ")
+
     def on_mirror_table_interrupt_requested(self, event: MirrorTable.InterruptRequested) -> None:
         self.interrupt_other_wait(event.wait_id)
 
