@@ -269,7 +269,17 @@ def get(name: str, path: str | None = None) -> Preset:
     return presets[name]
 
 
+#: a preset's prompt is one word of the agent's command line, and Linux refuses a word over
+#: 128 KiB (MAX_ARG_STRLEN): longer instructions belong in a file the prompt names
+MAX_PROMPT_BYTES = 100 << 10
+
+
 def check_prompt(prompt: object) -> str:
+    if isinstance(prompt, str) and len(prompt.encode(errors="replace")) > MAX_PROMPT_BYTES:
+        raise BadInput(
+            f"prompt: at most {MAX_PROMPT_BYTES >> 10} KiB for an agent preset (it goes on the agent's command "
+            "line); write the long part to a file in the repository and name that file in the prompt"
+        )
     return check_text(prompt, "prompt")
 
 

@@ -201,6 +201,7 @@ async def test_spawn_options_that_cannot_apply_are_refused_before_anything_runs(
         (dict(preset="nope", prompt="x"), "preset: no preset 'nope'; known: claude, codex"),
         (dict(preset="claude", prompt="  "), "prompt: must be a non-empty string"),
         (dict(preset="claude", prompt="x", command=["true"]), "give prompt, not command"),
+        (dict(preset="claude", prompt="x" * 200_000), "prompt: at most 100 KiB for an agent preset"),
         (dict(preset="claude", prompt="x", base="no-such-ref"), "base: 'no-such-ref' is not a commit"),
     ]
     for kw, words in cases:
