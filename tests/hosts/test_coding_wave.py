@@ -19,7 +19,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from hostkit import CLAUDE, CODEX, VENV_BIN, first_turn_sees, install
+from hostkit import CLAUDE, CODEX, TRANSCRIPTS, VENV_BIN, first_turn_sees, install
 from modelserver import Call, ModelServer, Say, Turn
 
 from wavewait.core import agents, flights, messages, wait
@@ -147,6 +147,21 @@ def test_a_wave_of_claude_and_codex_flights_edits_in_worktrees_and_reports_by_it
             assert u.cost_usd is None  # Codex reports tokens, not money
         # wavewait's tools reached the flight's model on its first turn (the preset's own MCP config)
         assert first_turn_sees(turns[name][0]) in ("callable", "named"), name
+    keep_transcript(f"wave-{n_claude}-claude-{n_codex}-codex", names, turns, reports)
+
+
+def keep_transcript(label: str, names: list[str], turns: dict[str, list[Turn]], reports: list) -> None:
+    """What each flight's model saw (its turns' tool results) and what the orchestrator's one
+    fan-in returned, in ~/.cache/wavewait-hosts/coding-wave/LABEL.json."""
+    out = {
+        "flights": {
+            name: [{"api": t.api, "results_seen": [r[:300] for r in t.results]} for t in turns[name]] for name in names
+        },
+        "fan_in": [r.model_dump(mode="json", exclude_none=True) for r in reports],
+    }
+    folder = TRANSCRIPTS.parent / "coding-wave"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{label}.json").write_text(json.dumps(out, indent=1))
 
 
 async def run_wave(bus_dir: Path, repo: Path, presets_file: Path, names: list[str], env: dict[str, str]):
