@@ -71,12 +71,14 @@ async def ask(bus: Bus, asker: str, question: str, to: str | None = None) -> Ite
         raise BadInput("to: the asker has no parent to ask; pass who to ask (or set WAVEWAIT_PARENT_ID)")
     recipient = await ensure_agent(bus, check_id(parent, "to"))
     qid = new_id()
-    item = await _deliver(
-        bus,
-        Item(id=qid, type="question", to=recipient.id, sender=me.id, body=question, data={"question_id": qid}),
-    )
+    item = Item(id=qid, type="question", to=recipient.id, sender=me.id, body=question, data={"question_id": qid})
+    # marked before it is delivered: whoever takes the question can answer it at once
     await _mark_question(bus, item)
-    return item
+    try:
+        return await _deliver(bus, item)
+    except BaseException:
+        await bus.update_agent(me.id, question=None, question_id=None)
+        raise
 
 
 async def answer(bus: Bus, sender: str, asker: str, text: str, question_id: str | None = None) -> Item:

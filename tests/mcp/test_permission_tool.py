@@ -9,7 +9,6 @@ import pytest
 
 from wavewait.core import agents, messages, wait
 
-from conftest import until
 from mcptools import mcp_client
 
 pytestmark = pytest.mark.anyio
@@ -37,12 +36,8 @@ async def test_a_permission_request_is_the_flights_question_until_answered(bus, 
         tg.start_soon(ask)
         q = (await wait.wait_event(bus, "orchestrator", 30, ["question"])).to_json()
         assert q["from"] == "flight" and q["body"].startswith('permission: Bash {"command": "rm -rf build"}')
-
-        async def needs_input() -> bool:  # the question is delivered just before it is marked
-            return (await bus.get_agent("flight")).question_id == q["question_id"]
-
-        await until(needs_input, 10, "the flight to need input")
-        assert (await bus.get_agent("flight")).state == "needs_input"
+        asking = await bus.get_agent("flight")  # marked before its question was delivered
+        assert asking.state == "needs_input" and asking.question_id == q["question_id"]
         await messages.answer(bus, "orchestrator", "flight", answer)
     assert got["result"] == expected
     assert (await bus.get_agent("flight")).state == "running"
