@@ -40,6 +40,7 @@ async def test_tools_list_publishes_schemas_and_honest_annotations(bus):
         "kill_agent",
         "read_output",
         "reply",
+        "ask",
         "approve",
     }
     for t in tools.values():

@@ -91,10 +91,10 @@ def spawn_place(s: Settings, cwd: str | None, env: dict[str, str] | None) -> tup
 
 def register_flight_tools(server: MCPServer, bus: Bus, s: Settings) -> None:
     """`read_output` and `reply`, acting on `bus` as `s.caller`."""
-    from .permission_tool import register_permission_tool
+    from .question_tools import register_question_tools
     from .tools import _ann, reply  # tools.py imports this module for spawn_place
 
-    register_permission_tool(server, bus, s)  # approve: a claude flight's permission prompts
+    register_question_tools(server, bus, s)  # ask, and approve (a claude flight's permission prompts)
 
     @server.tool(
         name="read_output",

@@ -1,4 +1,8 @@
-"""`approve`: Claude Code's permission prompts, asked through wavewait instead of a terminal.
+"""A flight's questions to its parent, as tools: `ask` (its own question) and `approve`
+(Claude Code's permission prompts, asked through wavewait instead of a terminal).
+
+Both make the question the flight's (`needs input` everywhere until answered with
+`reply`), and wait for the answer.
 
 A `claude` preset flight runs with `--permission-prompt-tool mcp__wavewait__approve`: when
 a tool needs approval, Claude Code calls this tool with `{tool_name, input, tool_use_id}`
@@ -19,8 +23,16 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..core import messages, wait
 from ..core.errors import BadInput
 from ..core.limits import check_text
+from ..core.results import Outcome, Result
 from .settings import Settings
 
+ASK_DOC = (
+    "Ask your parent (the agent or person that spawned you) a question and wait for the answer. "
+    "You show as needs_input until it is answered. Returns {status: 'answered', answer, "
+    "question_id}; on timeout {status: 'timeout', question_id}: the question stays open, so call "
+    "wait_for_event with types=['answer'] to keep waiting. Use it when you cannot go on without "
+    "a decision; do not guess."
+)
 NAME = "approve"
 DOC = (
     "Claude Code's permission prompt, routed through wavewait: called by the host (not by the "
@@ -31,6 +43,20 @@ DOC = (
 SUMMARY_CHARS = 600  # of the tool's input, in the question
 ANSWER_TIMEOUT = 1800.0  # a person may be away; past this the request is denied, saying so
 ALLOW_WORDS = frozenset({"allow", "allowed", "yes", "y", "ok", "approve", "approved"})
+
+
+class AskResult(Result):
+    """`ask`: the answer, or why none came yet (the question stays open)."""
+
+    status: str = Field(description="answered | timeout | interrupted")
+    answer: str | None = None
+    question_id: str
+
+    def outcome(self) -> Outcome:
+        return "satisfied" if self.status == "answered" else self.status  # type: ignore[return-value]
+
+    def summary(self) -> str:
+        return "answered" if self.status == "answered" else f"no answer yet ({self.status})"
 
 
 class Decision(BaseModel):
@@ -59,8 +85,35 @@ def decision(answer: str, tool_input: dict[str, Any]) -> dict[str, Any]:
     return {"behavior": "deny", "message": f"denied by the person in charge: {why or 'no reason given'}"}
 
 
-def register_permission_tool(server: MCPServer, bus: Any, s: Settings) -> None:
-    from .tools import Reporter, _ann
+def register_question_tools(server: MCPServer, bus: Any, s: Settings) -> None:
+    """`ask` and `approve`, acting on `bus` as `s.caller`."""
+    from .tools import Reporter, _ann, clamp, reply
+
+    @server.tool(name="ask", title="Ask your parent", description=ASK_DOC, annotations=_ann("ask", read_only=False))
+    async def ask(
+        ctx: Context,
+        question: Annotated[str, Field(description="The question (non-empty).")],
+        timeout: Annotated[float, Field(description="Seconds to wait for the answer.", ge=0)] = 1800,
+    ) -> Annotated[CallToolResult, AskResult]:
+        eff, _cut = clamp(s, wait.check_timeout(timeout), ctx)
+        # one question at a time, so the answer taken is this question's
+        me = await bus.get_agent(s.caller)
+        if me is not None and me.question_id and not me.finished:
+            raise BadInput(
+                f"question: your question {me.question_id} is still open; wait for its answer with "
+                "wait_for_event types=['answer']"
+            )
+        if any(r.type == messages.ANSWER for r in await bus.pending(s.caller)):
+            raise BadInput("question: an answer is waiting in your inbox; take it with wait_for_event types=['answer']")
+        item = await messages.ask(bus, s.caller, question)
+        got = await wait.wait_event(bus, s.caller, eff, [messages.ANSWER], on_progress=Reporter(ctx, eff))
+        if got.type == messages.ANSWER:
+            body = str((got.model_extra or {}).get("body", ""))
+            return reply(AskResult(status="answered", answer=body, question_id=item.id))
+        return reply(
+            AskResult(status=got.type, question_id=item.id),
+            "the question is still open: call wait_for_event with types=['answer'] to keep waiting",
+        )
 
     @server.tool(name=NAME, title="Ask for permission", description=DOC, annotations=_ann(NAME, read_only=False))
     async def approve(
