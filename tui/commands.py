@@ -63,6 +63,7 @@ class Parsed:
     rest: list[str] = field(default_factory=list)  # after `--` (spawn's command), or a preset's prompt
     wave: str | None = None
     preset: str | None = None  # /spawn --preset: `rest` is the prompt
+    options: dict[str, str | bool] = field(default_factory=dict)  # /spawn's --model, --base, --worktree
 
 
 def usage_error(cmd: SlashCommand, why: str) -> Usage:
@@ -114,12 +115,18 @@ def _parse_spawn(cmd: SlashCommand, words: list[str]) -> Parsed:
     if not words or words[0].startswith("--"):
         raise usage_error(cmd, "give one NAME (quote it if it has spaces) first")
     name, i = words[0], 1
-    options: dict[str, str | None] = {"--wave": None, "--preset": None}
-    while i < len(words) and words[i] in options:
+    options: dict[str, str | None] = {"--wave": None, "--preset": None, "--model": None, "--base": None}
+    flags: dict[str, str | bool] = {}
+    while i < len(words) and (words[i] in options or words[i] in ("--worktree", "--no-worktree")):
+        if words[i] in ("--worktree", "--no-worktree"):
+            flags["worktree"] = words[i] == "--worktree"
+            i += 1
+            continue
         if i + 1 >= len(words):
             raise usage_error(cmd, f"give a value after {words[i]}")
         options[words[i]] = words[i + 1]
         i += 2
+    flags |= {k[2:]: v for k, v in options.items() if k in ("--model", "--base") and v is not None}
     rest = words[i:]
     if rest[:1] == ["--"]:
         rest = rest[1:]
@@ -129,7 +136,7 @@ def _parse_spawn(cmd: SlashCommand, words: list[str]) -> Parsed:
         raise usage_error(cmd, "put the command after --")
     if not rest:
         raise usage_error(cmd, "give the prompt" if options["--preset"] else "give the command to run after --")
-    return Parsed(cmd, [name], rest, options["--wave"], options["--preset"])
+    return Parsed(cmd, [name], rest, options["--wave"], options["--preset"], flags)
 
 
 def complete(value: str, ids: list[tuple[str, str]]) -> str | None:

@@ -90,6 +90,10 @@ def test_a_preset_spawn_that_is_not_whole_says_what_is_missing(line: str, why: s
         parse(line)
     got = parse("/spawn coder --preset codex --wave w fix the bug")
     assert (got.args, got.preset, got.wave, got.rest) == (["coder"], "codex", "w", ["fix", "the", "bug"])
+    got = parse("/spawn coder --preset claude --model opus --no-worktree -- fix it")
+    assert got.options == {"model": "opus", "worktree": False} and got.rest == ["fix", "it"]
+    got = parse("/spawn job --worktree --base v1 -- make test")
+    assert (got.preset, got.options, got.rest) == (None, {"worktree": True, "base": "v1"}, ["make", "test"])
 
 
 async def test_a_coding_flights_screen_shows_its_diff(file_bus, tmp_path, monkeypatch):
@@ -155,3 +159,17 @@ async def test_a_and_d_allow_or_deny_the_selected_flights_permission_request(fil
         await pilot.press("d")
         cmd = app.main.query_one(CommandLine)
         await until(lambda: cmd.value == "/reply f1e2d3c4 deny ", what="the deny offered")
+
+
+async def test_spawn_a_command_in_its_own_worktree_from_the_tui(file_bus, tmp_path, monkeypatch):
+    from gittools import git, make_repo, status
+    from tuitools import scrollback, type_command
+
+    repo = make_repo(tmp_path / "project", monkeypatch)
+    monkeypatch.chdir(repo)
+    await register(file_bus, "orchestrator")
+    async with running(file_bus) as (app, pilot):
+        await type_command(pilot, "/spawn job --worktree -- sh -c 'echo made > made.txt'")
+        await until(lambda: "branch wavewait/no-wave/job" in scrollback(app), what="the spawn said")
+        await until(lambda: "+1 −0 in 1 file" in screen_text(app), 30, what="its changes")
+    assert status(repo) == "" and git(repo, "show", "wavewait/no-wave/job:made.txt") == "made\n"

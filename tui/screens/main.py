@@ -534,11 +534,20 @@ received. **F1** shows the help of the focused part.
         self.say(f"sent to {recipient.name} ({short(recipient.id)}): message {short(item.id)}")
 
     async def cmd_spawn(self, p: Parsed) -> None:
-        if p.preset is None:
+        if p.preset is None and not p.options:
             agent = await agents_mod.spawn(self.bus, p.args[0], p.rest, wave=p.wave, parent_id=self.me)
-        else:  # a coding agent, in its own worktree in a repository (docs/coding-waves.md)
+        else:  # a coding agent, or a command in its own worktree (docs/coding-waves.md)
             agent = await flights.start(
-                self.bus, p.args[0], parent_id=self.me, preset=p.preset, prompt=" ".join(p.rest), wave=p.wave
+                self.bus,
+                p.args[0],
+                parent_id=self.me,
+                preset=p.preset,
+                prompt=" ".join(p.rest) if p.preset else None,
+                command=None if p.preset else p.rest,
+                wave=p.wave,
+                model=_text(p.options.get("model")),
+                base=_text(p.options.get("base")),
+                worktree=_flag(p.options.get("worktree")),
             )
         where = f", branch {agent.worktree.branch}" if agent.worktree else ""
         self.say(
@@ -709,3 +718,11 @@ received. **F1** shows the help of the focused part.
             self.say_bad(f"the demo could not start: {e.__class__.__name__}: {e}")
             return
         self.run_command(f"/wait {demo.timeout:g} " + " ".join(short(a.id) for a in flights))
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _flag(value: object) -> bool | None:
+    return value if isinstance(value, bool) else None
