@@ -9,6 +9,7 @@ within its interval. Agents not spawned here keep a lease by heartbeat instead.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 import subprocess
@@ -19,8 +20,9 @@ import weakref
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from . import worktrees
 from .bus import Bus
-from .errors import BadInput
+from .errors import BadInput, WavewaitError
 from .identity import SECRET_ENV, new_secret, supervised_flight_id, supervisor_argv
 from .ids import check_id, check_name, is_id, new_id, resolve
 from .model import Agent, Item, now
@@ -150,9 +152,12 @@ async def spawn(
     env: dict[str, str] | None = None,
     cwd: str | None = None,
     agent_id: str | None = None,
+    **fields: Any,
 ) -> Agent:
     """Run `command` as a supervised agent in its own process group; return its record.
-    `agent_id`: the id to give it, when the caller must name it before it runs (a task's agent)."""
+
+    `agent_id` (new if None) and `fields` (more of the record: a preset, a worktree) come from
+    a caller that prepared the flight first (core/flights.py)."""
     check_name(name)
     if not command or not all(isinstance(c, str) and c for c in command):
         raise BadInput("command: give the program and its arguments as a non-empty list of strings")
@@ -170,6 +175,7 @@ async def spawn(
         command=list(command),
         log_path=bus.log_path(agent_id),
         secret_hash=digest,
+        **fields,
     )
     await bus.put_agent(agent)
     child_env = dict(os.environ if env is None else env)
@@ -251,13 +257,21 @@ async def read_output(bus: Bus, agent: Agent, lines: int = 50) -> list[str]:
 
 
 async def close(bus: Bus, agent: Agent, reason: str = "closed") -> Agent:
-    """Mark an agent closed (terminal). Its process, if any, is left to finish."""
+    """Mark an agent closed (terminal). Its process, if any, is left to finish.
+
+    A flight's worktree goes once its process has ended, if clean (its branch stays); one
+    still running is tidied by its supervisor at its end (core/flights.py)."""
     closed = await bus.transition(agent.id, "closed", ("running", "idle"), reason=reason, ended_at=now())
     if closed is None:
         current = await bus.get_agent(agent.id)
         if current is not None and current.status == "dead":
             raise BadInput(f"agentId: {agent.name} ({agent.id[:8]}) is dead, not open; nothing to close")
-        return current or agent
+        closed = current or agent
+    if closed.worktree is not None and closed.host in (None, hostname()) and not alive(closed.pid, closed.pid_start):
+        try:
+            await asyncio.to_thread(worktrees.remove, closed.worktree)
+        except WavewaitError as e:  # closed all the same; prune can take the worktree later
+            logging.getLogger("wavewait.agents").warning("%s: its worktree stays: %s", closed.name, e)
     return closed
 
 
@@ -378,4 +392,11 @@ def agent_view(a: Agent) -> dict[str, Any]:
         "exit_code": a.exit_code,
         "reason": a.reason,
         "parent_id": a.parent_id,
+        "preset": a.preset,
+        "worktree": a.worktree,
+        "changes": a.changes.model_copy(update={"paths": a.changes.paths[:LISTED_PATHS]}) if a.changes else None,
+        "usage": a.usage,
     }
+
+
+LISTED_PATHS = 20  # files of a flight's changes a listing shows (wavewait diff shows them all)

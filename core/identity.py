@@ -31,7 +31,7 @@ from .bus import Bus
 from .errors import ForgedSender
 from .ids import is_id
 from .model import Agent
-from .proc import ancestors, cmdline, hostname
+from .proc import ancestors, cmdline, hostname, me
 
 SECRET_ENV = "WAVEWAIT_AGENT_SECRET"
 SUPERVISOR_MODULE = "wavewait.core.supervise"
@@ -96,9 +96,11 @@ _flights: weakref.WeakKeyDictionary[Bus, tuple[int, Agent | None]] = weakref.Wea
 
 
 def _my_ancestors() -> list[tuple[int, str | None]]:
+    """This process, then its ancestors: a supervisor is one of its own flight's processes
+    (it sends the flight's report when the agent's run ends, core/flights.py)."""
     global _ancestry
     if _ancestry[0] != os.getpid():  # the first call, or a forked child
-        _ancestry = (os.getpid(), ancestors())
+        _ancestry = (os.getpid(), [me(), *ancestors()])
     return _ancestry[1]
 
 

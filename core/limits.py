@@ -21,6 +21,7 @@ value costs a short `BadInput` naming the field, never a stalled server or a ful
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -96,3 +97,20 @@ def check_data(value: object, field: str = "data") -> dict[str, Any]:
     if size > MAX_DATA_BYTES:
         raise BadInput(f"{field}: at most {_size(MAX_DATA_BYTES)} as JSON, got {_size(size)}")
     return value
+
+
+MAX_ENV = 100  # variables one spawn may add
+MAX_ENV_VALUE = 32 * 1024
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+
+
+def check_env(env: object, field: str = "env") -> dict[str, str]:
+    """Variables to add to a flight's environment: at most 100 plain names, bounded values."""
+    if not isinstance(env, dict) or len(env) > MAX_ENV:
+        raise BadInput(f"{field}: give at most {MAX_ENV} NAME=value pairs")
+    for name, value in env.items():
+        if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
+            raise BadInput(f"{field}: {name!r} is not a variable name (letters, digits and '_', not first a digit)")
+        if not isinstance(value, str) or len(value) > MAX_ENV_VALUE or "\0" in value:
+            raise BadInput(f"{field}.{name}: must be a string of at most {MAX_ENV_VALUE} characters, without NUL")
+    return env

@@ -83,12 +83,14 @@ async def ask(bus: Bus, asker: str, question: str, to: str | None = None) -> Ite
         raise BadInput("to: the asker has no parent to ask; pass who to ask (or set WAVEWAIT_PARENT_ID)")
     recipient = await ensure_agent(bus, check_id(parent, "to"))
     qid = new_id()
-    item = await _deliver(
-        bus,
-        Item(id=qid, type="question", to=recipient.id, sender=me.id, body=question, data={"question_id": qid}),
-    )
+    item = Item(id=qid, type="question", to=recipient.id, sender=me.id, body=question, data={"question_id": qid})
+    # marked before it is delivered: whoever takes the question can answer it at once
     await _mark_question(bus, item)
-    return item
+    try:
+        return await _deliver(bus, item)
+    except BaseException:
+        await bus.update_agent(me.id, question=None, question_id=None)
+        raise
 
 
 async def answer(bus: Bus, sender: str, asker: str, text: str, question_id: str | None = None) -> Item:
@@ -141,7 +143,7 @@ async def notify_completion(
     session_id: str | None = None,
 ) -> Item:
     """Report that a worker finished its job: a `worker_complete` item to its session; idle."""
-    if status not in ("success", "error"):
+    if status not in ("success", "error", "max_turns"):  # max_turns: a supervisor's report (core/flights.py)
         raise BadInput(f"status: must be 'success' or 'error', got {status!r}")
     check_text(message, "message", allow_empty=True)
     changes = check_list(changes or [], "changes", check_path)

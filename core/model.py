@@ -40,6 +40,44 @@ class Record(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
 
+class WorktreeInfo(Record):
+    """Where a flight works: its own git worktree on its own branch (core/worktrees.py)."""
+
+    path: str  # the worktree's folder (the flight's cwd is this, or a subfolder of it)
+    branch: str  # wavewait/<wave>/<name>: the flight's result once it ended
+    base: str  # the commit it started from (what its changes are counted against)
+    base_ref: str = "HEAD"  # what the spawner named as the base
+    repo: str  # the main worktree of the repository
+
+
+class FileChange(Record):
+    path: str
+    added: int | None = None  # None for a binary file
+    deleted: int | None = None
+
+
+class ChangeSummary(Record):
+    """What a flight changed against its base: files and lines (core/changes.py)."""
+
+    files: int = 0
+    added: int = 0
+    deleted: int = 0
+    paths: list[FileChange] = Field(default_factory=list)  # the first CHANGES_KEPT of them
+    at: float = Field(default_factory=now)
+    final: bool = False  # counted after the flight ended (and its leftovers were committed)
+
+
+class Usage(Record):
+    """Tokens and money one flight spent, as its agent's own events report them."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_creation_tokens: int = 0
+    cost_usd: float | None = None  # only where the agent reports it (Claude Code)
+    turns: int | None = None
+
+
 class Agent(Record):
     v: int = AGENT_VERSION
     id: str
@@ -65,6 +103,12 @@ class Agent(Record):
     last_message_at: float | None = None
     question: str | None = None  # an open question this agent asked (shortened); None once answered
     question_id: str | None = None
+    # coding flights (docs/coding-waves.md); absent on records written before them
+    preset: str | None = None  # the agent preset it runs (core/presets.py)
+    events: str | None = None  # the format of its machine-readable events (core/agent_events.py)
+    worktree: WorktreeInfo | None = None
+    changes: ChangeSummary | None = None
+    usage: Usage | None = None
 
     @property
     def finished(self) -> bool:

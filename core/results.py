@@ -12,7 +12,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel, model_validator
 
-from .model import TargetStatus, WaitRecord
+from .model import Agent, ChangeSummary, TargetStatus, Usage, WaitRecord, WorktreeInfo
 
 Outcome = Literal["satisfied", "timeout", "interrupted"]
 EXIT_CODES: dict[Outcome, int] = {"satisfied": 0, "timeout": 3, "interrupted": 4}
@@ -100,6 +100,19 @@ class TargetResult(BaseModel):
     message: str | None = None
     message_id: str | None = None  # the message's id: a duplicate has the same one
     reason: str | None = None  # why a target is dead, for people
+    # a coding flight's (docs/coding-waves.md): its branch, what it changed, what it spent
+    branch: str | None = None
+    changes: ChangeSummary | None = None
+    usage: Usage | None = None
+
+
+def flight_facts(agent: Agent) -> dict[str, Any]:
+    """What a fan-in entry and a listing show of a coding flight: branch, changes, usage."""
+    return {
+        "branch": agent.worktree.branch if agent.worktree else None,
+        "changes": agent.changes,
+        "usage": agent.usage,
+    }
 
 
 class FanIn(Result):
@@ -257,6 +270,40 @@ class AgentInfo(BaseModel):
     exit_code: int | None = None
     reason: str | None = Field(default=None, description="why it is dead or closed")
     parent_id: str | None = None
+    preset: str | None = Field(default=None, description="the agent preset it runs (claude, codex, …)")
+    worktree: WorktreeInfo | None = Field(default=None, description="its own git worktree: path, branch, base")
+    changes: ChangeSummary | None = Field(
+        default=None, description="files and lines +/- against its base (final once it ended)"
+    )
+    usage: Usage | None = Field(default=None, description="tokens in and out, and cost where the agent reports it")
+
+
+class PruneResult(ToolResult):
+    """`wavewait prune`: the ended flights' worktrees removed or kept, their branches deleted or kept."""
+
+    removed: list[dict[str, str]]
+    kept: list[dict[str, str]]
+    branches_deleted: list[dict[str, str]]
+    branches_kept: list[dict[str, str]]
+
+    def summary(self) -> str:
+        return (
+            f"{len(self.removed)} worktree(s) removed, {len(self.kept)} kept; "
+            f"{len(self.branches_deleted)} branch(es) deleted, {len(self.branches_kept)} kept"
+        )
+
+
+class DiffStat(ToolResult):
+    """`wavewait diff ID --stat`: what a flight changed against its base, counted now."""
+
+    agent_id: str
+    name: str
+    worktree: WorktreeInfo
+    changes: ChangeSummary
+
+    def summary(self) -> str:
+        c = self.changes
+        return f"{self.name}: {c.files} file(s), +{c.added} -{c.deleted}"
 
 
 class OutputResult(ToolResult):

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 
+from . import flights
 from .agents import AGENT_LEASE, mark_dead, output_tail
 from .bus import Bus, open_bus
 from .identity import SECRET_ENV, holds_secret
@@ -70,8 +71,14 @@ async def _supervise(bus: Bus, agent_id: str, command: list[str]) -> int:
     # 0600 whatever the umask: an agent's output is as private as the bus it came from
     fd = os.open(agent.log_path or os.devnull, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
     log = open(fd, "ab", buffering=0)  # noqa: SIM115 -- held while the child runs
+    relay = flights.Relay(agent.events, log) if agent.events else None  # its events: read, then logged
     try:
-        child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+        child = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE if relay else log,
+            stderr=log if relay else subprocess.STDOUT,
+        )
     except OSError as e:
         log.close()
         print(f"error: {e.strerror or e}", flush=True)
@@ -88,22 +95,40 @@ async def _supervise(bus: Bus, agent_id: str, command: list[str]) -> int:
     )
     print(child.pid, flush=True)
     sys.stdout.close()
+    if relay is not None:
+        relay.start(child.stdout)
     ended_task = asyncio.ensure_future(asyncio.to_thread(child.wait))
-    while leased and not (await asyncio.wait({ended_task}, timeout=AGENT_LEASE / 3))[0]:
+    live = relay is not None or agent.worktree is not None  # usage and changes kept current
+    beat = min(AGENT_LEASE / 3, flights.LIVE_CHANGES_EVERY) if leased and live else AGENT_LEASE / 3
+    seen: dict[str, object] = {}
+    while (leased or live) and not (await asyncio.wait({ended_task}, timeout=beat))[0]:
         try:
-            await bus.update_agent(agent_id, lease_expires_at=now() + AGENT_LEASE)
+            if leased:
+                await bus.update_agent(agent_id, lease_expires_at=now() + AGENT_LEASE)
+            if live:
+                await flights.tick(bus, agent, relay, seen)
         except Exception as e:  # keep supervising: the exit must still be recorded
-            log.write(f"\nwavewait supervise: could not renew the lease of {agent_id}: {e}\n".encode())
+            log.write(f"\nwavewait supervise: could not update the record of {agent_id}: {e}\n".encode())
     code = await ended_task
     ended = {"exit_code": code, "ended_at": now()}
+    reader = relay.finish() if relay is not None else None
+    why = None
+    try:  # its usage, its leftovers committed, its changes, its report
+        why = await flights.wrap_up(bus, agent_id, code, reader)
+    except Exception as e:  # the end must still be recorded
+        log.write(f"\nwavewait supervise: could not wrap up {agent_id}: {e}\n".encode())
     log.close()
-    # a clean exit is closed, whatever it sent; dead means it died
-    if code == 0:
-        ended_now = await bus.transition(agent_id, "closed", ("running", "idle"), reason="exited with code 0", **ended)
+    # a clean exit, or a run the agent itself finished, is closed; dead means it died
+    if code == 0 or (reader is not None and reader.ended):
+        said = "exited with code 0" if code == 0 else f"finished: {reader.status if reader else '?'} (exit {code})"
+        ended_now = await bus.transition(agent_id, "closed", ("running", "idle"), reason=said, **ended)
     else:
-        ended_now = await mark_dead(bus, agent_id, _describe(code, agent.log_path), exit_code=code)
-    if ended_now is None:
-        await bus.update_agent(agent_id, exit_code=code)  # already closed or killed: keep the code
+        reason = f"{_describe(code)}; {why}" if why else _describe(code, agent.log_path)
+        ended_now = await mark_dead(bus, agent_id, reason, exit_code=code)
+    if ended_now is None:  # already closed or killed: keep the code, and what its events said
+        current = await bus.get_agent(agent_id)
+        more = {"reason": f"{current.reason}; {why}"} if why and current and current.status == "dead" else {}
+        await bus.update_agent(agent_id, exit_code=code, **more)
     return 0
 
 

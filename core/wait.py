@@ -50,6 +50,7 @@ from .results import (
     Result,
     Signal,
     TargetResult,
+    flight_facts,
     iso,
 )
 
@@ -746,7 +747,7 @@ async def wait_fan_in(
         raise BadInput("from_agents: list at least one agent id or prefix (or omit it for the next message)")
     targets = await resolve_agents(bus, from_agents, "from_agents")
     await ensure_registered(bus, caller)
-    return await run(
+    fan = await run(
         bus,
         caller,
         OnePerAgent(targets, budget),
@@ -755,6 +756,14 @@ async def wait_fan_in(
         control=control,
         settings=settings,
     )
+    # coding flights' entries carry their branch, changes and usage as their records say now
+    coding = [a.id for a in targets if a.preset or a.worktree]
+    fresh = await bus.get_agents(coding) if coding else {}
+    for entry in fan.results:
+        if (agent := fresh.get(entry.agent_id)) is not None:
+            for key, value in flight_facts(agent).items():
+                setattr(entry, key, value)
+    return fan
 
 
 # --------------------------------------------------------------------------- typed events

@@ -34,7 +34,9 @@ COMMANDS: tuple[SlashCommand, ...] = (
         "answer the open question of a flight that needs input (Enter on it starts this)",
         takes_ids=True,
     ),
-    SlashCommand("/spawn", "/spawn NAME [--wave W] -- CMD ...", "run a command as a supervised flight"),
+    SlashCommand(
+        "/spawn", "/spawn NAME [--wave W] [--preset P] -- CMD ... | PROMPT", "run a command or agent as a flight"
+    ),
     SlashCommand("/kill", "/kill ID", "kill a flight's process group and mark it dead", takes_ids=True),
     SlashCommand("/close", "/close ID", "mark a flight closed (done for good)", takes_ids=True),
     SlashCommand("/interrupt", "/interrupt WAIT", "interrupt a wait made by another process (see the mirror panel)"),
@@ -58,8 +60,10 @@ class Usage(ValueError):
 class Parsed:
     command: SlashCommand
     args: list[str] = field(default_factory=list)
-    rest: list[str] = field(default_factory=list)  # after `--` (spawn's command)
+    rest: list[str] = field(default_factory=list)  # after `--` (spawn's command), or a preset's prompt
     wave: str | None = None
+    preset: str | None = None  # /spawn --preset: `rest` is the prompt
+    options: dict[str, str | bool] = field(default_factory=dict)  # /spawn's --model, --base, --worktree
 
 
 def usage_error(cmd: SlashCommand, why: str) -> Usage:
@@ -106,18 +110,33 @@ def parse(line: str) -> Parsed:
 
 
 def _parse_spawn(cmd: SlashCommand, words: list[str]) -> Parsed:
-    if "--" not in words:
+    """NAME, then --wave W and --preset P in any order, then `--` and the command (or, with a
+    preset, the prompt, with or without `--`)."""
+    if not words or words[0].startswith("--"):
+        raise usage_error(cmd, "give one NAME (quote it if it has spaces) first")
+    name, i = words[0], 1
+    options: dict[str, str | None] = {"--wave": None, "--preset": None, "--model": None, "--base": None}
+    flags: dict[str, str | bool] = {}
+    while i < len(words) and (words[i] in options or words[i] in ("--worktree", "--no-worktree")):
+        if words[i] in ("--worktree", "--no-worktree"):
+            flags["worktree"] = words[i] == "--worktree"
+            i += 1
+            continue
+        if i + 1 >= len(words):
+            raise usage_error(cmd, f"give a value after {words[i]}")
+        options[words[i]] = words[i + 1]
+        i += 2
+    flags |= {k[2:]: v for k, v in options.items() if k in ("--model", "--base") and v is not None}
+    rest = words[i:]
+    if rest[:1] == ["--"]:
+        rest = rest[1:]
+    elif options["--preset"] is None:
+        if "--" in rest:
+            raise usage_error(cmd, "give one NAME (quote it if it has spaces), then -- and the command")
         raise usage_error(cmd, "put the command after --")
-    i = words.index("--")
-    head, rest = words[:i], words[i + 1 :]
-    wave = None
-    if len(head) == 3 and head[1] == "--wave":
-        head, wave = [head[0]], head[2]
-    if len(head) != 1:
-        raise usage_error(cmd, "give one NAME (quote it if it has spaces), then -- and the command")
     if not rest:
-        raise usage_error(cmd, "give the command to run after --")
-    return Parsed(cmd, head, rest, wave)
+        raise usage_error(cmd, "give the prompt" if options["--preset"] else "give the command to run after --")
+    return Parsed(cmd, [name], rest, options["--wave"], options["--preset"], flags)
 
 
 def complete(value: str, ids: list[tuple[str, str]]) -> str | None:

@@ -108,6 +108,8 @@ class FlightView:
     ended_at: float | None  # set once the flight has finished: its elapsed stops
     last_message_at: float | None
     detail: str  # last message, or why it is dead
+    tokens: int = 0  # a coding flight's tokens in and out so far (its usage)
+    cost: float = 0.0  # and its money, where the agent reports it
 
     def stalled(self, t: float) -> bool:
         """Running and silent for QUIET_AFTER seconds: dimmed, a visible stall."""
@@ -133,14 +135,36 @@ def flight_state(agent: Agent) -> str:
     return agent.state
 
 
+def tokens(n: int) -> str:
+    """12345 → `12.3k`: a token count for a narrow column."""
+    return f"{n / 1_000_000:.1f}M" if n >= 1_000_000 else f"{n / 1000:.1f}k" if n >= 1000 else str(n)
+
+
+def coding_facts(agent: Agent) -> str:
+    """A coding flight's changes and cost, first in its detail: `+12 −3 in 2 files · 1.2k tok · $0.0123`."""
+    parts = []
+    if agent.changes is not None:
+        c = agent.changes
+        parts.append(f"+{c.added} −{c.deleted} in {c.files} file{'s' if c.files != 1 else ''}")
+    if agent.usage is not None:
+        u = agent.usage
+        parts.append(f"{tokens(u.input_tokens + u.output_tokens)} tok")
+        if u.cost_usd is not None:
+            parts.append(f"${u.cost_usd:.4f}")
+    return " · ".join(parts)
+
+
 def flight_detail(agent: Agent, reported: bool) -> str:
-    """What the last column says: why it died, its open question, or its last message."""
+    """What the last column says: a coding flight's changes and cost, then why it died,
+    its open question, or its last message."""
+    facts = coding_facts(agent)
+    lead = f"{facts} · " if facts else ""
     if agent.status == "dead":
-        return one_line(agent.reason or "dead")
+        return lead + one_line(agent.reason or "dead")
     if agent.state == "needs_input":
-        return f"asks: {one_line(agent.question or '')}"
+        return f"{lead}asks: {one_line(agent.question or '')}"
     message = one_line(agent.last_message or "")
-    return f"{REPORTED} {message}" if reported and message else message
+    return lead + (f"{REPORTED} {message}" if reported and message else message)
 
 
 def flight_view(agent: Agent, received: bool) -> FlightView:
@@ -154,6 +178,8 @@ def flight_view(agent: Agent, received: bool) -> FlightView:
         ended_at=agent.ended_at if agent.finished and agent.ended_at else None,
         last_message_at=agent.last_message_at,
         detail=flight_detail(agent, received),
+        tokens=agent.usage.input_tokens + agent.usage.output_tokens if agent.usage else 0,
+        cost=(agent.usage.cost_usd or 0.0) if agent.usage else 0.0,
     )
 
 
@@ -202,6 +228,8 @@ class Panel:
         self.states: Counter[str] = Counter()
         self.waves: Counter[str] = Counter()
         self.reported = 0
+        self.tokens = 0  # the wave's totals, for the header
+        self.cost = 0.0
 
     def rebuild(self, agents: Iterable[Agent], got: set[str]) -> None:
         self.views = [flight_view(a, a.id in got) for a in agents if a.id != self.me]
@@ -210,6 +238,8 @@ class Panel:
         self.states = Counter(v.state for v in self.views)
         self.waves = Counter(v.wave for v in self.views if v.wave)
         self.reported = sum(v.reported for v in self.views)
+        self.tokens = sum(v.tokens for v in self.views)
+        self.cost = sum(v.cost for v in self.views)
 
     def update(self, agents: Mapping[str, Agent], ids: Iterable[str], got: set[str]) -> list[FlightView] | None:
         """Rebuild the views of `ids` and of the flights whose reported mark changed; the
@@ -236,13 +266,19 @@ class Panel:
     def _count(self, v: FlightView, n: int) -> None:
         self.states[v.state] += n
         self.reported += n * v.reported
+        self.tokens += n * v.tokens
+        self.cost += n * v.cost
         if v.wave:
             self.waves[v.wave] += n
             if not self.waves[v.wave]:
                 del self.waves[v.wave]
 
     def summary(self) -> str:
-        return summary_of(len(self.views), self.reported, self.states)
+        """The counts, then what coding flights spent in all (only once one has spent)."""
+        line = summary_of(len(self.views), self.reported, self.states)
+        if self.tokens:
+            line += f" · {tokens(self.tokens)} tok" + (f" · ${self.cost:.4f}" if self.cost > 0 else "")
+        return line
 
 
 @dataclass(frozen=True)

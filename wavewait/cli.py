@@ -20,19 +20,22 @@ from typing import TYPE_CHECKING, NoReturn
 import anyio
 
 from .core import agents as agents_mod
-from .core import messages, wait
+from .core import changes, flights, messages, wait
 from .core.agents import agent_view
 from .core.bus import Bus, bus_url, open_bus
 from .core.delivery import ClaimLost
 from .core.errors import BadInput, WavewaitError
+from .core.limits import check_env
 from .core.results import (
     AgentInfo,
     AgentList,
     CloseResult,
+    DiffStat,
     InterruptResult,
     KillResult,
     NotifyResult,
     OutputResult,
+    PruneResult,
     Result,
     SendResult,
     SpawnResult,
@@ -112,7 +115,7 @@ def _silence_stdout() -> None:
 
 
 #: commands that only look at or act on what the bus holds: they never create a bus
-NEEDS_A_BUS = {"agents", "waits", "kill", "close", "interrupt"}
+NEEDS_A_BUS = {"agents", "waits", "kill", "close", "interrupt", "diff", "prune"}
 
 
 async def _run(args: argparse.Namespace) -> int:
@@ -189,10 +192,52 @@ async def cmd_notify(bus: Bus, args: argparse.Namespace) -> int:
 
 
 async def cmd_spawn(bus: Bus, args: argparse.Namespace) -> int:
+    """A plain command, or a preset's agent on a prompt (the words after --); in its own
+    worktree by default for a preset in a repository (docs/coding-waves.md)."""
     parent = agents_mod.caller_id(args.agent)
+    env = None
+    if args.env:
+        pairs = dict(e.partition("=")[::2] for e in args.env)
+        if any("=" not in e for e in args.env):
+            raise BadInput("--env: give NAME=value")
+        env = {**os.environ, **check_env(pairs, "--env")}
+    cwd = os.path.realpath(os.path.expanduser(args.cwd)) if args.cwd else os.getcwd()
+    if not os.path.isdir(cwd):
+        raise BadInput(f"--cwd: {args.cwd!r} is not a directory")
     await agents_mod.ensure_agent(bus, parent)
-    agent = await agents_mod.spawn(bus, args.name, args.cmd, wave=args.wave, parent_id=parent)
+    agent = await flights.start(
+        bus,
+        args.name,
+        parent_id=parent,
+        prompt=" ".join(args.cmd) if args.preset else None,
+        command=None if args.preset else args.cmd,
+        preset=args.preset,
+        presets_file=args.presets,
+        wave=args.wave,
+        model=args.model,
+        worktree=args.worktree,
+        base=args.base,
+        cwd=cwd,
+        env=env,
+    )
     return _print(SpawnResult(agent_id=agent.id, name=agent.name, pid=agent.pid))
+
+
+async def cmd_diff(bus: Bus, args: argparse.Namespace) -> int:
+    """A flight's patch against its base (uncommitted work included), or with --stat its counts as JSON."""
+    agent = await agents_mod.resolve_agent(bus, args.id, "agent")
+    if args.stat:
+        if agent.worktree is None:
+            raise BadInput(f"agent: {agent.name} ({agent.id[:8]}) has no worktree, so nothing to count")
+        summary = await asyncio.to_thread(changes.count, agent.worktree, final=agent.finished)
+        return _print(DiffStat(agent_id=agent.id, name=agent.name, worktree=agent.worktree, changes=summary))
+    sys.stdout.write(await flights.diff(agent))
+    return 0
+
+
+async def cmd_prune(bus: Bus, args: argparse.Namespace) -> int:
+    done = await flights.prune(bus, force=args.force, wave=args.wave)
+    return _print(PruneResult(**done))
 
 
 async def cmd_agents(bus: Bus, args: argparse.Namespace) -> int:
@@ -263,6 +308,8 @@ COMMANDS: dict[str, Callable[[Bus, argparse.Namespace], Awaitable[int]]] = {
     "wait-event": cmd_wait_event,
     "notify": cmd_notify,
     "spawn": cmd_spawn,
+    "diff": cmd_diff,
+    "prune": cmd_prune,
     "agents": cmd_agents,
     "kill": cmd_kill,
     "close": cmd_close,
@@ -344,6 +391,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="how spawn_agent runs a prompt, e.g. 'claude -p' (default: $WAVEWAIT_AGENT_COMMAND)",
     )
     s.add_argument(
+        "--presets",
+        metavar="FILE",
+        help="a TOML file that changes or adds spawn_agent's agent presets (default: $WAVEWAIT_PRESETS)",
+    )
+    s.add_argument(
         "--progress-every",
         type=_seconds,
         metavar="SECONDS",
@@ -405,10 +457,36 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--message", default="")
     s.add_argument("--change", action="append", default=[], help="a file changed (repeatable)")
     s.add_argument("--session", help="who to report to (default: $WAVEWAIT_PARENT_ID)")
-    s = cmd("spawn", "run a command as a supervised agent: spawn NAME [--wave W] -- CMD ...")
+    s = cmd(
+        "spawn",
+        "run a command, or a coding agent on a prompt, as a supervised flight: "
+        "spawn NAME [--preset claude|codex] [--wave W] -- CMD ... | PROMPT",
+    )
     s.add_argument("name")
     s.add_argument("--wave")
-    s.add_argument("cmd", nargs="*", help="the command (everything after --)")
+    s.add_argument("--preset", help="run this agent preset (claude, codex, or one of --presets) on the prompt after --")
+    s.add_argument(
+        "--presets", metavar="FILE", help="a TOML file that changes or adds presets (default: $WAVEWAIT_PRESETS)"
+    )
+    s.add_argument("--model", help="with --preset: the model the agent uses (default: the CLI's own set-up)")
+    s.add_argument(
+        "--worktree",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="its own git worktree on a new branch wavewait/<wave>/<name> (default: on for a preset in a repository)",
+    )
+    s.add_argument(
+        "--base", metavar="REF", help="with a worktree: the commit, branch or tag it starts from (default HEAD)"
+    )
+    s.add_argument("--cwd", metavar="DIR", help="where it runs (in a worktree: the same folder of it; default: here)")
+    s.add_argument("--env", action="append", default=[], metavar="K=V", help="add to its environment (repeatable)")
+    s.add_argument("cmd", nargs="*", help="the command, or a preset's prompt (everything after --)")
+    s = cmd("diff", "show what a flight changed against its base (its worktree, uncommitted work included)")
+    s.add_argument("id", help="flight id or unique prefix")
+    s.add_argument("--stat", action="store_true", help="files and lines +/- as JSON instead of the patch")
+    s = cmd("prune", "remove the worktrees of ended flights, and their branches once merged")
+    s.add_argument("--wave", help="only flights of this wave")
+    s.add_argument("--force", action="store_true", help="also uncommitted worktrees and branches not merged")
     s = cmd("agents", "list agents")
     s.add_argument("--wave")
     s = cmd("kill", "kill an agent's process group and mark it dead")
@@ -516,6 +594,7 @@ def run_mcp(args: argparse.Namespace, front: Front | None = None) -> int:
             output_budget=args.output_budget or _env_whole("WAVEWAIT_OUTPUT_BUDGET") or 30_000,
             allow_paths=tuple(args.allow_path),
             agent_command=args.agent_command or os.environ.get("WAVEWAIT_AGENT_COMMAND") or None,
+            presets=args.presets or os.environ.get("WAVEWAIT_PRESETS") or None,
             progress_every=args.progress_every or _env_seconds("WAVEWAIT_PROGRESS_EVERY"),
             ack_grace=_env_seconds("WAVEWAIT_ACK_GRACE"),
             transport=args.transport,
@@ -607,7 +686,12 @@ def main(argv: list[str] | None = None, front: Front | None = None) -> None:
     if args.command == "mcp":
         sys.exit(run_mcp(args, front))
     if args.command == "spawn" and not args.cmd:
-        print("wavewait spawn: error: give the command after --: spawn NAME -- CMD ...", file=sys.stderr)
+        what = (
+            "the prompt after --: spawn NAME --preset P -- PROMPT"
+            if args.preset
+            else "the command after --: spawn NAME -- CMD ..."
+        )
+        print(f"wavewait spawn: error: give {what}", file=sys.stderr)
         sys.exit(BAD_INPUT)
     if (code := _notify_hook_guard(args)) is not None:
         sys.exit(code)

@@ -248,6 +248,16 @@ def openai_stream(action: Action, model: str) -> Iterator[bytes]:
         }
     elif isinstance(action, Call) and action.tool == "tool_search":
         item = {"type": "tool_search_call", "call_id": f"search_{n}", "execution": "client", "arguments": action.args}
+    elif isinstance(action, Call) and set(action.args) == {"input"} and action.tool == "apply_patch":
+        # a freeform tool (Codex's own file editor): its input is the raw text, not JSON
+        item = {
+            "type": "custom_tool_call",
+            "id": f"ctc_{n}",
+            "call_id": f"call_{n}",
+            "name": action.tool,
+            "input": action.args["input"],
+            "status": "completed",
+        }
     elif isinstance(action, Call):
         item = {
             "type": "function_call",

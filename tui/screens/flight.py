@@ -8,6 +8,7 @@ import shlex
 import time
 from collections.abc import Callable
 
+from rich.syntax import Syntax
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
@@ -16,12 +17,15 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import RichLog, Static
 
+from ...core import changes
 from ...core.bus import Bus
-from ...core.model import AGENT_ITEM_TYPES, Item
+from ...core.errors import WavewaitError
+from ...core.model import AGENT_ITEM_TYPES, Agent, Item
 from ..state import ago, flight_state, word
 from ..typed_app import wave_app
 
 LOG_TAIL = 64 * 1024
+DIFF_SHOWN = 256 * 1024  # bytes of a flight's patch its screen shows (wavewait diff ID has it all)
 RELOAD_EVERY = 0.1  # every agent's change wakes the screen: at most ten reloads a second
 
 
@@ -33,16 +37,21 @@ class FlightScreen(ModalScreen[None]):
         super().__init__()
         self.bus, self.me, self.agent_id, self.clock, self.received = bus, me, agent_id, clock, received
         self._log_size = -1
+        self._diff_of: object = None  # the changes the diff shown was made for
 
     def compose(self) -> ComposeResult:
         with Vertical(id="flight-box"):
             yield Static(id="flight-info")
             yield Static("Messages and events", classes="section")
             yield RichLog(id="flight-items", wrap=True, markup=False, highlight=False)
+            yield Static("Changes", id="flight-diff-title", classes="section")
+            yield RichLog(id="flight-diff", wrap=False, markup=False, highlight=False)
             yield Static("Output log", classes="section")
             yield RichLog(id="flight-output", wrap=False, markup=False, highlight=False)
 
     def on_mount(self) -> None:
+        for part in ("#flight-diff-title", "#flight-diff"):  # shown for a flight with a worktree
+            self.query_one(part).display = False
         self.follow()
         self.tail_log()
         self.set_interval(0.5, self.tail_log)
@@ -89,6 +98,7 @@ class FlightScreen(ModalScreen[None]):
         if agent.command:
             head.append("\n$ " + shlex.join(agent.command), style="dim")
         info.update(head)
+        await self.show_diff(agent)
         mine = [
             i
             for i in await self.bus.history(self.me, 1000) + await self.bus.peek(self.me)
@@ -102,6 +112,34 @@ class FlightScreen(ModalScreen[None]):
             log.write(Text("no messages or events yet", style="dim"))
         for item in items:
             log.write(self._item_line(item, agent.created_at))
+
+    async def show_diff(self, agent: Agent) -> None:
+        """A coding flight's patch against its base, highlighted; made again only when its
+        counted changes differ (its supervisor counts them while it runs)."""
+        if agent.worktree is None:
+            return
+        c = agent.changes
+        key = (agent.worktree.branch, c.files, c.added, c.deleted, c.final, c.at) if c else (agent.worktree.branch,)
+        if key == self._diff_of:
+            return
+        self._diff_of = key
+        for part in ("#flight-diff-title", "#flight-diff"):
+            self.query_one(part).display = True
+        title = f"Changes on {agent.worktree.branch}"
+        if c is not None:
+            title += f": +{c.added} −{c.deleted} in {c.files} file{'s' if c.files != 1 else ''}"
+        self.query_one("#flight-diff-title", Static).update(title)
+        log = self.query_one("#flight-diff", RichLog)
+        try:
+            patch = await asyncio.to_thread(changes.diff, agent.worktree, limit=DIFF_SHOWN)
+        except WavewaitError as e:
+            log.clear()
+            log.write(Text(f"no diff: {e}", style=wave_app(self.app).roles["bad"]))
+            return
+        log.clear()
+        log.write(
+            Syntax(patch, "diff", theme="ansi_dark", word_wrap=False) if patch else Text("no changes yet", style="dim")
+        )
 
     def _item_line(self, item: Item, t0: float) -> Text:
         where = "queued" if item.taken_by is None else f"taken by {item.taken_by}"

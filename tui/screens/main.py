@@ -25,7 +25,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
 from ...core import agents as agents_mod
-from ...core import messages
+from ...core import flights, messages
 from ...core.bus import Bus
 from ...core.bus.keys import inbox_key
 from ...core.errors import WavewaitError
@@ -502,6 +502,13 @@ received. **F1** shows the help of the focused part.
         if isinstance(event.data_table, FlightsTable) and event.row_key.value is not None:
             self.open_flight(event.row_key.value)
 
+    def on_flights_table_answer_requested(self, event: FlightsTable.AnswerRequested) -> None:
+        """a: allow at once; d: a deny on the command line, for the reason to be typed."""
+        if event.answer == "allow":
+            self.run_command(f"/reply {short(event.agent_id)} allow")
+        else:
+            self.prefill(f"/reply {short(event.agent_id)} deny ")
+
     def on_mirror_table_interrupt_requested(self, event: MirrorTable.InterruptRequested) -> None:
         self.interrupt_other_wait(event.wait_id)
 
@@ -562,9 +569,25 @@ received. **F1** shows the help of the focused part.
         self.say(f"sent to {recipient.name} ({short(recipient.id)}): message {short(item.id)}")
 
     async def cmd_spawn(self, p: Parsed) -> None:
-        agent = await agents_mod.spawn(self.bus, p.args[0], p.rest, wave=p.wave, parent_id=self.me)
+        if p.preset is None and not p.options:
+            agent = await agents_mod.spawn(self.bus, p.args[0], p.rest, wave=p.wave, parent_id=self.me)
+        else:  # a coding agent, or a command in its own worktree (docs/coding-waves.md)
+            agent = await flights.start(
+                self.bus,
+                p.args[0],
+                parent_id=self.me,
+                preset=p.preset,
+                prompt=" ".join(p.rest) if p.preset else None,
+                command=None if p.preset else p.rest,
+                wave=p.wave,
+                model=_text(p.options.get("model")),
+                base=_text(p.options.get("base")),
+                worktree=_flag(p.options.get("worktree")),
+            )
+        where = f", branch {agent.worktree.branch}" if agent.worktree else ""
         self.say(
-            f"spawned {agent.name} ({short(agent.id)}), pid {agent.pid}{', wave ' + agent.wave if agent.wave else ''}"
+            f"spawned {agent.name} ({short(agent.id)}), pid {agent.pid}"
+            f"{', wave ' + agent.wave if agent.wave else ''}{where}"
         )
 
     async def cmd_reply(self, p: Parsed) -> None:
@@ -731,3 +754,11 @@ received. **F1** shows the help of the focused part.
             self.say_bad(f"the demo could not start: {e.__class__.__name__}: {e}")
             return
         self.run_command(f"/wait {demo.timeout:g} " + " ".join(short(a.id) for a in flights))
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _flag(value: object) -> bool | None:
+    return value if isinstance(value, bool) else None

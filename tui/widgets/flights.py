@@ -8,6 +8,7 @@ from typing import Any
 from rich.text import Text
 from textual.binding import Binding
 from textual.coordinate import Coordinate
+from textual.message import Message
 from textual.widgets.data_table import CellDoesNotExist
 
 from ..messages import Toast
@@ -46,8 +47,22 @@ short id, wave, time since it started, time since its last message, and its last
   on a flight that needs input, it starts `/reply ID ` on the command line instead.
 - **Shift+Tab** / **Tab** move between the command line and this panel.
 - **c** copies the flight's last message.
+- **a** / **d** on a flight that needs input (a Claude flight's permission request): allow it
+  at once, or start `/reply ID deny ` so you can say why.
 """
-    BINDINGS = [Binding("c", "copy_last", "Copy message", show=False)]
+    BINDINGS = [
+        Binding("c", "copy_last", "Copy message", show=False),
+        Binding("a", "answer('allow')", "Allow", show=False),
+        Binding("d", "answer('deny')", "Deny", show=False),
+    ]
+
+    class AnswerRequested(Message):
+        """a / d on a flight that needs input: the screen answers it (or offers the reply)."""
+
+        def __init__(self, agent_id: str, answer: str) -> None:
+            super().__init__()
+            self.agent_id = agent_id
+            self.answer = answer
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(cursor_type="row", zebra_stripes=False, **kwargs)
@@ -167,6 +182,14 @@ short id, wave, time since it started, time since its last message, and its last
             return self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
         except CellDoesNotExist:  # the cursor is past the rows (they were just removed)
             return None
+
+    def action_answer(self, answer: str) -> None:
+        agent_id = self.selected_id()
+        v = self._shown.get(agent_id) if agent_id else None
+        if v is None or v.state != "needs_input":
+            self.post_message(Toast("select a flight that needs input to allow or deny", severity="warning"))
+            return
+        self.post_message(self.AnswerRequested(v.id, answer))
 
     def action_copy_last(self) -> None:
         agent_id = self.selected_id()

@@ -46,6 +46,34 @@ SpawnEnv = Annotated[
 ]
 
 
+SpawnPreset = Annotated[
+    str | None,
+    Field(
+        description="Run a coding agent on prompt with this preset: 'claude' (Claude Code) or 'codex' "
+        "(Codex), or one of the server's --presets file. It gets wavewait's tools for this bus and reports "
+        "by itself when its run ends (its final answer, changed files, tokens)."
+    ),
+]
+SpawnModel = Annotated[
+    str | None, Field(description="With preset: the model the agent uses (default: its own set-up).")
+]
+SpawnWorktree = Annotated[
+    bool | None,
+    Field(
+        description="Run it in its own git worktree on a new branch wavewait/<wave>/<name> (default: yes for a "
+        "preset in a git repository, no for a command). Its branch is its result."
+    ),
+]
+SpawnBase = Annotated[
+    str | None, Field(description="With a worktree: the commit, branch or tag it starts from (HEAD).")
+]
+
+
+def wants_flight(preset: str | None, model: str | None, worktree: bool | None, base: str | None) -> bool:
+    """Whether spawn_agent starts a coding flight (core/flights.py) rather than a plain spawn."""
+    return preset is not None or model is not None or worktree is not None or base is not None
+
+
 def spawn_place(s: Settings, cwd: str | None, env: dict[str, str] | None) -> tuple[str, dict[str, str] | None]:
     """`spawn_agent`'s cwd and env, checked: an existing directory; at most 100 plain names."""
     where = os.path.realpath(os.path.join(s.project_dir, os.path.expanduser(cwd))) if cwd else s.project_dir

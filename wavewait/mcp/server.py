@@ -29,6 +29,7 @@ from ..core.errors import WavewaitError
 from .delivery import Deliveries, LoopStdin, ReportingStdout, cancel_handler, claimed_stdout
 from .flight_tools import register_flight_tools
 from .front import Front
+from .question_tools import register_question_tools
 from .queue_tools import open_queue, register_queue_tools
 from .settings import Settings
 from .tasks_ext import TasksExtension
@@ -137,6 +138,7 @@ def build(bus: Bus, settings: Settings) -> WaveServer:
     server.deliveries = Deliveries() if settings.ack_grace is None else Deliveries(settings.ack_grace)
     server.spawned = register(server, bus, settings, server.deliveries)
     register_flight_tools(server, bus, settings)  # read_output, reply
+    register_question_tools(server, bus, settings)  # ask, and approve (a claude flight's permission prompts)
     low = server._lowlevel_server  # the SDK's own notification registry; MCPServer has no public one
     low.add_notification_handler(
         "notifications/cancelled", CancelledNotificationParams, cancel_handler(server.deliveries)

@@ -28,6 +28,7 @@ class Settings:
     output_budget: int | None = None  # characters of message text one result may carry
     allow_paths: tuple[str, ...] = ()  # more folders wave_wait_for_signal may watch
     agent_command: str | None = None  # how spawn_agent runs a prompt
+    presets: str | None = None  # --presets / WAVEWAIT_PRESETS: a TOML file of agent presets
     progress_every: float | None = None  # the engine's progress beat; None keeps the core's default
     ack_grace: float | None = None  # seconds from a response's write to its acknowledgement (delivery.py)
     transport: Literal["stdio", "http"] = "stdio"

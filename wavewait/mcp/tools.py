@@ -20,7 +20,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
-from ..core import agents, messages, wait
+from ..core import agents, flights, messages, wait
 from ..core.bus import Bus
 from ..core.errors import BadInput
 from ..core.model import now
@@ -43,7 +43,16 @@ from ..core.results import (
 )
 from . import front
 from .delivery import Deliveries
-from .flight_tools import SpawnCwd, SpawnEnv, spawn_place
+from .flight_tools import (
+    SpawnBase,
+    SpawnCwd,
+    SpawnEnv,
+    SpawnModel,
+    SpawnPreset,
+    SpawnWorktree,
+    spawn_place,
+    wants_flight,
+)
 from .settings import Settings
 from .tasks_ext import running_task
 from .toolkit import declare, reply
@@ -143,7 +152,9 @@ SPAWN_DOC = (
     "Start a flight: run command (an argv list, e.g. ['python', 'job.py']) or prompt (run "
     "through this server's configured agent command) as a supervised agent, optionally in a "
     "named wave. Returns {agent_id, name, pid} at once; the agent runs on, with WAVEWAIT_BUS, "
-    "WAVEWAIT_AGENT_ID and WAVEWAIT_PARENT_ID (you) in its environment."
+    "WAVEWAIT_AGENT_ID and WAVEWAIT_PARENT_ID (you) in its environment. With "
+    "preset ('claude' or 'codex') and prompt, it runs that coding agent headless in its own git "
+    "worktree; it reports by itself with its answer, changed files and tokens."
 )
 LIST_DOC = (
     "List agents with id, name, wave, status (running|idle|closed|dead), age, last message and "
@@ -532,10 +543,32 @@ def register(server: MCPServer, bus: Bus, s: Settings, deliveries: Deliveries) -
         wave: Annotated[str | None, Field(description="A wave name to group flights, e.g. 'wave-7'.")] = None,
         cwd: SpawnCwd = None,
         env: SpawnEnv = None,
+        preset: SpawnPreset = None,
+        model: SpawnModel = None,
+        worktree: SpawnWorktree = None,
+        base: SpawnBase = None,
     ) -> Annotated[CallToolResult, SpawnResult]:
-        argv = spawn_argv(s, command, prompt)
         where, child_env = spawn_place(s, cwd, env)
         await agents.ensure_agent(bus, s.caller)
+        if wants_flight(preset, model, worktree, base):
+            a = await flights.start(
+                bus,
+                name,
+                parent_id=s.caller,
+                prompt=prompt,
+                command=command if preset is not None else spawn_argv(s, command, prompt),
+                preset=preset,
+                presets_file=s.presets,
+                wave=wave,
+                model=model,
+                worktree=worktree,
+                base=base,
+                cwd=where,
+                env=child_env,
+            )
+            spawned.append(a.id)
+            return reply(SpawnResult(agent_id=a.id, name=a.name, pid=a.pid))
+        argv = spawn_argv(s, command, prompt)
         a = await agents.spawn(bus, name, argv, wave=wave, parent_id=s.caller, cwd=where, env=child_env)
         spawned.append(a.id)
         return reply(SpawnResult(agent_id=a.id, name=a.name, pid=a.pid))

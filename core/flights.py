@@ -1,0 +1,259 @@
+"""Coding flights: an agent from a preset, in a worktree of its own, that reports by itself.
+
+`start` prepares a flight before its process runs (its preset's argv, its worktree), then
+spawns it under a supervisor. When the agent's run ends, the supervisor calls `wrap_up`:
+the tokens it spent, what it left uncommitted committed on its branch, what it changed
+counted, and (if the flight did not report itself) its `worker_complete` sent from the
+agent's own final event. `prune` removes the worktrees of ended flights.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from . import agents, changes, messages, presets, worktrees
+from .agent_events import LINE_LIMIT, EventReader
+from .bus import Bus
+from .errors import BadInput, WavewaitError
+from .ids import check_name, new_id
+from .model import Agent, ChangeSummary
+from .proc import alive, hostname
+
+log = logging.getLogger("wavewait.flights")
+
+#: characters of the agent's final answer a report carries (what both hosts show whole)
+REPORT_CHARS = 30_000
+CHANGES_REPORTED = 1000  # paths in a report's `changes` (limits.MAX_LIST_LEN)
+LIVE_CHANGES_EVERY = 5.0  # seconds between two counts of a running flight's changes
+
+
+async def start(
+    bus: Bus,
+    name: str,
+    *,
+    parent_id: str,
+    prompt: str | None = None,
+    command: Sequence[str] | None = None,
+    preset: str | None = None,
+    presets_file: str | None = None,
+    wave: str | None = None,
+    model: str | None = None,
+    worktree: bool | None = None,
+    base: str | None = None,
+    cwd: str | None = None,
+    env: dict[str, str] | None = None,
+) -> Agent:
+    """Start a flight: a preset's agent on `prompt`, or a plain `command`; in its own worktree
+    when asked (`worktree=True`) or by default for a preset in a git repository."""
+    check_name(name)
+    if wave is not None:
+        check_name(wave, "wave")
+    folder = os.path.realpath(cwd or os.getcwd())
+    chosen = None
+    if preset is not None:
+        chosen = presets.get(preset, presets_file)
+        if command is not None:
+            raise BadInput("command: a preset runs its own agent; give prompt, not command")
+        prompt = presets.check_prompt(prompt)
+    else:
+        if model is not None:
+            raise BadInput("model: applies to a preset's agent; give --preset too")
+        if not command:
+            raise BadInput("command: give the program and its arguments (or a preset and a prompt)")
+    use_worktree = worktree if worktree is not None else bool(chosen and chosen.worktree)
+    if base is not None and not use_worktree:
+        raise BadInput("base: applies to a flight in its own worktree; drop --no-worktree, or drop --base")
+    if use_worktree and worktrees.find_repo(folder) is None:
+        if worktree:
+            raise BadInput(f"worktree: {folder} is not in a git repository; run without --worktree, or in a repository")
+        use_worktree = False
+    flight_id = new_id()
+    info = None
+    run_dir = folder
+    if use_worktree:
+        info = await asyncio.to_thread(worktrees.create, folder, name=name, flight_id=flight_id, wave=wave, base=base)
+        run_dir = worktrees.start_dir(info, folder)
+    child_env = dict(os.environ if env is None else env)
+    fields: dict[str, Any] = {"worktree": info}
+    if chosen is not None:
+        assert prompt is not None
+        server = presets.server_for(bus.url, flight_id, parent_id)
+        command = chosen.argv(prompt, server=server, model=model, agent_id=flight_id, bus=bus.url)
+        child_env.update(chosen.env)
+        fields |= {"preset": chosen.name, "events": chosen.events}
+    assert command is not None
+    try:
+        return await agents.spawn(
+            bus, name, command, wave=wave, parent_id=parent_id, env=child_env, cwd=run_dir, agent_id=flight_id, **fields
+        )
+    except BaseException:
+        if info is not None:  # nothing ran in it: leave no worktree or branch behind
+            await asyncio.to_thread(_discard, info)
+        raise
+
+
+def _discard(info: Any) -> None:
+    try:
+        worktrees.remove(info, force=True)
+        worktrees.delete_branch(info, force=True)
+    except WavewaitError as e:
+        log.warning("could not remove the unused worktree %s: %s", info.path, e)
+
+
+# --------------------------------------------------------------------------- while it runs, and at its end
+async def count_changes(bus: Bus, agent: Agent, *, final: bool = False) -> ChangeSummary | None:
+    """Count what the flight changed and keep it on its record (None without a worktree)."""
+    if agent.worktree is None:
+        return None
+    summary = await asyncio.to_thread(changes.count, agent.worktree, final=final)
+    await bus.update_agent(agent.id, changes=summary)
+    return summary
+
+
+def report_text(reader: EventReader) -> str:
+    """The report's message: the agent's final answer (bounded), else what ended its run."""
+    text = (reader.final_text or "").strip()
+    if not text:
+        why = reader.last_error or reader.status or "ended"
+        text = f"finished: {reader.status or 'ended'}" + (f" ({why})" if why != reader.status else "")
+    if len(text) > REPORT_CHARS:
+        text = (
+            text[: REPORT_CHARS - 80] + f"\n… [cut at {REPORT_CHARS:,} characters; the whole run is in its output log]"
+        )
+    return text
+
+
+async def wrap_up(bus: Bus, agent_id: str, code: int, reader: EventReader | None) -> str | None:
+    """What a supervisor does when its agent's process ended, before it records the end.
+
+    Keeps the final usage, commits the worktree's leftovers on the branch (the report's first
+    line as the message), keeps the final changes, and sends the flight's `worker_complete`
+    from the agent's final event unless the flight reported by itself (it is idle then).
+    Returns what the events say about a run that did not finish (for a death's reason).
+    """
+    agent = await bus.get_agent(agent_id)
+    if agent is None:
+        return None
+    if reader is not None and reader.lines:
+        await bus.update_agent(agent_id, usage=reader.usage)
+    message = report_text(reader) if reader is not None and reader.ended else ""
+    summary = None
+    if agent.worktree is not None:
+        subject = worktrees.commit_subject(message, f"{agent.name}: what it left (exit {code})")
+        await asyncio.to_thread(worktrees.commit_leftovers, agent.worktree, subject)
+        summary = await count_changes(bus, agent, final=True)
+    current = await bus.get_agent(agent_id) or agent
+    if reader is not None and reader.ended and current.status == "running":
+        await messages.notify_completion(
+            bus,
+            agent_id,
+            status=reader.status or "error",
+            message=message,
+            changes=[c.path for c in summary.paths][:CHANGES_REPORTED] if summary else [],
+        )
+    if current.status == "closed" and current.worktree is not None:
+        await asyncio.to_thread(worktrees.remove, current.worktree)  # closed while it ran: tidy now
+    return reader.reason() if reader is not None and not reader.ended else None
+
+
+async def close_worktree(agent: Agent) -> bool:
+    """`close` on a flight whose process has ended: remove its worktree if clean (its branch stays)."""
+    if agent.worktree is None or alive(agent.pid, agent.pid_start):
+        return False
+    return await asyncio.to_thread(worktrees.remove, agent.worktree)
+
+
+# --------------------------------------------------------------------------- after it ended
+async def diff(agent: Agent) -> str:
+    """The flight's patch against its base, what it has not committed included."""
+    if agent.worktree is None:
+        raise BadInput(f"agent: {agent.name} ({agent.id[:8]}) has no worktree, so no diff; spawn it with --worktree")
+    if agent.host not in (None, hostname()) and not os.path.isdir(agent.worktree.repo):
+        raise BadInput(f"agent: {agent.name} ran on host {agent.host}; its worktree is there")
+    return await asyncio.to_thread(changes.diff, agent.worktree)
+
+
+async def prune(bus: Bus, *, force: bool = False, wave: str | None = None) -> dict[str, list[dict[str, str]]]:
+    """Remove the worktrees of ended flights (of `wave`) and the branches that are merged.
+
+    A worktree with uncommitted work, or a branch with commits not in HEAD, is kept (and
+    said why) unless `force`. Running flights are never touched.
+    """
+    done: dict[str, list[dict[str, str]]] = {"removed": [], "kept": [], "branches_deleted": [], "branches_kept": []}
+    for a in await agents.list_swept(bus, wave):
+        if a.worktree is None or not a.finished or a.host not in (None, hostname()):
+            continue
+        wt = a.worktree
+        who = {"agent_id": a.id, "name": a.name, "path": wt.path, "branch": wt.branch}
+        if os.path.isdir(wt.path):
+            if await asyncio.to_thread(worktrees.remove, wt, force=force):
+                done["removed"].append(who)
+            else:
+                done["kept"].append(who | {"why": "uncommitted work in it; --force removes it anyway"})
+                continue
+        if await asyncio.to_thread(worktrees.branch_exists, wt):
+            if await asyncio.to_thread(worktrees.delete_branch, wt, force=force):
+                done["branches_deleted"].append(who)
+            else:
+                done["branches_kept"].append(who | {"why": "commits not merged into HEAD; --force deletes it"})
+    return done
+
+
+# --------------------------------------------------------------------------- the supervisor's side
+class Relay:
+    """The agent's stdout, read by its supervisor: every byte to the output log, every line to
+    an EventReader. A thread reads the pipe, so the supervisor's loop stays free."""
+
+    def __init__(self, fmt: str, log_file: Any) -> None:
+        self.reader = EventReader(fmt)  # type: ignore[arg-type]
+        self.log = log_file
+        self.dirty = False  # usage changed since the record was last updated
+        self._thread: threading.Thread | None = None
+
+    def start(self, pipe: Any) -> None:
+        self._thread = threading.Thread(target=self._pump, args=(pipe,), name="wavewait-events", daemon=True)
+        self._thread.start()
+
+    def _pump(self, pipe: Any) -> None:
+        partial = False  # in the middle of a line longer than the reader takes
+        try:
+            while line := pipe.readline(LINE_LIMIT + 1):
+                self.log.write(line)
+                whole = line.endswith(b"\n")
+                if not partial and whole:
+                    self.dirty |= self.reader.feed(line)
+                elif not partial:
+                    self.reader.skipped += 1
+                partial = not whole
+        except (OSError, ValueError) as e:
+            self.log.write(f"\nwavewait supervise: stopped reading the agent's events: {e}\n".encode())
+        finally:
+            pipe.close()
+
+    def finish(self, grace: float = 5.0) -> EventReader:
+        """The reader once the pipe is drained (a grandchild holding it open gets `grace` seconds)."""
+        if self._thread is not None:
+            self._thread.join(grace)
+        return self.reader
+
+
+async def tick(bus: Bus, agent: Agent, relay: Relay | None, last: dict[str, Any]) -> None:
+    """While the flight runs: its usage when it changed, its changes at most every
+    LIVE_CHANGES_EVERY seconds (only written when they differ)."""
+    if relay is not None and relay.dirty:
+        relay.dirty = False
+        await bus.update_agent(agent.id, usage=relay.reader.usage)
+    t = time.monotonic()
+    if agent.worktree is not None and t - last.get("changes_at", 0.0) >= LIVE_CHANGES_EVERY:
+        last["changes_at"] = t
+        summary = await asyncio.to_thread(changes.count, agent.worktree)
+        key = (summary.files, summary.added, summary.deleted, [p.path for p in summary.paths])
+        if key != last.get("changes"):
+            last["changes"] = key
+            await bus.update_agent(agent.id, changes=summary)

@@ -1,0 +1,33 @@
+"""An agent CLI's run replayed: real event lines captured from Claude Code or Codex
+(tests/core/agent_events/), printed on stdout as the CLI printed them, after doing in its
+folder what the scenario says. Lets the supervisor's side of a coding flight (reading the
+events, committing, counting, reporting) be tested where the real CLIs are not installed;
+tests/hosts/test_coding_wave.py runs the real ones.
+
+    python replay_agent.py '{"events": "claude-success.jsonl", "lines": 2, "write": {"f": "x"},
+                             "notify": "mine", "then": "block" | "exit", "code": 0}'
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).parent / "agent_events"
+
+plan = json.loads(sys.argv[1].removeprefix("plan: "))  # a prefix: MCP servers may parse JSON-looking strings
+for name, text in plan.get("write", {}).items():
+    Path(name).parent.mkdir(parents=True, exist_ok=True)
+    Path(name).write_text(text)
+if "notify" in plan:
+    subprocess.run([sys.executable, "-m", "wavewait", "notify", "--message", plan["notify"]], check=True)
+lines = (HERE / plan["events"]).read_text().splitlines()
+for line in lines[: plan.get("lines", len(lines))]:
+    print(line, flush=True)
+if plan.get("then") == "block":
+    while True:  # a run still going, until it is killed
+        time.sleep(60)
+sys.exit(plan.get("code", 0))
