@@ -142,12 +142,33 @@ def env_for(bus: Bus, **extra: str) -> dict[str, str]:
     return clean_env(**({"WAVEWAIT_BUS": bus.url} | extra))
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """`restarts_server` tests restart the local PostgreSQL server: opt-in outside CI.
+def hosts_selected(config: pytest.Config) -> bool:
+    """The host suite (the real Claude Code and Codex CLIs, minutes of them) runs under CI,
+    under `-m hosts`, or with WAVEWAIT_TEST_HOSTS=1."""
+    return (
+        os.environ.get("CI") == "true"
+        or os.environ.get("WAVEWAIT_TEST_HOSTS") == "1"
+        or "hosts" in (config.getoption("markexpr") or "")
+    )
 
-    They run under CI=true or WAVEWAIT_TEST_RESTARTS=1; otherwise they are deselected, with
-    the reason said once, so a plain `pytest` never drops other sessions' connections.
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Two opt-ins outside CI, each said once.
+
+    `restarts_server` tests restart the local PostgreSQL server: they run under CI=true or
+    WAVEWAIT_TEST_RESTARTS=1, and are otherwise deselected, so a plain `pytest` never drops
+    other sessions' connections. `hosts` tests drive the real agent CLIs (installed from npm
+    on first use): they run as `hosts_selected` says, and are otherwise skipped with the way
+    to run them.
     """
+    if not hosts_selected(config):
+        skip = pytest.mark.skip(
+            reason="host suite (real Claude Code and Codex): run it with `python -m pytest -m hosts tests/hosts`, "
+            "WAVEWAIT_TEST_HOSTS=1, or CI=true"
+        )
+        for item in items:
+            if item.get_closest_marker("hosts"):
+                item.add_marker(skip)
     if os.environ.get("CI") == "true" or os.environ.get("WAVEWAIT_TEST_RESTARTS") == "1":
         return
     keep, drop = [], []

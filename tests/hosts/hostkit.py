@@ -4,6 +4,7 @@ A named helper module, not a conftest: tests/ has no packages, so a second `conf
 shadow the root one for every test module collected after it.
 
     python tests/hosts/hostkit.py transcript   print the transcript of the last `-m hosts` run
+    python tests/hosts/hostkit.py install      install the pinned CLIs into the cache (CI does)
 """
 
 from __future__ import annotations
@@ -473,8 +474,22 @@ def render_interactive() -> list[str]:
     return out
 
 
+def install_all() -> int:
+    """The pinned CLIs, installed before the suite runs (`.ci/run` calls it); exit code 1 with npm's
+    words when one cannot be installed."""
+    for host in HOSTS:
+        try:
+            print(f"{host.package}@{host.version}: {install(host)}")
+        except (pytest.fail.Exception, pytest.skip.Exception) as e:
+            print(e, file=sys.stderr)
+            return 1
+    return 0
+
+
 if __name__ == "__main__":
     if sys.argv[1:] == ["transcript"]:
         print(render_transcript())
+    elif sys.argv[1:] == ["install"]:
+        sys.exit(install_all())
     else:
         print(__doc__)

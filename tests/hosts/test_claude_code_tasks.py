@@ -50,12 +50,6 @@ CAPS = "io.modelcontextprotocol/clientCapabilities"
 PLACEHOLDER = "moved to the background"
 
 
-@pytest.fixture(autouse=True)
-def _selected(request: pytest.FixtureRequest) -> None:
-    if "hosts" not in (request.config.getoption("markexpr") or ""):
-        pytest.skip("host conformance suite: run it with `python -m pytest -m hosts tests/hosts`")
-
-
 def report(name: str, size: int = 120) -> str:
     head = f"REPORT-{name} "
     return head + ("x" * max(0, size - len(head) - 1)) + "."

@@ -30,13 +30,6 @@ MARK = re.compile(r"FLIGHT<([a-z0-9-]+)>")
 CWD = re.compile(r"Primary working directory: ([^\s\\\"]+)")
 
 
-@pytest.fixture(autouse=True)
-def _selected(request: pytest.FixtureRequest) -> None:
-    """Only under `-m hosts`: these run real CLIs (minutes, and an npm install on first use)."""
-    if "hosts" not in (request.config.getoption("markexpr") or ""):
-        pytest.skip("host conformance suite: run it with `python -m pytest -m hosts tests/hosts`")
-
-
 def git(cwd: Path | str, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout
 

@@ -23,12 +23,6 @@ from conftest import until
 pytestmark = [pytest.mark.hosts, pytest.mark.timeout(900)]
 
 
-@pytest.fixture(autouse=True)
-def _selected(request: pytest.FixtureRequest) -> None:
-    if "hosts" not in (request.config.getoption("markexpr") or ""):
-        pytest.skip("host conformance suite: run it with `python -m pytest -m hosts tests/hosts`")
-
-
 def flight_env(p: Project) -> dict[str, str]:
     """What `Project.run` gives the host, for a flight started by the supervisor instead."""
     (p.home / "tmp").mkdir(exist_ok=True)

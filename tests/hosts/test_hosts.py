@@ -44,13 +44,6 @@ from modelserver import Call, Code, ModelServer, Say, Turn
 pytestmark = [pytest.mark.hosts, pytest.mark.timeout(900)]
 
 
-@pytest.fixture(autouse=True)
-def _selected(request: pytest.FixtureRequest) -> None:
-    """Only under `-m hosts`: these run real CLIs (minutes, and an npm install on first use)."""
-    if "hosts" not in (request.config.getoption("markexpr") or ""):
-        pytest.skip("host conformance suite: run it with `python -m pytest -m hosts tests/hosts`")
-
-
 @pytest.fixture(params=HOSTS, ids=lambda h: h.name)
 def host(request: pytest.FixtureRequest) -> Host:
     return request.param
