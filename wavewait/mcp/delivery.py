@@ -9,10 +9,14 @@ A consuming tool runs its wait with `Control(hold=True)` and hands the resulting
   up on it and will drop the late response) releases the items to the head of the inbox;
 - otherwise, `grace` seconds after the write (time for such a cancel to arrive), the items
   are acknowledged: they move to the inbox's history;
-- the session ending first releases what was not written and acknowledges what was.
+- the session ending first (stdin closed, the server stopped by a signal, an HTTP session
+  deleted) releases them too, written or not: a response is not delivered because it
+  reached a pipe. A client that abandons a call and closes its session (the MCP SDK, when
+  its caller's cancel scope exits) or a host killed by its user never read it.
 
-If the process is killed in the grace window the next wait delivers the items again: the
-one documented duplicate (same `message_id`), never a loss.
+So the one duplicate left is a response read and its session ended (or its process killed)
+within the grace: the next wait delivers the items again with the same `message_id`,
+never a loss.
 """
 
 from __future__ import annotations
@@ -41,27 +45,11 @@ GRACE = 2.0
 MAX_LINE = 16 * 1024 * 1024
 
 
-#: the longest a stopping server waits for a flush already under way to say whether it
-#: reached the client (the flush runs in a worker thread that cannot be cancelled)
-FLUSH_WAIT = 5.0
-
-
 @dataclass
 class _Held:
     delivery: Delivery
     written: anyio.Event = field(default_factory=anyio.Event)
     cancelled: anyio.Event = field(default_factory=anyio.Event)
-    writing: bool = False  # its response was handed to a flush
-    flush_done: anyio.Event = field(default_factory=anyio.Event)  # that flush returned or failed
-
-    async def reached_client(self) -> bool:
-        """Whether the response is out and the client still wants it. A flush under way is
-        waited for: a server stopped by a signal the moment the client read its response
-        must not take that response for unsent (the client has it: no redelivery)."""
-        if self.writing and not self.flush_done.is_set():
-            with anyio.move_on_after(FLUSH_WAIT):
-                await self.flush_done.wait()
-        return self.written.is_set() and not self.cancelled.is_set()
 
 
 class Deliveries:
@@ -75,8 +63,8 @@ class Deliveries:
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[Deliveries]:
-        """Settle deliveries while the server runs; at its end, release what was never
-        written and acknowledge what was (the client has it)."""
+        """Settle deliveries while the server runs; at its end, release every delivery not
+        yet acknowledged, and return only once the bus has them back."""
         async with anyio.create_task_group() as tg:
             self._tg = tg
             try:
@@ -84,8 +72,7 @@ class Deliveries:
             finally:
                 self._tg = None
                 with anyio.CancelScope(shield=True):
-                    for key, h in list(self._held.items()):
-                        await self._settle_now(key, h)
+                    await self._release_where(lambda key: True)
                 tg.cancel_scope.cancel()
 
     async def hold(self, request_context: Any, request_id: object, delivery: Delivery) -> None:
@@ -103,6 +90,10 @@ class Deliveries:
         self._tg.start_soon(self._settle, key, held)
 
     async def _settle(self, key: tuple[str, str], held: _Held) -> None:
+        """Acknowledge once the grace after the write has passed with no cancel; anything
+        else that ends this (a cancel, the server stopping: a signal cancels this task
+        before `running` gets to its end) releases."""
+        delivered = False
         try:
             async with anyio.create_task_group() as tg:
 
@@ -113,37 +104,41 @@ class Deliveries:
                 tg.start_soon(on_cancel)
                 await held.written.wait()
                 await anyio.sleep(self.grace)
+                delivered = not held.cancelled.is_set()
                 tg.cancel_scope.cancel()
         finally:
             if self._held.get(key) is held:
-                with anyio.CancelScope(shield=True):  # a server stopping before the write releases too
-                    await self._settle_now(key, held)
+                del self._held[key]
+                with anyio.CancelScope(shield=True):
+                    await (held.delivery.ack() if delivered else held.delivery.release())
 
-    async def _settle_now(self, key: tuple[str, str], held: _Held) -> None:
-        """Acknowledge or release, once. The delivery stays listed until its flush said how
-        it went (`flushed` finds it there); a `Delivery` settles only once, so the server's
-        end and the delivery's own task may both get here."""
-        reached = await held.reached_client()
-        if self._held.get(key) is held:
+    async def _release_where(self, ended: Callable[[tuple[str, str]], bool]) -> int:
+        """Release the held deliveries of ended sessions (`ended(key)`), in the order they
+        were taken, so each item goes back to its place at the head of its inbox."""
+        gone = [(key, held) for key, held in self._held.items() if ended(key)]
+        for key, _ in gone:
             del self._held[key]
-        await (held.delivery.ack() if reached else held.delivery.release())
+        for _, held in gone:
+            await held.delivery.release()
+        return len(gone)
+
+    async def session_ended(self, session: str) -> int:
+        """An HTTP session was closed by its client: what its responses carried within the
+        grace goes back (the client may have closed it without reading them)."""
+        n = 0
+        with anyio.CancelScope(shield=True):
+            n = await self._release_where(lambda key: key[0] == session)
+        return n
 
     def _matching(self, request_ids: list[object]) -> list[_Held]:
         """The held deliveries of these responses (stdio: one session, ids are unique)."""
         wanted = {str(r) for r in request_ids}
         return [held for (_, rid), held in self._held.items() if rid in wanted]
 
-    def writing(self, request_ids: list[object]) -> None:
-        """These responses were handed to a flush."""
+    def flushed(self, request_ids: list[object]) -> None:
+        """The flush carrying these responses returned: they reached the client's pipe."""
         for held in self._matching(request_ids):
-            held.writing = True
-
-    def flushed(self, request_ids: list[object], ok: bool) -> None:
-        """The flush carrying these responses returned (`ok`: they reached the client's pipe)."""
-        for held in self._matching(request_ids):
-            if ok:
-                held.written.set()
-            held.flush_done.set()
+            held.written.set()
 
     def cancelled(self, request_context: Any, request_id: object) -> None:
         held = self._held.get((connection_key(request_context), str(request_id)))
@@ -172,13 +167,8 @@ class ReportingStdout(anyio.AsyncFile[str]):
     async def flush(self) -> None:
         lines, self._lines = self._lines, []
         ids = [rid for line in lines if (rid := _response_id(line)) is not None]
-        self.deliveries.writing(ids)
-        ok = False
-        try:
-            await super().flush()
-            ok = True
-        finally:
-            self.deliveries.flushed(ids, ok)
+        await super().flush()
+        self.deliveries.flushed(ids)
 
 
 def connection_key(request_context: Any) -> str:
