@@ -10,11 +10,14 @@ the head of the inbox; the next wait gets them again with the same `message_id`.
 from __future__ import annotations
 
 import anyio
+import httpx2
 import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
 from wavewait.core import messages
 
-from conftest import register_crew
+from conftest import register_crew, until
 from mcptools import data, mcp_client
 
 pytestmark = pytest.mark.anyio
@@ -52,3 +55,61 @@ async def test_a_session_abandoned_after_its_wait_took_a_message_loses_nothing(b
     async with mcp_client(bus) as c:
         got = [data(await c.call_tool(tool, args))[key] for _ in range(4)]
     assert got == sent  # every one, once, in order, with the same ids
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_an_http_session_abandoned_after_its_wait_took_a_message_loses_nothing(bus, mode):
+    """Over streamable HTTP the server stays up for other clients. The SDK's client ends a
+    handshake-era session (`legacy`) with a DELETE, and abandons a 2026-era exchange (`auto`)
+    by closing its connection: either way the server gives back what the wait took."""
+    from test_http import http_process, stderr_line
+
+    await register_crew(bus, "orchestrator", "sender")
+    sent = await messages.send(bus, "sender", "orchestrator", "over http")
+    with http_process(bus, "--token", "s3cret") as proc:
+        url = (await stderr_line(proc)).split(" on ", 1)[1].strip()
+        async with httpx2.AsyncClient(headers={"authorization": "Bearer s3cret"}) as h:
+            with anyio.CancelScope() as session_scope:
+                async with Client(streamable_http_client(url, http_client=h), mode=mode) as c:
+
+                    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+                        if message and "received" in message:
+                            session_scope.cancel()
+
+                    await c.call_tool("wait", {"timeout": 5}, progress_callback=on_progress)
+            assert session_scope.cancelled_caught
+            await until(lambda: _pending_ids(bus, [sent.id]), what="the message back in the inbox")
+            async with Client(streamable_http_client(url, http_client=h)) as c:
+                r = data(await c.call_tool("wait", {"timeout": 5}))
+    assert (r["message"], r["message_id"]) == ("over http", sent.id)
+
+
+async def _pending_ids(bus, ids: list[str]) -> bool:
+    return [ref.id for ref in await bus.pending("orchestrator")] == ids
+
+
+async def test_two_http_clients_with_the_same_request_ids_each_get_their_message_acknowledged(bus):
+    """2026-era HTTP has no session: two clients' calls may carry the same request id, and
+    each delivery is settled on its own (one used to replace the other and stay claimed)."""
+    from test_http import http_process, stderr_line
+
+    await register_crew(bus, "orchestrator", "sender")
+    for body in ("one", "two"):
+        await messages.send(bus, "sender", "orchestrator", body)
+    with http_process(bus, "--token", "s3cret") as proc:
+        url = (await stderr_line(proc)).split(" on ", 1)[1].strip()
+        got = []
+        async with httpx2.AsyncClient(headers={"authorization": "Bearer s3cret"}) as h:
+            async with (
+                Client(streamable_http_client(url, http_client=h)) as a,
+                Client(streamable_http_client(url, http_client=h)) as b,
+            ):
+                got.append(data(await a.call_tool("wait", {"timeout": 5}))["message"])
+                got.append(data(await b.call_tool("wait", {"timeout": 5}))["message"])
+                await until(lambda: _history(bus, ["one", "two"]), what="both acknowledged after the grace")
+    assert got == ["one", "two"]
+    assert await bus.pending("orchestrator") == [] and await bus.list_waits() == []
+
+
+async def _history(bus, bodies: list[str]) -> bool:
+    return [i.body for i in await bus.history("orchestrator")] == bodies

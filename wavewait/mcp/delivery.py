@@ -22,6 +22,7 @@ never a loss.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 import os
@@ -48,17 +49,22 @@ MAX_LINE = 16 * 1024 * 1024
 @dataclass
 class _Held:
     delivery: Delivery
+    connection: str  # `connection_key` of the request's connection
+    request_id: str
+    peer: str  # the TCP connection it came on (HTTP), whose end also ends it
     written: anyio.Event = field(default_factory=anyio.Event)
     cancelled: anyio.Event = field(default_factory=anyio.Event)
 
 
 class Deliveries:
-    """The held deliveries of one server, by (session, request id), until each is settled."""
+    """The held deliveries of one server, until each is settled. Each is listed on its own
+    (two HTTP clients may both use request id 1) and found by (connection, request id)."""
 
     def __init__(self, grace: float = GRACE, *, writes_reported: bool = False) -> None:
         self.grace = grace
         self.writes_reported = writes_reported  # True on stdio: `written` is called per response
-        self._held: dict[tuple[str, str], _Held] = {}
+        self._held: dict[int, _Held] = {}
+        self._serial = itertools.count()
         self._tg: TaskGroup | None = None
 
     @asynccontextmanager
@@ -72,7 +78,7 @@ class Deliveries:
             finally:
                 self._tg = None
                 with anyio.CancelScope(shield=True):
-                    await self._release_where(lambda key: True)
+                    await self._release_where(lambda held: True)
                 tg.cancel_scope.cancel()
 
     async def hold(self, request_context: Any, request_id: object, delivery: Delivery) -> None:
@@ -82,14 +88,14 @@ class Deliveries:
         if self._tg is None:  # not serving through `running` (an in-process test server)
             await delivery.ack()
             return
-        held = _Held(delivery)
-        key = (connection_key(request_context), str(request_id))
-        self._held[key] = held
+        held = _Held(delivery, connection_key(request_context), str(request_id), _peer(request_context))
+        serial = next(self._serial)
+        self._held[serial] = held
         if not self.writes_reported:
             held.written.set()
-        self._tg.start_soon(self._settle, key, held)
+        self._tg.start_soon(self._settle, serial, held)
 
-    async def _settle(self, key: tuple[str, str], held: _Held) -> None:
+    async def _settle(self, serial: int, held: _Held) -> None:
         """Acknowledge once the grace after the write has passed with no cancel; anything
         else that ends this (a cancel, the server stopping: a signal cancels this task
         before `running` gets to its end) releases."""
@@ -107,33 +113,33 @@ class Deliveries:
                 delivered = not held.cancelled.is_set()
                 tg.cancel_scope.cancel()
         finally:
-            if self._held.get(key) is held:
-                del self._held[key]
+            if self._held.get(serial) is held:
+                del self._held[serial]
                 with anyio.CancelScope(shield=True):
                     await (held.delivery.ack() if delivered else held.delivery.release())
 
-    async def _release_where(self, ended: Callable[[tuple[str, str]], bool]) -> int:
-        """Release the held deliveries of ended sessions (`ended(key)`), in the order they
-        were taken, so each item goes back to its place at the head of its inbox."""
-        gone = [(key, held) for key, held in self._held.items() if ended(key)]
-        for key, _ in gone:
-            del self._held[key]
+    async def _release_where(self, ended: Callable[[_Held], bool]) -> int:
+        """Release the held deliveries of ended connections, in the order they were taken,
+        so each item goes back to its place at the head of its inbox."""
+        gone = [(serial, held) for serial, held in self._held.items() if ended(held)]
+        for serial, _ in gone:
+            del self._held[serial]
         for _, held in gone:
-            await held.delivery.release()
+            with anyio.CancelScope(shield=True):
+                await held.delivery.release()
         return len(gone)
 
-    async def session_ended(self, session: str) -> int:
-        """An HTTP session was closed by its client: what its responses carried within the
-        grace goes back (the client may have closed it without reading them)."""
-        n = 0
-        with anyio.CancelScope(shield=True):
-            n = await self._release_where(lambda key: key[0] == session)
-        return n
+    def ended(self, connection: str) -> None:
+        """A client connection ended (an HTTP session deleted, a connection closed): what its
+        responses carried within the grace goes back, as when stdin closes. Callable from
+        a transport's callback; the release runs in the background."""
+        if self._tg is not None and any(connection in (h.connection, h.peer) for h in self._held.values()):
+            self._tg.start_soon(self._release_where, lambda held: connection in (held.connection, held.peer))
 
     def _matching(self, request_ids: list[object]) -> list[_Held]:
         """The held deliveries of these responses (stdio: one session, ids are unique)."""
         wanted = {str(r) for r in request_ids}
-        return [held for (_, rid), held in self._held.items() if rid in wanted]
+        return [held for held in self._held.values() if held.request_id in wanted]
 
     def flushed(self, request_ids: list[object]) -> None:
         """The flush carrying these responses returned: they reached the client's pipe."""
@@ -141,9 +147,10 @@ class Deliveries:
             held.written.set()
 
     def cancelled(self, request_context: Any, request_id: object) -> None:
-        held = self._held.get((connection_key(request_context), str(request_id)))
-        if held is not None:
-            held.cancelled.set()
+        connection, rid = connection_key(request_context), str(request_id)
+        for held in self._held.values():
+            if (held.connection, held.request_id) == (connection, rid):
+                held.cancelled.set()
 
     @property
     def waiting_for_writes(self) -> bool:
@@ -173,9 +180,27 @@ class ReportingStdout(anyio.AsyncFile[str]):
 
 def connection_key(request_context: Any) -> str:
     """Which client connection a request came on: request ids are unique only within one.
-    The HTTP session id; "" on stdio, where a server has one connection."""
+    On HTTP the session (`mcp-session-id`), else the TCP connection (a 2026-era exchange
+    has no session); "" on stdio, where a server has one connection."""
     headers = getattr(getattr(request_context, "request", None), "headers", None)
-    return str(headers.get("mcp-session-id", "")) if headers is not None else ""
+    if headers is not None and (session := headers.get("mcp-session-id")):
+        return session_key(str(session))
+    return _peer(request_context)
+
+
+def _peer(request_context: Any) -> str:
+    """The TCP connection an HTTP request came on ("" on stdio). The SDK's client abandons a
+    call over HTTP by closing the connection its response streams on, in either era."""
+    client = getattr(getattr(request_context, "request", None), "client", None)
+    return peer_key(client.host, client.port) if client is not None else ""
+
+
+def session_key(session_id: str) -> str:
+    return f"session {session_id}"
+
+
+def peer_key(host: str, port: int) -> str:
+    return f"peer {host}:{port}"
 
 
 def _response_id(line: str) -> object | None:

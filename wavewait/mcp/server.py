@@ -13,6 +13,7 @@ import os
 import signal
 import socket
 import sys
+from collections.abc import Callable
 from typing import Any, cast
 
 import anyio
@@ -26,7 +27,15 @@ from pydantic import ValidationError
 
 from ..core.bus import Bus, open_bus
 from ..core.errors import WavewaitError
-from .delivery import Deliveries, LoopStdin, ReportingStdout, cancel_handler, claimed_stdout
+from .delivery import (
+    Deliveries,
+    LoopStdin,
+    ReportingStdout,
+    cancel_handler,
+    claimed_stdout,
+    peer_key,
+    session_key,
+)
 from .front import Front
 from .queue_tools import open_queue, register_queue_tools
 from .settings import Settings
@@ -207,10 +216,11 @@ LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
 
 
 class Guard:
-    """ASGI wrapper: only our own Host/Origin, and only with the bearer token."""
+    """ASGI wrapper: only our own Host/Origin, and only with the bearer token. A session
+    deleted by its client (a DELETE with `mcp-session-id`) is reported to `ended`."""
 
-    def __init__(self, app: Any, token: str, hosts: set[str]) -> None:
-        self.app, self.token, self.hosts = app, token.encode(), hosts
+    def __init__(self, app: Any, token: str, hosts: set[str], ended: Callable[[str], None] | None = None) -> None:
+        self.app, self.token, self.hosts, self.ended = app, token.encode(), hosts, ended
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -232,6 +242,9 @@ class Guard:
                 [(b"www-authenticate", b'Bearer realm="wavewait"')],
             )
         await self.app(scope, receive, send)
+        session = headers.get("mcp-session-id")
+        if scope["method"] == "DELETE" and session and self.ended is not None:
+            self.ended(session_key(session))
 
 
 async def _plain(send: Any, status: int, text: str, extra: list[tuple[bytes, bytes]] | None = None) -> None:
@@ -248,6 +261,20 @@ async def _plain(send: Any, status: int, text: str, extra: list[tuple[bytes, byt
         }
     )
     await send({"type": "http.response.body", "body": body})
+
+
+def _reporting_protocol(ended: Callable[[str], None]) -> type[Any]:
+    """uvicorn's HTTP/1.1 protocol, telling `ended` when a client closes its connection: a
+    2026-era exchange has no session, and the SDK's client abandons one by closing it."""
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class ReportingProtocol(H11Protocol):
+        def connection_lost(self, exc: Exception | None) -> None:
+            super().connection_lost(exc)
+            if self.client is not None:
+                ended(peer_key(*self.client))
+
+    return ReportingProtocol
 
 
 async def serve_http(server: WaveServer, host: str, port: int, token: str) -> None:
@@ -271,5 +298,8 @@ async def serve_http(server: WaveServer, host: str, port: int, token: str) -> No
         ),
     )
     print(f"wavewait mcp: streamable HTTP on http://{shown}:{port}/mcp", file=sys.stderr, flush=True)
-    config = uvicorn.Config(Guard(app, token, hosts), log_level="warning", lifespan="on")
+    ended = server.deliveries.ended
+    config = uvicorn.Config(
+        Guard(app, token, hosts, ended), log_level="warning", lifespan="on", http=_reporting_protocol(ended)
+    )
     await uvicorn.Server(config).serve(sockets=[sock])
