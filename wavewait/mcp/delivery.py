@@ -27,7 +27,8 @@ import json
 import logging
 import os
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, TextIO
@@ -36,14 +37,15 @@ import anyio
 from anyio.abc import TaskGroup
 
 from ..core.delivery import Delivery
+from .front import Lines, Oversized, too_large
 
 log = logging.getLogger(__name__)
 
 #: seconds between a response's write and its acknowledgement: a client's cancel that
 #: crossed the response on the wire arrives well within it
 GRACE = 2.0
-#: the longest line read from stdin (a request carrying a message of the 1 MiB allowed fits)
-MAX_LINE = 16 * 1024 * 1024
+#: bytes read from stdin at a time (lines are split by `front.Lines`, bounded by the request limit)
+CHUNK = 1 << 16
 
 
 @dataclass
@@ -237,15 +239,21 @@ async def claimed_stdout() -> AsyncIterator[TextIO]:
 
 class LoopStdin:
     """stdin as lines read on the event loop: a cancelled server stops reading at once,
-    where a worker thread blocked in `readline` would hold it until the host closes stdin."""
+    where a worker thread blocked in `readline` would hold it until the host closes stdin.
+    A line over the request limit is dropped as it comes in and answered through `answer`
+    (the server's write stream) with an error naming the limit; the lines after it are read."""
 
     def __init__(self, reader: asyncio.StreamReader) -> None:
         self.reader = reader
+        self.answer: Callable[[dict[str, Any]], Awaitable[None]] | None = None
+        self._lines = Lines()
+        self._ready: deque[bytes | Oversized] = deque()
+        self._eof = False
 
     @classmethod
     async def open(cls, fd: int = 0) -> LoopStdin | None:
         """None when `fd` is not a pipe, socket or terminal (a file, say): read it as the SDK does."""
-        reader = asyncio.StreamReader(limit=MAX_LINE)
+        reader = asyncio.StreamReader(limit=CHUNK)
         try:
             pipe = os.fdopen(os.dup(fd), "rb", buffering=0)
             await asyncio.get_running_loop().connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
@@ -257,10 +265,19 @@ class LoopStdin:
         return self
 
     async def __anext__(self) -> str:
-        line = await self.reader.readline()
-        if not line:
-            raise StopAsyncIteration
-        return line.decode("utf-8", "replace")
+        while True:
+            while not self._ready:
+                if self._eof:
+                    raise StopAsyncIteration
+                data = await self.reader.read(CHUNK)
+                self._ready.extend(self._lines.feed(data) if data else self._lines.end())
+                self._eof = not data
+            line = self._ready.popleft()
+            if not isinstance(line, Oversized):
+                return line.decode("utf-8", "replace")
+            log.warning("wavewait mcp: dropped a request of %d bytes, over the limit", line.size)
+            if self.answer is not None:
+                await self.answer(too_large(line))
 
 
 def cancel_handler(deliveries: Deliveries) -> Callable[[Any, Any], Any]:

@@ -21,7 +21,14 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp.types import CallToolResult, CancelledNotificationParams, InputRequiredResult, TextContent
+from mcp.shared.message import SessionMessage
+from mcp.types import (
+    CallToolResult,
+    CancelledNotificationParams,
+    InputRequiredResult,
+    TextContent,
+    jsonrpc_message_adapter,
+)
 from mcp.types import Tool as MCPTool
 from pydantic import ValidationError
 
@@ -207,6 +214,12 @@ async def _run_stdio(server: WaveServer, stdout: ReportingStdout, stdin: object 
     """As `MCPServer.run_stdio_async`, with a stdout that reports each response it flushed
     (and stdin as any async iterable of lines: the SDK only iterates it)."""
     async with stdio_server(stdin=cast("anyio.AsyncFile[str] | None", stdin), stdout=stdout) as (read, write):
+        if isinstance(stdin, LoopStdin):  # an oversized request is answered on the server's own wire
+
+            async def answer(error: dict[str, Any]) -> None:
+                await write.send(SessionMessage(jsonrpc_message_adapter.validate_python(error)))
+
+            stdin.answer = answer
         low = server._lowlevel_server
         await low.run(read, write, low.create_initialization_options())
 
