@@ -11,8 +11,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import httpx2
 import pytest
-from mcp import MCPError
+from mcp import Client, MCPError
+from mcp.client.streamable_http import streamable_http_client
 
 from wavewait.core.limits import MAX_REQUEST_BYTES
 from wavewait.mcp.front import Lines, Oversized, head_id, too_large
@@ -101,3 +103,37 @@ def test_the_id_is_read_from_the_start_of_the_line_or_is_null(head, expected):
     assert head_id(head) == expected
     error = too_large(Oversized(head, 50_000_000))
     assert error["id"] == expected and error["error"]["data"] == {"limit": MAX_REQUEST_BYTES, "size": 50_000_000}
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_an_oversized_http_request_gets_a_413_and_the_session_goes_on(bus, mode):
+    """Over HTTP the body is bounded the same way: a 413 whose body is the JSON-RPC error (the
+    SDK's client shows its message), and the session serves the next call."""
+    from test_http import http_process, stderr_line
+
+    await register_crew(bus, "orchestrator", "worker")
+    with http_process(bus, "--token", "s3cret") as proc:
+        url = (await stderr_line(proc)).split(" on ", 1)[1].strip()
+        async with httpx2.AsyncClient(headers={"authorization": "Bearer s3cret"}, timeout=60) as h:
+            async with Client(streamable_http_client(url, http_client=h), mode=mode) as c:
+                assert data(await c.call_tool("list_agents", {}))
+                before = _peak_rss_mib(proc.pid)
+                with pytest.raises(MCPError) as refused:
+                    await c.call_tool("send", {"to": "worker", "message": "x" * BIG})
+                peak = _peak_rss_mib(proc.pid)
+                assert data(await c.call_tool("send", {"to": "worker", "message": "after"}))["message_id"]
+                # the largest message allowed, escaped to a 6 MiB body, is within the one limit of both transports
+                assert data(await c.call_tool("send", {"to": "worker", "message": ESCAPED}))["message_id"]
+            # the 413 itself, as any HTTP client sees it
+            raw = await h.post(url, content=b"{" + b" " * (MAX_REQUEST_BYTES + 1) + b"}", headers=_JSON)
+    assert raw.status_code == 413
+    error = raw.json()["error"]
+    assert error["data"] == {"limit": MAX_REQUEST_BYTES, "size": MAX_REQUEST_BYTES + 3}
+    for message in (error["message"], str(refused.value)):
+        assert "too large" in message and f"{MAX_REQUEST_BYTES:,} bytes" in message and "16 MiB" in message
+    assert [i.body for i in await bus.peek("worker")] == ["after", ESCAPED]
+    assert peak - before < 40, f"peak RSS grew {peak - before:.0f} MiB reading a 50 MB request"
+
+
+ESCAPED = "\x01" * (1 << 20)  # 1 MiB of UTF-8, 6 bytes each in JSON ("\u0001")
+_JSON = {"accept": "application/json, text/event-stream", "content-type": "application/json"}

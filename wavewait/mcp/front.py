@@ -1,4 +1,5 @@
-"""Answer a host's first requests while the MCP SDK is still importing (standard library only).
+"""Answer a host's first requests while the MCP SDK is still importing (standard library only,
+and the bounds in core/limits.py).
 
 Hosts give a starting server little time (Claude Code -p about 2 s, Codex about 1 s without
 `required`), and importing the SDK takes 0.5 s idle and several seconds under load. So
@@ -154,12 +155,11 @@ def head_id(head: bytes) -> str | int | None:
 
 
 def too_large(line: Oversized, limit: int = MAX_REQUEST_BYTES) -> dict[str, Any]:
-    """The error answering an oversized request (JSON-RPC, with its id or null)."""
-    mib = limit / (1 << 20)
+    """The error answering an oversized request (JSON-RPC, with its id or null), on stdio and HTTP."""
     message = (
-        f"request too large: {line.size:,} bytes, over the limit of {mib:g} MiB ({limit:,} bytes) for one "
-        "request; it was not read and nothing was done. A message may be at most 1 MiB: put large "
-        "content in a file and send its path"
+        f"request too large: {line.size:,} bytes, over the limit of {limit / (1 << 20):g} MiB ({limit:,} "
+        "bytes) for one request; it was not read and nothing was done. A message may be at most 1 MiB: "
+        "put large content in a file and send its path"
     )
     error = {"code": INVALID_REQUEST, "message": message, "data": {"limit": limit, "size": line.size}}
     return {"jsonrpc": "2.0", "id": head_id(line.head), "error": error}

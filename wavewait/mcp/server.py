@@ -8,6 +8,7 @@ ranges, enums, no unknown fields) and then the core's own rules (ids, prefixes, 
 from __future__ import annotations
 
 import hmac
+import json
 import logging
 import os
 import signal
@@ -34,6 +35,7 @@ from pydantic import ValidationError
 
 from ..core.bus import Bus, open_bus
 from ..core.errors import WavewaitError
+from ..core.limits import MAX_REQUEST_BYTES
 from .delivery import (
     Deliveries,
     LoopStdin,
@@ -43,7 +45,7 @@ from .delivery import (
     peer_key,
     session_key,
 )
-from .front import Front
+from .front import HEAD, Front, Oversized, too_large
 from .queue_tools import open_queue, register_queue_tools
 from .settings import Settings
 from .tasks_ext import TasksExtension
@@ -254,20 +256,61 @@ class Guard:
                 "a bearer token is required (Authorization: Bearer TOKEN)",
                 [(b"www-authenticate", b'Bearer realm="wavewait"')],
             )
-        await self.app(scope, receive, send)
+        over, body = await _bounded_body(receive, MAX_REQUEST_BYTES)
+        if over is not None:  # a JSON-RPC error, which MCP clients show, with HTTP's own status
+            error = json.dumps(too_large(over, MAX_REQUEST_BYTES)).encode()
+            return await _reply(send, 413, error, b"application/json")
+        await self.app(scope, _replay(body, receive), send)
         session = headers.get("mcp-session-id")
         if scope["method"] == "DELETE" and session and self.ended is not None:
             self.ended(session_key(session))
 
 
+async def _bounded_body(receive: Any, limit: int) -> tuple[Oversized | None, list[dict[str, Any]]]:
+    """Read the request's body, holding at most `limit` bytes of it: (None, its messages),
+    or (its start and size, []) when it is longer, having been read to its end and dropped
+    as it came."""
+    held: list[dict[str, Any]] = []
+    head, size = b"", 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":  # the client went away: let the app see it
+            held.append(message)
+            return None, held
+        body = message.get("body", b"")
+        if len(head) < HEAD:
+            head += body[: HEAD - len(head)]
+        size += len(body)
+        if size <= limit:
+            held.append(message)
+        else:
+            held.clear()
+        if not message.get("more_body", False):
+            return (Oversized(head, size) if size > limit else None), held
+
+
+def _replay(held: list[dict[str, Any]], receive: Any) -> Any:
+    """`receive` for the app: the body read by `_bounded_body`, then the client's own."""
+
+    async def replayed() -> dict[str, Any]:
+        return held.pop(0) if held else await receive()
+
+    return replayed
+
+
 async def _plain(send: Any, status: int, text: str, extra: list[tuple[bytes, bytes]] | None = None) -> None:
-    body = (text + "\n").encode()
+    await _reply(send, status, (text + "\n").encode(), b"text/plain; charset=utf-8", extra)
+
+
+async def _reply(
+    send: Any, status: int, body: bytes, content_type: bytes, extra: list[tuple[bytes, bytes]] | None = None
+) -> None:
     await send(
         {
             "type": "http.response.start",
             "status": status,
             "headers": [
-                (b"content-type", b"text/plain; charset=utf-8"),
+                (b"content-type", content_type),
                 (b"content-length", str(len(body)).encode()),
                 *(extra or []),
             ],
@@ -304,6 +347,7 @@ async def serve_http(server: WaveServer, host: str, port: int, token: str) -> No
     hosts = {f"{n}:{port}" for n in names}
     app = server.streamable_http_app(
         host=host,
+        max_request_body_size=MAX_REQUEST_BYTES,  # one limit on both transports (Guard answers first)
         transport_security=TransportSecuritySettings(
             enable_dns_rebinding_protection=True,
             allowed_hosts=sorted(hosts),
