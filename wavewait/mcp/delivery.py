@@ -10,8 +10,8 @@ A consuming tool runs its wait with `Control(hold=True)` and hands the resulting
 - otherwise, `grace` seconds after the write (time for such a cancel to arrive), the items
   are acknowledged: they move to the inbox's history;
 - the session ending first (stdin closed, the server stopped by a signal, an HTTP session
-  deleted) releases them too, written or not: a response is not delivered because it
-  reached a pipe. A client that abandons a call and closes its session (the MCP SDK, when
+  deleted or the connection a response went on closed) releases them too, written or not:
+  a response is not delivered because it reached a pipe. A client that abandons a call and closes its session (the MCP SDK, when
   its caller's cancel scope exits) or a host killed by its user never read it.
 
 So the one duplicate left is a response read and its session ended (or its process killed)
@@ -128,7 +128,10 @@ class Deliveries:
             del self._held[serial]
         for _, held in gone:
             with anyio.CancelScope(shield=True):
-                await held.delivery.release()
+                try:
+                    await held.delivery.release()
+                except Exception as e:  # the others still go back; recovery returns these once we are gone
+                    log.warning("wavewait mcp: could not give back what wait %s took: %s", held.delivery.wait_id, e)
         return len(gone)
 
     def ended(self, connection: str) -> None:

@@ -354,9 +354,10 @@ async def serve_http(server: WaveServer, host: str, port: int, token: str) -> No
             allowed_origins=sorted(f"http://{h}" for h in hosts) + sorted(f"https://{h}" for h in hosts),
         ),
     )
-    print(f"wavewait mcp: streamable HTTP on http://{shown}:{port}/mcp", file=sys.stderr, flush=True)
     ended = server.deliveries.ended
     config = uvicorn.Config(
         Guard(app, token, hosts, ended), log_level="warning", lifespan="on", http=_reporting_protocol(ended)
     )
+    sock.listen(2048)  # a client that read the address below may connect at once: the kernel queues it
+    print(f"wavewait mcp: streamable HTTP on http://{shown}:{port}/mcp", file=sys.stderr, flush=True)
     await uvicorn.Server(config).serve(sockets=[sock])
