@@ -140,7 +140,11 @@ def test_fan_in_of_three(host: Host, tmp_path: Path) -> None:
     # Both hosts show the model `structuredContent` (re-serialised compactly), not the text
     # content, which wavewait writes as json.dumps with spaces: the text is never seen.
     assert '"status":"complete"' in seen and '"status": "complete"' not in seen, seen[:300]
-    assert drain(p.bus) == []
+    # The host ends its session at once after the scripted model's answer, within the grace
+    # after the fan-in's result: its reports go back (docs/reliability.md). Nothing the model did
+    # not see is left, and what is left carries the ids the model saw (the documented duplicate).
+    left = drain(p.bus)
+    assert all(f"REPORT<{x['from']}>" in seen and x["message_id"] in seen for x in left), left
 
 
 @pytest.mark.parametrize("size", [300, 2500])
