@@ -1,13 +1,17 @@
 """A session that ends right after a wait's response was written gives back what the wait took.
 
 A response is not delivered because it reached a pipe: a client that abandons a call and
-closes its session (what the MCP SDK does when the caller's cancel scope exits: a courtesy
-`notifications/cancelled`, stdin closed, the server stopped), or a host killed by its user,
-never read it. Within the grace after the write, the session's end releases the items to
-the head of the inbox; the next wait gets them again with the same `message_id`.
+closes its session (what the MCP SDK does when the caller's cancel scope exits: its courtesy
+`notifications/cancelled` is lost with the transport's writer, stdin is closed, the server
+stopped), or a host killed by its user, never read it. Within the grace after the write,
+the session's end releases the items to the head of the inbox; the next wait gets them
+again with the same `message_id`.
 """
 
 from __future__ import annotations
+
+import signal
+import subprocess
 
 import anyio
 import httpx2
@@ -17,8 +21,8 @@ from mcp.client.streamable_http import streamable_http_client
 
 from wavewait.core import messages
 
-from conftest import register_crew, until
-from mcptools import data, mcp_client
+from conftest import PYTHON, register_crew, until
+from mcptools import data, mcp_client, server_env
 
 pytestmark = pytest.mark.anyio
 
@@ -55,6 +59,55 @@ async def test_a_session_abandoned_after_its_wait_took_a_message_loses_nothing(b
     async with mcp_client(bus) as c:
         got = [data(await c.call_tool(tool, args))[key] for _ in range(4)]
     assert got == sent  # every one, once, in order, with the same ids
+
+
+# A host: starts the server, calls wait, reads the response, says so, then blocks until killed.
+HOST = """
+import subprocess, sys
+server = subprocess.Popen([sys.executable, "-m", "wavewait", "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+server.stdin.write(sys.argv[1].encode()); server.stdin.flush()
+while b'"id":2' not in server.stdout.readline().replace(b" ", b""):
+    pass
+print(server.pid, flush=True)
+sys.stdin.read()
+"""
+INIT_AND_WAIT = (
+    '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",'
+    '"capabilities":{},"clientInfo":{"name":"t","version":"1"}}}\n'
+    '{"jsonrpc":"2.0","method":"notifications/initialized"}\n'
+    '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"wait","arguments":{"timeout":5}}}\n'
+)
+
+
+async def test_a_host_killed_right_after_reading_the_response_loses_nothing(bus):
+    """The host read the wait's response and was killed (SIGKILL) before it could show it:
+    its server sees stdin close, gives the message back, and ends."""
+    await register_crew(bus, "orchestrator", "sender")
+    sent = await messages.send(bus, "sender", "orchestrator", "for a dead host")
+    host = subprocess.Popen(
+        [PYTHON, "-c", HOST, INIT_AND_WAIT], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=server_env(bus)
+    )
+    try:
+        assert host.stdout is not None
+        server_pid = int(await anyio.to_thread.run_sync(host.stdout.readline))
+        assert await bus.pending("orchestrator") == []  # taken by the wait, its response read
+        host.send_signal(signal.SIGKILL)
+        host.wait(10)
+    finally:
+        if host.poll() is None:
+            host.kill()
+    await until(lambda: _pending_ids(bus, [sent.id]), what="the message back in the inbox")
+    await until(lambda: not _alive(server_pid), what="the orphaned server to end")
+    assert await bus.list_waits() == [] and await bus.history("orchestrator") == []
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie no one has reaped yet has ended)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+    except OSError:
+        return False
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
