@@ -27,7 +27,8 @@ import json
 import logging
 import os
 import sys
-from collections import deque
+import time
+from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -44,6 +45,9 @@ log = logging.getLogger(__name__)
 #: seconds between a response's write and its acknowledgement: a client's cancel that
 #: crossed the response on the wire arrives well within it
 GRACE = 2.0
+#: seconds an ended connection is remembered: the client side of a closed TCP connection
+#: keeps its port in TIME_WAIT for 60 s, so its key is not reused sooner
+ENDED_KEPT = 60.0
 #: bytes read from stdin at a time (lines are split by `front.Lines`, bounded by the request limit)
 CHUNK = 1 << 16
 
@@ -68,6 +72,10 @@ class Deliveries:
         self._held: dict[int, _Held] = {}
         self._serial = itertools.count()
         self._tg: TaskGroup | None = None
+        self._stopped = False  # `running` has ended: the session is over
+        #: connections that ended lately (key → when, oldest first): a call whose wait finished
+        #: just after its client went away has no one to answer
+        self._ended: OrderedDict[str, float] = OrderedDict()
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[Deliveries]:
@@ -78,7 +86,7 @@ class Deliveries:
             try:
                 yield self
             finally:
-                self._tg = None
+                self._tg, self._stopped = None, True
                 with anyio.CancelScope(shield=True):
                     await self._release_where(lambda held: True)
                 tg.cancel_scope.cancel()
@@ -87,10 +95,13 @@ class Deliveries:
         """Fence (`ClaimLost` if the claims are gone), then keep the delivery until settled.
         The caller releases the delivery if this raises."""
         await delivery.confirm()
+        held = _Held(delivery, connection_key(request_context), str(request_id), _peer(request_context))
+        if self._stopped or held.connection in self._ended or held.peer in self._ended:
+            await delivery.release()  # its session ended while the wait finished: no one to answer
+            return
         if self._tg is None:  # not serving through `running` (an in-process test server)
             await delivery.ack()
             return
-        held = _Held(delivery, connection_key(request_context), str(request_id), _peer(request_context))
         serial = next(self._serial)
         self._held[serial] = held
         if not self.writes_reported:
@@ -138,6 +149,11 @@ class Deliveries:
         """A client connection ended (an HTTP session deleted, a connection closed): what its
         responses carried within the grace goes back, as when stdin closes. Callable from
         a transport's callback; the release runs in the background."""
+        now = time.monotonic()
+        self._ended[connection] = now
+        self._ended.move_to_end(connection)
+        while now - next(iter(self._ended.values())) >= ENDED_KEPT:
+            self._ended.popitem(last=False)
         if self._tg is not None and any(connection in (h.connection, h.peer) for h in self._held.values()):
             self._tg.start_soon(self._release_where, lambda held: connection in (held.connection, held.peer))
 
