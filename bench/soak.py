@@ -16,7 +16,7 @@ Who does what, all as real processes on a real bus:
 
 At the end the senders are stopped and the inbox drained. A message is received when a
 consumer read the reply that carries it. Lost = logged as sent, never received. Duplicated =
-received more than once; the documented window (a reply written, its process killed before
+received more than once; the documented window (a reply written, its process killed or its session ended before
 the acknowledgement) can produce them, with the same message id, and the table shows how
 many consumer kills happened. Prints one table.
 """
@@ -100,6 +100,7 @@ async def stable(
     params = StdioServerParameters(
         command=PY, args=["-m", "wavewait", "mcp", "--allow-path", marker], env=env_for(bus_url)
     )
+    read: list[tuple[float, str]] = []  # (when, message id) of each reply read
     async with Client(params) as c:  # type: ignore[arg-type]
         began, marks = time.monotonic(), ["10%", "50%"]
         while not stop.is_set():
@@ -119,9 +120,14 @@ async def stable(
                 r = await c.call_tool("wait", {"timeout": random.choice([0, 0.5, 2])}, progress_callback=on_progress)
                 data = r.structured_content or {}
                 t.got(data.get("message_id"), "stable reply")
+                if data.get("message_id"):
+                    read.append((time.monotonic(), data["message_id"]))
             if scope.cancelled_caught:
                 t.counts["stable cancelled"] += 1
         mem["end"] = server_usage(marker)
+    # the session's end gives back what replies of its last grace carried: the documented window
+    ended = time.monotonic()
+    t.in_window.update(m for at, m in read if ended - at < GRACE + 1)
 
 
 async def victim(bus_url: str, stop: anyio.Event, t: Tally) -> None:

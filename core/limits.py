@@ -15,6 +15,8 @@ value costs a short `BadInput` naming the field, never a stalled server or a ful
 | paths and signal globs                 | 4 KiB of UTF-8, no NUL                  |
 | lists (changes, types, agent ids)      | 1,000 entries                           |
 | one inbox item file on the bus         | 8 MiB (larger is quarantined, unread)   |
+| one MCP request (a stdio line, an HTTP | 16 MiB (larger is answered with an      |
+| body)                                  | error and dropped unread)               |
 | entries one signal glob may scan       | 100,000                                 |
 """
 
@@ -34,6 +36,7 @@ MAX_DATA_BYTES = 64 << 10
 MAX_PATH_BYTES = 4 << 10  # 4 KiB
 MAX_LIST_LEN = 1000
 MAX_ITEM_FILE_BYTES = 8 << 20  # an item's JSON: a 1 MiB body escaped, plus its fields
+MAX_REQUEST_BYTES = 16 << 20  # one MCP request: a 1 MiB message escaped (up to 6 bytes a byte), plus its fields
 MAX_SCAN_ENTRIES = 100_000
 
 T = TypeVar("T")

@@ -272,6 +272,8 @@ async def test_without_the_extension_declared_nothing_changes(bus):
         # a tool that is not a wait is never a task, declared or not
         listed = (await s.call("list_agents", {}))["result"]
         assert "taskId" not in listed and listed["structuredContent"]["agents"]
+        # the plain wait's message acknowledged once the grace passed (a session ending first gives it back)
+        await until(lambda: has_waits(bus, 0), what="the wait acknowledged")
     # the handshake protocol (2025-06-18) has no tasks: unchanged, and no tasks/* methods
     async with raw_server(bus) as old:
         await old.send(

@@ -8,6 +8,7 @@ from qtools import HANDOFF, handoff, make_queue, types_file
 
 from wavewait.core.tasks import enqueue_task
 
+from conftest import has_waits, until
 from mcptools import data, error_text, mcp_client
 
 pytestmark = pytest.mark.anyio
@@ -167,6 +168,8 @@ async def test_every_guard_is_an_error_naming_it_and_an_event_for_the_owner(bus,
         await guard_trip(c, {"type": "step", "inputs": {"mode": "ok", "name": "n"}}, "dedup", "the same inputs")
         data(await c.call_tool("enqueue_task", {"type": "research", "inputs": {"topic": "4th"}, "reason": "r"}))
         await guard_trip(c, {"type": "research", "inputs": {"topic": "5th"}}, "budget", "the budget is 4 (--max-tasks)")
+        # the events taken are acknowledged once the grace passed (a session ending first gives them back)
+        await until(lambda: has_waits(bus, 0), what="the events acknowledged")
     async with mcp_client(bus, *flags, env={"WAVEWAIT_TASK_ID": child, "WAVEWAIT_AGENT_ID": "agent-c"}) as c:
         text = error_text(
             await c.call_tool("enqueue_task", {"type": "research", "inputs": {"topic": "deep"}, "reason": "r"})

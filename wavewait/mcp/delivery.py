@@ -9,20 +9,27 @@ A consuming tool runs its wait with `Control(hold=True)` and hands the resulting
   up on it and will drop the late response) releases the items to the head of the inbox;
 - otherwise, `grace` seconds after the write (time for such a cancel to arrive), the items
   are acknowledged: they move to the inbox's history;
-- the session ending first releases what was not written and acknowledges what was.
+- the session ending first (stdin closed, the server stopped by a signal, an HTTP session
+  deleted or the connection a response went on closed) releases them too, written or not:
+  a response is not delivered because it reached a pipe. A client that abandons a call and closes its session (the MCP SDK, when
+  its caller's cancel scope exits) or a host killed by its user never read it.
 
-If the process is killed in the grace window the next wait delivers the items again: the
-one documented duplicate (same `message_id`), never a loss.
+So the one duplicate left is a response read and its session ended (or its process killed)
+within the grace: the next wait delivers the items again with the same `message_id`,
+never a loss.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 import os
 import sys
-from collections.abc import AsyncIterator, Callable
+import time
+from collections import OrderedDict, deque
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, TextIO
@@ -31,78 +38,81 @@ import anyio
 from anyio.abc import TaskGroup
 
 from ..core.delivery import Delivery
+from .front import Lines, Oversized, too_large
 
 log = logging.getLogger(__name__)
 
 #: seconds between a response's write and its acknowledgement: a client's cancel that
 #: crossed the response on the wire arrives well within it
 GRACE = 2.0
-#: the longest line read from stdin (a request carrying a message of the 1 MiB allowed fits)
-MAX_LINE = 16 * 1024 * 1024
-
-
-#: the longest a stopping server waits for a flush already under way to say whether it
-#: reached the client (the flush runs in a worker thread that cannot be cancelled)
-FLUSH_WAIT = 5.0
+#: seconds an ended connection is remembered: the client side of a closed TCP connection
+#: keeps its port in TIME_WAIT for 60 s, so its key is not reused sooner
+ENDED_KEPT = 60.0
+#: bytes read from stdin at a time (lines are split by `front.Lines`, bounded by the request limit)
+CHUNK = 1 << 16
 
 
 @dataclass
 class _Held:
     delivery: Delivery
+    connection: str  # `connection_key` of the request's connection
+    request_id: str
+    peer: str  # the TCP connection it came on (HTTP), whose end also ends it
     written: anyio.Event = field(default_factory=anyio.Event)
     cancelled: anyio.Event = field(default_factory=anyio.Event)
-    writing: bool = False  # its response was handed to a flush
-    flush_done: anyio.Event = field(default_factory=anyio.Event)  # that flush returned or failed
-
-    async def reached_client(self) -> bool:
-        """Whether the response is out and the client still wants it. A flush under way is
-        waited for: a server stopped by a signal the moment the client read its response
-        must not take that response for unsent (the client has it: no redelivery)."""
-        if self.writing and not self.flush_done.is_set():
-            with anyio.move_on_after(FLUSH_WAIT):
-                await self.flush_done.wait()
-        return self.written.is_set() and not self.cancelled.is_set()
 
 
 class Deliveries:
-    """The held deliveries of one server, by (session, request id), until each is settled."""
+    """The held deliveries of one server, until each is settled. Each is listed on its own
+    (two HTTP clients may both use request id 1) and found by (connection, request id)."""
 
     def __init__(self, grace: float = GRACE, *, writes_reported: bool = False) -> None:
         self.grace = grace
         self.writes_reported = writes_reported  # True on stdio: `written` is called per response
-        self._held: dict[tuple[str, str], _Held] = {}
+        self._held: dict[int, _Held] = {}
+        self._serial = itertools.count()
         self._tg: TaskGroup | None = None
+        self._stopped = False  # `running` has ended: the session is over
+        #: connections that ended lately (key → when, oldest first): a call whose wait finished
+        #: just after its client went away has no one to answer
+        self._ended: OrderedDict[str, float] = OrderedDict()
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[Deliveries]:
-        """Settle deliveries while the server runs; at its end, release what was never
-        written and acknowledge what was (the client has it)."""
+        """Settle deliveries while the server runs; at its end, release every delivery not
+        yet acknowledged, and return only once the bus has them back."""
         async with anyio.create_task_group() as tg:
             self._tg = tg
             try:
                 yield self
             finally:
-                self._tg = None
+                self._tg, self._stopped = None, True
                 with anyio.CancelScope(shield=True):
-                    for key, h in list(self._held.items()):
-                        await self._settle_now(key, h)
+                    await self._release_where(lambda held: True)
                 tg.cancel_scope.cancel()
 
     async def hold(self, request_context: Any, request_id: object, delivery: Delivery) -> None:
         """Fence (`ClaimLost` if the claims are gone), then keep the delivery until settled.
         The caller releases the delivery if this raises."""
         await delivery.confirm()
+        held = _Held(delivery, connection_key(request_context), str(request_id), _peer(request_context))
+        if self._stopped or held.connection in self._ended or held.peer in self._ended:
+            await delivery.release()  # its session ended while the wait finished: no one to answer
+            return
         if self._tg is None:  # not serving through `running` (an in-process test server)
             await delivery.ack()
             return
-        held = _Held(delivery)
-        key = (connection_key(request_context), str(request_id))
-        self._held[key] = held
+        serial = next(self._serial)
+        self._held[serial] = held
         if not self.writes_reported:
             held.written.set()
-        self._tg.start_soon(self._settle, key, held)
+        self._tg.start_soon(self._settle, serial, held)
 
-    async def _settle(self, key: tuple[str, str], held: _Held) -> None:
+    async def _settle(self, serial: int, held: _Held) -> None:
+        """Acknowledge once the grace after the write has passed with no cancel; anything
+        else that ends this (a cancel, the server stopping: a signal cancels this task
+        before `running` gets to its end) releases."""
+        delivered = False
         try:
             async with anyio.create_task_group() as tg:
 
@@ -113,42 +123,55 @@ class Deliveries:
                 tg.start_soon(on_cancel)
                 await held.written.wait()
                 await anyio.sleep(self.grace)
+                delivered = not held.cancelled.is_set()
                 tg.cancel_scope.cancel()
         finally:
-            if self._held.get(key) is held:
-                with anyio.CancelScope(shield=True):  # a server stopping before the write releases too
-                    await self._settle_now(key, held)
+            if self._held.get(serial) is held:
+                del self._held[serial]
+                with anyio.CancelScope(shield=True):
+                    await (held.delivery.ack() if delivered else held.delivery.release())
 
-    async def _settle_now(self, key: tuple[str, str], held: _Held) -> None:
-        """Acknowledge or release, once. The delivery stays listed until its flush said how
-        it went (`flushed` finds it there); a `Delivery` settles only once, so the server's
-        end and the delivery's own task may both get here."""
-        reached = await held.reached_client()
-        if self._held.get(key) is held:
-            del self._held[key]
-        await (held.delivery.ack() if reached else held.delivery.release())
+    async def _release_where(self, ended: Callable[[_Held], bool]) -> int:
+        """Release the held deliveries of ended connections, in the order they were taken,
+        so each item goes back to its place at the head of its inbox."""
+        gone = [(serial, held) for serial, held in self._held.items() if ended(held)]
+        for serial, _ in gone:
+            del self._held[serial]
+        for _, held in gone:
+            with anyio.CancelScope(shield=True):
+                try:
+                    await held.delivery.release()
+                except Exception as e:  # the others still go back; recovery returns these once we are gone
+                    log.warning("wavewait mcp: could not give back what wait %s took: %s", held.delivery.wait_id, e)
+        return len(gone)
+
+    def ended(self, connection: str) -> None:
+        """A client connection ended (an HTTP session deleted, a connection closed): what its
+        responses carried within the grace goes back, as when stdin closes. Callable from
+        a transport's callback; the release runs in the background."""
+        now = time.monotonic()
+        self._ended[connection] = now
+        self._ended.move_to_end(connection)
+        while now - next(iter(self._ended.values())) >= ENDED_KEPT:
+            self._ended.popitem(last=False)
+        if self._tg is not None and any(connection in (h.connection, h.peer) for h in self._held.values()):
+            self._tg.start_soon(self._release_where, lambda held: connection in (held.connection, held.peer))
 
     def _matching(self, request_ids: list[object]) -> list[_Held]:
         """The held deliveries of these responses (stdio: one session, ids are unique)."""
         wanted = {str(r) for r in request_ids}
-        return [held for (_, rid), held in self._held.items() if rid in wanted]
+        return [held for held in self._held.values() if held.request_id in wanted]
 
-    def writing(self, request_ids: list[object]) -> None:
-        """These responses were handed to a flush."""
+    def flushed(self, request_ids: list[object]) -> None:
+        """The flush carrying these responses returned: they reached the client's pipe."""
         for held in self._matching(request_ids):
-            held.writing = True
-
-    def flushed(self, request_ids: list[object], ok: bool) -> None:
-        """The flush carrying these responses returned (`ok`: they reached the client's pipe)."""
-        for held in self._matching(request_ids):
-            if ok:
-                held.written.set()
-            held.flush_done.set()
+            held.written.set()
 
     def cancelled(self, request_context: Any, request_id: object) -> None:
-        held = self._held.get((connection_key(request_context), str(request_id)))
-        if held is not None:
-            held.cancelled.set()
+        connection, rid = connection_key(request_context), str(request_id)
+        for held in self._held.values():
+            if (held.connection, held.request_id) == (connection, rid):
+                held.cancelled.set()
 
     @property
     def waiting_for_writes(self) -> bool:
@@ -172,20 +195,33 @@ class ReportingStdout(anyio.AsyncFile[str]):
     async def flush(self) -> None:
         lines, self._lines = self._lines, []
         ids = [rid for line in lines if (rid := _response_id(line)) is not None]
-        self.deliveries.writing(ids)
-        ok = False
-        try:
-            await super().flush()
-            ok = True
-        finally:
-            self.deliveries.flushed(ids, ok)
+        await super().flush()
+        self.deliveries.flushed(ids)
 
 
 def connection_key(request_context: Any) -> str:
     """Which client connection a request came on: request ids are unique only within one.
-    The HTTP session id; "" on stdio, where a server has one connection."""
+    On HTTP the session (`mcp-session-id`), else the TCP connection (a 2026-era exchange
+    has no session); "" on stdio, where a server has one connection."""
     headers = getattr(getattr(request_context, "request", None), "headers", None)
-    return str(headers.get("mcp-session-id", "")) if headers is not None else ""
+    if headers is not None and (session := headers.get("mcp-session-id")):
+        return session_key(str(session))
+    return _peer(request_context)
+
+
+def _peer(request_context: Any) -> str:
+    """The TCP connection an HTTP request came on ("" on stdio). The SDK's client abandons a
+    call over HTTP by closing the connection its response streams on, in either era."""
+    client = getattr(getattr(request_context, "request", None), "client", None)
+    return peer_key(client.host, client.port) if client is not None else ""
+
+
+def session_key(session_id: str) -> str:
+    return f"session {session_id}"
+
+
+def peer_key(host: str, port: int) -> str:
+    return f"peer {host}:{port}"
 
 
 def _response_id(line: str) -> object | None:
@@ -222,15 +258,21 @@ async def claimed_stdout() -> AsyncIterator[TextIO]:
 
 class LoopStdin:
     """stdin as lines read on the event loop: a cancelled server stops reading at once,
-    where a worker thread blocked in `readline` would hold it until the host closes stdin."""
+    where a worker thread blocked in `readline` would hold it until the host closes stdin.
+    A line over the request limit is dropped as it comes in and answered through `answer`
+    (the server's write stream) with an error naming the limit; the lines after it are read."""
 
     def __init__(self, reader: asyncio.StreamReader) -> None:
         self.reader = reader
+        self.answer: Callable[[dict[str, Any]], Awaitable[None]] | None = None
+        self._lines = Lines()
+        self._ready: deque[bytes | Oversized] = deque()
+        self._eof = False
 
     @classmethod
     async def open(cls, fd: int = 0) -> LoopStdin | None:
         """None when `fd` is not a pipe, socket or terminal (a file, say): read it as the SDK does."""
-        reader = asyncio.StreamReader(limit=MAX_LINE)
+        reader = asyncio.StreamReader(limit=CHUNK)
         try:
             pipe = os.fdopen(os.dup(fd), "rb", buffering=0)
             await asyncio.get_running_loop().connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
@@ -242,10 +284,19 @@ class LoopStdin:
         return self
 
     async def __anext__(self) -> str:
-        line = await self.reader.readline()
-        if not line:
-            raise StopAsyncIteration
-        return line.decode("utf-8", "replace")
+        while True:
+            while not self._ready:
+                if self._eof:
+                    raise StopAsyncIteration
+                data = await self.reader.read(CHUNK)
+                self._ready.extend(self._lines.feed(data) if data else self._lines.end())
+                self._eof = not data
+            line = self._ready.popleft()
+            if not isinstance(line, Oversized):
+                return line.decode("utf-8", "replace")
+            log.warning("wavewait mcp: dropped a request of %d bytes, over the limit", line.size)
+            if self.answer is not None:
+                await self.answer(too_large(line))
 
 
 def cancel_handler(deliveries: Deliveries) -> Callable[[Any, Any], Any]:

@@ -1,4 +1,5 @@
-"""Answer a host's first requests while the MCP SDK is still importing (standard library only).
+"""Answer a host's first requests while the MCP SDK is still importing (standard library only,
+and the bounds in core/limits.py).
 
 Hosts give a starting server little time (Claude Code -p about 2 s, Codex about 1 s without
 `required`), and importing the SDK takes 0.5 s idle and several seconds under load. So
@@ -28,6 +29,10 @@ for the lists. When its `server/discover` probe goes unanswered for about 3 s, i
 `initialize` on the same pipe; the SDK refuses that (the connection is 2026-era) and the host
 discovers again. The front once answered that `initialize` itself, which left the host in the
 handshake era and every later `tools/call` refused (docs/hosts.md).
+
+A line over the request limit (`MAX_REQUEST_BYTES`) is read and dropped as it streams in, never
+held whole, and answered here with an error that names the limit; the session goes on.
+`Lines` splits stdin this way for the front and for the server's own reader (delivery.LoopStdin).
 """
 
 from __future__ import annotations
@@ -38,8 +43,10 @@ import sys
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, BinaryIO
 
+from ..core.limits import MAX_REQUEST_BYTES
 from . import prerendered
 
 # "0" turns the front off (on by default; the host suite passes with it on).
@@ -54,6 +61,108 @@ ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
 # not depend on the client's info or capabilities (tests/mcp/test_front.py compares).
 MODERN_ANSWERED = ("server/discover", "tools/list", "prompts/list", "resources/list")
 LIST_CHANGED = ("toolsListChanged", "promptsListChanged", "resourcesListChanged")
+
+
+#: bytes kept from the start of an oversized line: where its id is looked for
+HEAD = 4096
+#: JSON-RPC's "Invalid Request"
+INVALID_REQUEST = -32600
+
+
+@dataclass
+class Oversized:
+    """A line longer than the limit, dropped as it streamed in: its first bytes and its size."""
+
+    head: bytes
+    size: int
+
+
+class Lines:
+    """Split a byte stream into lines, holding at most `limit` bytes of one: a longer line is
+    counted and dropped up to its newline, and comes out as an `Oversized`."""
+
+    def __init__(self, limit: int = MAX_REQUEST_BYTES) -> None:
+        self.limit = limit
+        self._buf = bytearray()
+        self._dropping: Oversized | None = None
+
+    def feed(self, data: bytes) -> list[bytes | Oversized]:
+        out: list[bytes | Oversized] = []
+        start = 0
+        while start < len(data):
+            nl = data.find(b"\n", start)
+            end = len(data) if nl < 0 else nl
+            if self._dropping is not None:
+                self._dropping.size += end - start
+            else:
+                self._buf += data[start:end]
+                if len(self._buf) > self.limit:
+                    self._dropping = Oversized(bytes(self._buf[:HEAD]), len(self._buf))
+                    self._buf = bytearray()
+            if nl < 0:
+                break
+            out.append(self._take(b"\n"))
+            start = nl + 1
+        return out
+
+    def end(self) -> list[bytes | Oversized]:
+        """What is left at the end of the stream (a last line without its newline)."""
+        return [self._take(b"")] if self._buf or self._dropping is not None else []
+
+    def _take(self, newline: bytes) -> bytes | Oversized:
+        if self._dropping is not None:
+            line: bytes | Oversized = self._dropping
+            self._dropping = None
+        else:
+            line = bytes(self._buf) + newline
+            self._buf = bytearray()
+        return line
+
+
+def head_id(head: bytes) -> str | int | None:
+    """The id of the JSON-RPC request whose line starts with `head`, if it can be read there:
+    the top-level object's members are read in order until `id` or the cut."""
+    text = head.decode("utf-8", "replace")
+    decoder = json.JSONDecoder()
+
+    def skip(i: int) -> int:
+        while i < len(text) and text[i] in " \t\r\n":
+            i += 1
+        return i
+
+    i = skip(0)
+    if not text.startswith("{", i):
+        return None
+    i += 1
+    try:
+        while True:
+            i = skip(i)
+            key, i = decoder.raw_decode(text, i)
+            i = skip(i)
+            if not isinstance(key, str) or not text.startswith(":", i):
+                return None
+            value, i = decoder.raw_decode(text, skip(i + 1))
+            i = skip(i)
+            if i >= len(text):  # the cut: a number there may go on (4 of 42)
+                return None
+            if key == "id":
+                return value if type(value) in (str, int) else None
+            if not text.startswith(",", i):
+                return None
+            i += 1
+    except ValueError:  # the cut fell inside a member: the id, if any, comes after it
+        return None
+
+
+def too_large(line: Oversized, limit: int = MAX_REQUEST_BYTES) -> dict[str, Any]:
+    """The error answering an oversized request (JSON-RPC, with its id or null), on stdio and HTTP."""
+    message = (
+        f"request too large: {line.size:,} bytes, over the limit of {limit / (1 << 20):g} MiB ({limit:,} "
+        "bytes) for one request; it was not read and nothing was done. A message may be at most 1 MiB: "
+        "put large content in a file and send its path"
+    )
+    error = {"code": INVALID_REQUEST, "message": message, "data": {"limit": limit, "size": line.size}}
+    return {"jsonrpc": "2.0", "id": head_id(line.head), "error": error}
 
 
 def _enveloped(params: dict[str, Any]) -> bool:
@@ -71,7 +180,7 @@ def queue_named(argv: list[str], environ: Mapping[str, str]) -> bool:
 class Front:
     """The pipes the SDK server reads and writes, and the threads that join them to stdio."""
 
-    def __init__(self, stdin: Iterable[bytes], stdout: BinaryIO, tools: bool = True) -> None:
+    def __init__(self, stdin: Iterable[bytes | Oversized], stdout: BinaryIO, tools: bool = True) -> None:
         """`tools`: answer `tools/list` too (the pre-rendered list is that of a server without a queue)."""
         self.stdin, self.stdout, self._tools = stdin, stdout, tools
         to_sdk_r, self._to_sdk_w = os.pipe()
@@ -170,6 +279,9 @@ class Front:
         out = os.fdopen(self._to_sdk_w, "wb", buffering=0)
         try:
             for raw in self.stdin:
+                if isinstance(raw, Oversized):  # answered here; the SDK never sees it
+                    self._write((json.dumps(too_large(raw)) + "\n").encode())
+                    continue
                 try:
                     msg = json.loads(raw)
                 except ValueError:
@@ -222,21 +334,15 @@ def queued(request_id: object) -> float:
     return 0.0 if _running is None else _running.queued(request_id)
 
 
-def fd_lines(fd: int, chunk: int = 1 << 16) -> Iterator[bytes]:
+def fd_lines(fd: int, chunk: int = 1 << 16, limit: int = MAX_REQUEST_BYTES) -> Iterator[bytes | Oversized]:
     """The lines read from `fd` with `os.read`: no buffered file object, whose lock this
     daemon thread would hold while it blocks, so the interpreter can end while it reads
-    (a blocked `sys.stdin.buffer` aborts the process at shutdown: "could not acquire lock")."""
-    buf = bytearray()
+    (a blocked `sys.stdin.buffer` aborts the process at shutdown: "could not acquire lock").
+    A line over `limit` bytes comes out as an `Oversized`, having been dropped as it came."""
+    lines = Lines(limit)
     while data := os.read(fd, chunk):
-        start = len(buf)
-        buf += data
-        end = buf.find(b"\n", start)
-        while end >= 0:
-            yield bytes(buf[: end + 1])
-            del buf[: end + 1]
-            end = buf.find(b"\n")
-    if buf:
-        yield bytes(buf)
+        yield from lines.feed(data)
+    yield from lines.end()
 
 
 def start() -> Front | None:

@@ -8,11 +8,13 @@ ranges, enums, no unknown fields) and then the core's own rules (ids, prefixes, 
 from __future__ import annotations
 
 import hmac
+import json
 import logging
 import os
 import signal
 import socket
 import sys
+from collections.abc import Callable
 from typing import Any, cast
 
 import anyio
@@ -20,15 +22,30 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp.types import CallToolResult, CancelledNotificationParams, InputRequiredResult
+from mcp.shared.message import SessionMessage
+from mcp.types import (
+    CallToolResult,
+    CancelledNotificationParams,
+    InputRequiredResult,
+    jsonrpc_message_adapter,
+)
 from mcp.types import Tool as MCPTool
 from pydantic import ValidationError
 
 from ..core.bus import Bus, open_bus
 from ..core.errors import WavewaitError
-from .delivery import Deliveries, LoopStdin, ReportingStdout, cancel_handler, claimed_stdout
+from ..core.limits import MAX_REQUEST_BYTES
+from .delivery import (
+    Deliveries,
+    LoopStdin,
+    ReportingStdout,
+    cancel_handler,
+    claimed_stdout,
+    peer_key,
+    session_key,
+)
 from .flight_tools import register_flight_tools
-from .front import Front
+from .front import HEAD, Front, Oversized, too_large
 from .question_tools import register_question_tools
 from .queue_tools import open_queue, register_queue_tools
 from .settings import Settings
@@ -203,6 +220,12 @@ async def _run_stdio(server: WaveServer, stdout: ReportingStdout, stdin: object 
     """As `MCPServer.run_stdio_async`, with a stdout that reports each response it flushed
     (and stdin as any async iterable of lines: the SDK only iterates it)."""
     async with stdio_server(stdin=cast("anyio.AsyncFile[str] | None", stdin), stdout=stdout) as (read, write):
+        if isinstance(stdin, LoopStdin):  # an oversized request is answered on the server's own wire
+
+            async def answer(error: dict[str, Any]) -> None:
+                await write.send(SessionMessage(jsonrpc_message_adapter.validate_python(error)))
+
+            stdin.answer = answer
         low = server._lowlevel_server
         await low.run(read, write, low.create_initialization_options())
 
@@ -212,10 +235,11 @@ LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
 
 
 class Guard:
-    """ASGI wrapper: only our own Host/Origin, and only with the bearer token."""
+    """ASGI wrapper: only our own Host/Origin, and only with the bearer token. A session
+    deleted by its client (a DELETE with `mcp-session-id`) is reported to `ended`."""
 
-    def __init__(self, app: Any, token: str, hosts: set[str]) -> None:
-        self.app, self.token, self.hosts = app, token.encode(), hosts
+    def __init__(self, app: Any, token: str, hosts: set[str], ended: Callable[[str], None] | None = None) -> None:
+        self.app, self.token, self.hosts, self.ended = app, token.encode(), hosts, ended
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -236,23 +260,81 @@ class Guard:
                 "a bearer token is required (Authorization: Bearer TOKEN)",
                 [(b"www-authenticate", b'Bearer realm="wavewait"')],
             )
-        await self.app(scope, receive, send)
+        over, body = await _bounded_body(receive, MAX_REQUEST_BYTES)
+        if over is not None:  # a JSON-RPC error, which MCP clients show, with HTTP's own status
+            error = json.dumps(too_large(over, MAX_REQUEST_BYTES)).encode()
+            return await _reply(send, 413, error, b"application/json")
+        await self.app(scope, _replay(body, receive), send)
+        session = headers.get("mcp-session-id")
+        if scope["method"] == "DELETE" and session and self.ended is not None:
+            self.ended(session_key(session))
+
+
+async def _bounded_body(receive: Any, limit: int) -> tuple[Oversized | None, list[dict[str, Any]]]:
+    """Read the request's body, holding at most `limit` bytes of it: (None, its messages),
+    or (its start and size, []) when it is longer, having been read to its end and dropped
+    as it came."""
+    held: list[dict[str, Any]] = []
+    head, size = b"", 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":  # the client went away: let the app see it
+            held.append(message)
+            return None, held
+        body = message.get("body", b"")
+        if len(head) < HEAD:
+            head += body[: HEAD - len(head)]
+        size += len(body)
+        if size <= limit:
+            held.append(message)
+        else:
+            held.clear()
+        if not message.get("more_body", False):
+            return (Oversized(head, size) if size > limit else None), held
+
+
+def _replay(held: list[dict[str, Any]], receive: Any) -> Any:
+    """`receive` for the app: the body read by `_bounded_body`, then the client's own."""
+
+    async def replayed() -> dict[str, Any]:
+        return held.pop(0) if held else await receive()
+
+    return replayed
 
 
 async def _plain(send: Any, status: int, text: str, extra: list[tuple[bytes, bytes]] | None = None) -> None:
-    body = (text + "\n").encode()
+    await _reply(send, status, (text + "\n").encode(), b"text/plain; charset=utf-8", extra)
+
+
+async def _reply(
+    send: Any, status: int, body: bytes, content_type: bytes, extra: list[tuple[bytes, bytes]] | None = None
+) -> None:
     await send(
         {
             "type": "http.response.start",
             "status": status,
             "headers": [
-                (b"content-type", b"text/plain; charset=utf-8"),
+                (b"content-type", content_type),
                 (b"content-length", str(len(body)).encode()),
                 *(extra or []),
             ],
         }
     )
     await send({"type": "http.response.body", "body": body})
+
+
+def _reporting_protocol(ended: Callable[[str], None]) -> type[Any]:
+    """uvicorn's HTTP/1.1 protocol, telling `ended` when a client closes its connection: a
+    2026-era exchange has no session, and the SDK's client abandons one by closing it."""
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class ReportingProtocol(H11Protocol):
+        def connection_lost(self, exc: Exception | None) -> None:
+            super().connection_lost(exc)
+            if self.client is not None:
+                ended(peer_key(*self.client))
+
+    return ReportingProtocol
 
 
 async def serve_http(server: WaveServer, host: str, port: int, token: str) -> None:
@@ -269,12 +351,17 @@ async def serve_http(server: WaveServer, host: str, port: int, token: str) -> No
     hosts = {f"{n}:{port}" for n in names}
     app = server.streamable_http_app(
         host=host,
+        max_request_body_size=MAX_REQUEST_BYTES,  # one limit on both transports (Guard answers first)
         transport_security=TransportSecuritySettings(
             enable_dns_rebinding_protection=True,
             allowed_hosts=sorted(hosts),
             allowed_origins=sorted(f"http://{h}" for h in hosts) + sorted(f"https://{h}" for h in hosts),
         ),
     )
+    ended = server.deliveries.ended
+    config = uvicorn.Config(
+        Guard(app, token, hosts, ended), log_level="warning", lifespan="on", http=_reporting_protocol(ended)
+    )
+    sock.listen(2048)  # a client that read the address below may connect at once: the kernel queues it
     print(f"wavewait mcp: streamable HTTP on http://{shown}:{port}/mcp", file=sys.stderr, flush=True)
-    config = uvicorn.Config(Guard(app, token, hosts), log_level="warning", lifespan="on")
     await uvicorn.Server(config).serve(sockets=[sock])

@@ -1,0 +1,168 @@
+"""A session that ends right after a wait's response was written gives back what the wait took.
+
+A response is not delivered because it reached a pipe: a client that abandons a call and
+closes its session (what the MCP SDK does when the caller's cancel scope exits: its courtesy
+`notifications/cancelled` is lost with the transport's writer, stdin is closed, the server
+stopped), or a host killed by its user, never read it. Within the grace after the write,
+the session's end releases the items to the head of the inbox; the next wait gets them
+again with the same `message_id`.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+
+import anyio
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from wavewait.core import messages
+
+from conftest import PYTHON, register_crew, until
+from mcptools import data, mcp_client, server_env
+
+pytestmark = pytest.mark.anyio
+
+
+async def _abandon_session_on_receipt(bus, tool: str, args: dict) -> bool:
+    """Call `tool` in a fresh session and abandon the session, as the SDK's caller does when its
+    cancel scope exits, as soon as the call's progress says it received something."""
+    with anyio.CancelScope() as session_scope:
+        async with mcp_client(bus) as c:
+
+            async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+                if message and "received" in message:
+                    session_scope.cancel()
+
+            await c.call_tool(tool, args, progress_callback=on_progress)
+    return session_scope.cancelled_caught
+
+
+@pytest.mark.parametrize(
+    "tool, args, key",
+    [
+        ("wait", {"timeout": 5}, "message_id"),
+        ("wait_for_event", {"timeout_secs": 5}, "event_id"),
+    ],
+)
+async def test_a_session_abandoned_after_its_wait_took_a_message_loses_nothing(bus, tool, args, key):
+    await register_crew(bus, "orchestrator", "sender")
+    sent = [(await messages.send(bus, "sender", "orchestrator", f"m{i}")).id for i in range(4)]
+    for _ in range(4):
+        assert await _abandon_session_on_receipt(bus, tool, args)
+        # the session is over (the client stopped its server): the message is back in the inbox
+        assert len(await bus.pending("orchestrator")) == 4
+    assert await bus.list_waits() == []
+    async with mcp_client(bus) as c:
+        got = [data(await c.call_tool(tool, args))[key] for _ in range(4)]
+    assert got == sent  # every one, once, in order, with the same ids
+
+
+# A host: starts the server, calls wait, reads the response, says so, then blocks until killed.
+HOST = """
+import subprocess, sys
+server = subprocess.Popen([sys.executable, "-m", "wavewait", "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+server.stdin.write(sys.argv[1].encode()); server.stdin.flush()
+while b'"id":2' not in server.stdout.readline().replace(b" ", b""):
+    pass
+print(server.pid, flush=True)
+sys.stdin.read()
+"""
+INIT_AND_WAIT = (
+    '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",'
+    '"capabilities":{},"clientInfo":{"name":"t","version":"1"}}}\n'
+    '{"jsonrpc":"2.0","method":"notifications/initialized"}\n'
+    '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"wait","arguments":{"timeout":5}}}\n'
+)
+
+
+async def test_a_host_killed_right_after_reading_the_response_loses_nothing(bus):
+    """The host read the wait's response and was killed (SIGKILL) before it could show it:
+    its server sees stdin close, gives the message back, and ends."""
+    await register_crew(bus, "orchestrator", "sender")
+    sent = await messages.send(bus, "sender", "orchestrator", "for a dead host")
+    host = subprocess.Popen(
+        [PYTHON, "-c", HOST, INIT_AND_WAIT], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=server_env(bus)
+    )
+    try:
+        assert host.stdout is not None
+        server_pid = int(await anyio.to_thread.run_sync(host.stdout.readline))
+        assert await bus.pending("orchestrator") == []  # taken by the wait, its response read
+        host.send_signal(signal.SIGKILL)
+        host.wait(10)
+    finally:
+        if host.poll() is None:
+            host.kill()
+    await until(lambda: _pending_ids(bus, [sent.id]), what="the message back in the inbox")
+    await until(lambda: not _alive(server_pid), what="the orphaned server to end")
+    assert await bus.list_waits() == [] and await bus.history("orchestrator") == []
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie no one has reaped yet has ended)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_an_http_session_abandoned_after_its_wait_took_a_message_loses_nothing(bus, mode):
+    """Over streamable HTTP the server stays up for other clients. The SDK's client ends a
+    handshake-era session (`legacy`) with a DELETE, and abandons a 2026-era exchange (`auto`)
+    by closing its connection: either way the server gives back what the wait took."""
+    from test_http import http_process, stderr_line
+
+    await register_crew(bus, "orchestrator", "sender")
+    sent = await messages.send(bus, "sender", "orchestrator", "over http")
+    with http_process(bus, "--token", "s3cret") as proc:
+        url = (await stderr_line(proc)).split(" on ", 1)[1].strip()
+        async with httpx2.AsyncClient(headers={"authorization": "Bearer s3cret"}) as h:
+            with anyio.CancelScope() as session_scope:
+                async with Client(streamable_http_client(url, http_client=h), mode=mode) as c:
+
+                    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+                        if message and "received" in message:
+                            session_scope.cancel()
+
+                    await c.call_tool("wait", {"timeout": 5}, progress_callback=on_progress)
+            assert session_scope.cancelled_caught
+            await until(lambda: _pending_ids(bus, [sent.id]), what="the message back in the inbox")
+            async with Client(streamable_http_client(url, http_client=h)) as c:
+                r = data(await c.call_tool("wait", {"timeout": 5}))
+    assert (r["message"], r["message_id"]) == ("over http", sent.id)
+
+
+async def _pending_ids(bus, ids: list[str]) -> bool:
+    return [ref.id for ref in await bus.pending("orchestrator")] == ids
+
+
+async def test_two_http_clients_with_the_same_request_ids_each_get_their_message_acknowledged(bus):
+    """2026-era HTTP has no session: two clients' calls may carry the same request id, and
+    each delivery is settled on its own (one used to replace the other and stay claimed)."""
+    from test_http import http_process, stderr_line
+
+    await register_crew(bus, "orchestrator", "sender")
+    for body in ("one", "two"):
+        await messages.send(bus, "sender", "orchestrator", body)
+    with http_process(bus, "--token", "s3cret") as proc:
+        url = (await stderr_line(proc)).split(" on ", 1)[1].strip()
+        got = []
+        async with httpx2.AsyncClient(headers={"authorization": "Bearer s3cret"}) as h:
+            async with (
+                Client(streamable_http_client(url, http_client=h)) as a,
+                Client(streamable_http_client(url, http_client=h)) as b,
+            ):
+                got.append(data(await a.call_tool("wait", {"timeout": 5}))["message"])
+                got.append(data(await b.call_tool("wait", {"timeout": 5}))["message"])
+                await until(lambda: _history(bus, ["one", "two"]), what="both acknowledged after the grace")
+    assert got == ["one", "two"]
+    assert await bus.pending("orchestrator") == [] and await bus.list_waits() == []
+
+
+async def _history(bus, bodies: list[str]) -> bool:
+    return [i.body for i in await bus.history("orchestrator")] == bodies
