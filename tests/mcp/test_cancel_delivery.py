@@ -29,10 +29,13 @@ async def _cancelled_on_receipt(c, tool: str, args: dict, deliver) -> bool:
     """Call `tool`; on its first progress notification run `deliver()` (the messages it waits
     for arrive) and cancel the call. True if the call was cancelled (its response, if any, is
     dropped as a client does)."""
+    delivered = False
     with anyio.CancelScope() as scope:
 
         async def on_progress(progress: float, total: float | None, message: str | None) -> None:
-            if not scope.cancel_called:
+            nonlocal delivered
+            if not delivered:  # once: the notifications that follow (1/3 received…) must not send again
+                delivered = True
                 await deliver()
                 scope.cancel()
 
