@@ -29,17 +29,17 @@ from .toolkit import declare, reply
 from .tools import Reporter, clamp
 
 ASK_DOC = (
-    "Ask your parent (the agent or person that spawned you) a question and wait for the answer. "
-    "You show as needs_input until it is answered. Returns {status: 'answered', answer, "
-    "question_id}; on timeout {status: 'timeout', question_id}: the question stays open, so call "
-    "wait_for_event with types=['answer'] to keep waiting. Use it when you cannot go on without "
-    "a decision; do not guess."
+    "Ask your parent (the agent or person that spawned you) a question and block until it is "
+    "answered. You show as needs_input meanwhile. Returns {status: 'answered', answer, "
+    "question_id}; on timeout {status: 'timeout', question_id}: the question stays open and its "
+    "answer arrives later as an event of type 'answer'. Use it when you cannot go on without a "
+    "decision; do not guess."
 )
 NAME = "approve"
 DOC = (
-    "Claude Code's permission prompt, routed through wavewait: called by the host (not by the "
-    "model) with the tool that needs approval and its input. The request becomes this flight's "
-    "question to its parent, who answers with reply: 'allow', or 'deny' and why. Returns "
+    "Claude Code's permission prompt, called by the host (not by the model) with the tool that "
+    "needs approval and its input. The request becomes this flight's question to its parent, who "
+    "answers with reply: 'allow', or 'deny' and why. Returns "
     '{"behavior": "allow", "updatedInput": …} or {"behavior": "deny", "message": …}.'
 )
 SUMMARY_CHARS = 600  # of the tool's input, in the question
