@@ -128,14 +128,13 @@ def register_question_tools(server: MCPServer, bus: Any, s: Settings) -> None:
         if not isinstance(input, dict):
             raise BadInput("input: the tool's input, an object")
         await messages.ask(bus, s.caller, question_for(tool_name, input))
-        got = await wait.wait_event(
-            bus, s.caller, ANSWER_TIMEOUT, [messages.ANSWER], on_progress=Reporter(ctx, ANSWER_TIMEOUT)
-        )
+        eff, _cut = clamp(s, ANSWER_TIMEOUT, ctx)  # a server started with --max-block answers within it too
+        got = await wait.wait_event(bus, s.caller, eff, [messages.ANSWER], on_progress=Reporter(ctx, eff))
         if got.type == messages.ANSWER:
             result = decision(str((got.model_extra or {}).get("body", "")), input)
         else:  # timed out or interrupted: the question is closed, and the tool denied, saying so
             await bus.update_agent(s.caller, question=None, question_id=None)
-            result = {"behavior": "deny", "message": f"no answer to the permission request ({got.type})"}
+            result = {"behavior": "deny", "message": f"no answer to the permission request in {eff:g} s ({got.type})"}
         # exactly one text block, the JSON: Claude Code refuses anything else (structured content too)
         return CallToolResult(
             content=[TextContent(type="text", text=json.dumps(Decision(**result).model_dump(exclude_none=True)))]
