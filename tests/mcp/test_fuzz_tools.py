@@ -9,6 +9,8 @@ and spawn_agent only ever runs a harmless command (its other arguments are fuzze
 
 from __future__ import annotations
 
+import json
+
 import anyio
 import anyio.from_thread
 from fuzz import arguments, short_seconds
@@ -16,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from wavewait.core.bus.file import FileBus
+from wavewait.mcp.question_tools import NAME as APPROVE
 
 from conftest import PYTHON, register_crew
 from mcptools import mcp_client
@@ -53,6 +56,8 @@ def test_every_tool_answers_any_arguments_with_a_result_and_stays_up(tmp_path):
                     if r.is_error:
                         assert text.startswith("Error: "), text
                         assert len(text) < 20_000, text[:200]
+                    elif name == APPROVE:  # Claude Code takes its permission result as one JSON text block only
+                        assert json.loads(text)["behavior"] in ("allow", "deny"), text
                     else:
                         assert r.structured_content is not None, (name, args, text)
                     answers["error" if r.is_error else "ok"] += 1
