@@ -48,9 +48,14 @@ async def start(
     base: str | None = None,
     cwd: str | None = None,
     env: dict[str, str] | None = None,
+    server_env: dict[str, str] | None = None,
+    agent_id: str | None = None,
 ) -> Agent:
     """Start a flight: a preset's agent on `prompt`, or a plain `command`; in its own worktree
-    when asked (`worktree=True`) or by default for a preset in a git repository."""
+    when asked (`worktree=True`) or by default for a preset in a git repository.
+
+    `server_env` goes to the MCP server a preset gives its agent (a task's binding);
+    `agent_id`, when the flight's id was chosen before (the queue runner names it in the task)."""
     check_name(name)
     if wave is not None:
         check_name(wave, "wave")
@@ -73,7 +78,7 @@ async def start(
         if worktree:
             raise BadInput(f"worktree: {folder} is not in a git repository; run without --worktree, or in a repository")
         use_worktree = False
-    flight_id = new_id()
+    flight_id = agent_id or new_id()
     info = None
     run_dir = folder
     if use_worktree:
@@ -83,7 +88,7 @@ async def start(
     fields: dict[str, Any] = {"worktree": info}
     if chosen is not None:
         assert prompt is not None
-        server = presets.server_for(bus.url, flight_id, parent_id)
+        server = presets.server_for(bus.url, flight_id, parent_id, extra_env=server_env)
         command = chosen.argv(prompt, server=server, model=model, agent_id=flight_id, bus=bus.url)
         child_env.update(chosen.env)
         fields |= {"preset": chosen.name, "events": chosen.events}
