@@ -14,10 +14,10 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import agents, changes, messages, presets, worktrees
+from . import agents, changes, messages, presets, watch, worktrees
 from .agent_events import LINE_LIMIT, EventReader
 from .bus import Bus
 from .errors import BadInput, WavewaitError
@@ -30,7 +30,10 @@ log = logging.getLogger("wavewait.flights")
 #: characters of the agent's final answer a report carries (what both hosts show whole)
 REPORT_CHARS = 30_000
 CHANGES_REPORTED = 1000  # paths in a report's `changes` (limits.MAX_LIST_LEN)
-LIVE_CHANGES_EVERY = 5.0  # seconds between two counts of a running flight's changes
+LIVE_CHANGES_EVERY = 5.0  # seconds between two counts of a running flight's changes, unwatched
+RECOUNT_GAP = 0.5  # seconds at least between two counts after edits seen in its worktree
+WATCH_DEBOUNCE_MS = 200  # edits this close together are one batch (watchfiles' debounce)
+WATCH_STEP_MS = 100  # how often the watcher's thread looks for a batch to hand over
 
 
 async def start(
@@ -48,9 +51,14 @@ async def start(
     base: str | None = None,
     cwd: str | None = None,
     env: dict[str, str] | None = None,
+    server_env: dict[str, str] | None = None,
+    agent_id: str | None = None,
 ) -> Agent:
     """Start a flight: a preset's agent on `prompt`, or a plain `command`; in its own worktree
-    when asked (`worktree=True`) or by default for a preset in a git repository."""
+    when asked (`worktree=True`) or by default for a preset in a git repository.
+
+    `server_env` goes to the MCP server a preset gives its agent (a task's binding);
+    `agent_id`, when the flight's id was chosen before (the queue runner names it in the task)."""
     check_name(name)
     if wave is not None:
         check_name(wave, "wave")
@@ -73,7 +81,7 @@ async def start(
         if worktree:
             raise BadInput(f"worktree: {folder} is not in a git repository; run without --worktree, or in a repository")
         use_worktree = False
-    flight_id = new_id()
+    flight_id = agent_id or new_id()
     info = None
     run_dir = folder
     if use_worktree:
@@ -83,7 +91,7 @@ async def start(
     fields: dict[str, Any] = {"worktree": info}
     if chosen is not None:
         assert prompt is not None
-        server = presets.server_for(bus.url, flight_id, parent_id)
+        server = presets.server_for(bus.url, flight_id, parent_id, extra_env=server_env)
         command = chosen.argv(prompt, server=server, model=model, agent_id=flight_id, bus=bus.url)
         child_env.update(chosen.env)
         fields |= {"preset": chosen.name, "events": chosen.events}
@@ -243,17 +251,53 @@ class Relay:
         return self.reader
 
 
-async def tick(bus: Bus, agent: Agent, relay: Relay | None, last: dict[str, Any]) -> None:
-    """While the flight runs: its usage when it changed, its changes at most every
-    LIVE_CHANGES_EVERY seconds (only written when they differ)."""
+async def tick(
+    bus: Bus, agent: Agent, relay: Relay | None, last: dict[str, Any], *, edited: bool = False
+) -> float | None:
+    """While the flight runs: its usage when it changed, its changes when its worktree was
+    `edited` (at most every RECOUNT_GAP seconds) or else every LIVE_CHANGES_EVERY seconds
+    (only written when they differ). Returns the seconds until a count it had to put off
+    may run (edits came too soon after the last count), else None."""
     if relay is not None and relay.dirty:
         relay.dirty = False
         await bus.update_agent(agent.id, usage=relay.reader.usage)
+    if agent.worktree is None:
+        return None
     t = time.monotonic()
-    if agent.worktree is not None and t - last.get("changes_at", 0.0) >= LIVE_CHANGES_EVERY:
-        last["changes_at"] = t
-        summary = await asyncio.to_thread(changes.count, agent.worktree)
-        key = (summary.files, summary.added, summary.deleted, [p.path for p in summary.paths])
-        if key != last.get("changes"):
-            last["changes"] = key
-            await bus.update_agent(agent.id, changes=summary)
+    since: float = t - last.get("changes_at", -LIVE_CHANGES_EVERY)
+    if edited and since < RECOUNT_GAP:
+        return RECOUNT_GAP - since
+    if not edited and since < LIVE_CHANGES_EVERY:
+        return None
+    last["changes_at"] = t
+    summary = await asyncio.to_thread(changes.count, agent.worktree)
+    key = (summary.files, summary.added, summary.deleted, [p.path for p in summary.paths])
+    if key != last.get("changes"):
+        last["changes"] = key
+        await bus.update_agent(agent.id, changes=summary)
+    return None
+
+
+class WorktreeWatch:
+    """Edits in a flight's worktree, as they happen: `edited` is set after each batch.
+
+    The project's recursive watcher (core/watch.py: inotify through watchfiles), set up
+    before this returns, so no edit made after it is missed; a worktree that cannot be
+    watched (the kernel's watch limit, say) falls back to the supervisor's periodic count,
+    with a note in the flight's log."""
+
+    def __init__(self, path: str, note: Callable[[str], object]) -> None:
+        self.edited = asyncio.Event()
+        self._loop = asyncio.get_running_loop()
+        self._sub: watch.Subscription | None = None
+        try:
+            self._sub = watch.subscribe([path], on_paths=self._seen)
+        except Exception as e:  # counted every LIVE_CHANGES_EVERY seconds instead
+            note(f"not watching the worktree ({e}); counting its changes every {LIVE_CHANGES_EVERY:g} s")
+
+    def _seen(self, _paths: set[str]) -> None:  # in the watcher's thread
+        self._loop.call_soon_threadsafe(self.edited.set)
+
+    def close(self) -> None:
+        if self._sub is not None:
+            self._sub.close()

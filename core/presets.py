@@ -284,8 +284,16 @@ def check_prompt(prompt: object) -> str:
     return check_text(prompt, "prompt")
 
 
-def server_for(bus_url: str, agent_id: str, parent_id: str, program: Sequence[str] | None = None) -> McpServer:
-    """wavewait's MCP server for a flight: this installation's wavewait, the same bus, its identity."""
+def server_for(
+    bus_url: str,
+    agent_id: str,
+    parent_id: str,
+    program: Sequence[str] | None = None,
+    extra_env: Mapping[str, str] | None = None,
+) -> McpServer:
+    """wavewait's MCP server for a flight: this installation's wavewait, the same bus, its
+    identity, and `extra_env` (a task agent's queue and task: an agent CLI need not pass
+    its own environment on to the servers it starts)."""
     command = list(program) if program else ([b] if (b := wavewait_bin()) else [sys.executable, "-m", "wavewait"])
     env = {"WAVEWAIT_BUS": bus_url, "WAVEWAIT_AGENT_ID": agent_id, "WAVEWAIT_PARENT_ID": parent_id}
-    return McpServer(command=[*command, "mcp"], env=env)
+    return McpServer(command=[*command, "mcp"], env=dict(extra_env or {}) | env)

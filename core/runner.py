@@ -10,7 +10,8 @@ changed (a liveness sweep and a rare rescan are the only timers). Each round:
 2. a `queued` task with a `failed` or `skipped` dependency becomes `skipped` (transitively).
 3. `queued` tasks whose dependencies are all `done` start, up to `max_parallel` running:
    marked `running` first, then spawned with the rendered prompt and the dependencies'
-   handoffs as the last argument.
+   handoffs: as the last argument of the agent command, or as the prompt of the preset
+   the task's type names (a coding flight, core/flights.py).
 
 It ends when nothing is `queued` or `running`. All state is on the bus, so a runner that
 was killed and started again resumes where it stopped: live agents are left to finish.
@@ -27,7 +28,7 @@ from typing import Any
 import anyio
 from pydantic import BaseModel, Field
 
-from . import agents
+from . import agents, flights, presets
 from .bus import Changes
 from .errors import BadInput
 from .ids import new_id
@@ -72,20 +73,35 @@ class Runner:
     def __init__(
         self,
         q: TaskQueue,
-        agent_command: Sequence[str],
+        agent_command: Sequence[str] | None,
         *,
         max_parallel: int = DEFAULT_MAX_PARALLEL,
         runner_id: str | None = None,
         task_types_file: str | None = None,
+        presets_file: str | None = None,
         env: dict[str, str] | None = None,
         report: Report | None = None,
     ) -> None:
-        if not agent_command or not all(isinstance(c, str) and c for c in agent_command):
+        """`agent_command` runs the tasks whose type names no preset (None when every type
+        names one); a type's preset must exist (built in, or in `presets_file`)."""
+        if agent_command is not None and (
+            not agent_command or not all(isinstance(c, str) and c for c in agent_command)
+        ):
             raise BadInput("--agent-command: give the agent's program and arguments, e.g. 'claude -p'")
+        bare = sorted(name for name, t in q.types.items() if t.preset is None)
+        if agent_command is None and bare:
+            raise BadInput(
+                f"--agent-command: task type(s) {', '.join(bare)} name no preset; give the agent's command "
+                '(or set WAVEWAIT_AGENT_COMMAND), or add preset = "claude" to each type'
+            )
+        self.presets_file = os.path.abspath(presets_file) if presets_file else None
+        for t in q.types.values():
+            if t.preset is not None:
+                presets.get(t.preset, self.presets_file)  # an unknown one is refused before any task starts
         if max_parallel < 1:
             raise BadInput(f"--max-parallel: must be at least 1, got {max_parallel}")
         self.q = q
-        self.command = list(agent_command)
+        self.command = list(agent_command or ())
         self.max_parallel = max_parallel
         self.runner_id = agents.caller_id(runner_id)
         self.types_file = os.path.abspath(task_types_file) if task_types_file else None
@@ -233,15 +249,7 @@ class Runner:
             return None  # completed or changed by someone else meanwhile
         try:
             prompt = await task_prompt(self.q, marked, tasks)  # the queue as this round read it
-            agent = await agents.spawn(
-                self.q.bus,
-                f"{task.type}-{task.id[:8]}",
-                [*self.command, prompt],
-                wave=f"queue-{self.q.name}",
-                parent_id=self.runner_id,
-                env=self._env(marked),
-                agent_id=agent_id,
-            )
+            agent = await self._spawn(marked, prompt, agent_id)
         except BadInput as e:
             final = marked.attempts >= self.q.limits.max_attempts
             self.report(f"{task.type} {task.id[:8]}: cannot start its agent: {e}")
@@ -251,6 +259,36 @@ class Runner:
         self.started += 1
         self.report(f"{task.type} {task.id[:8]}: started agent {agent.id[:8]} (attempt {marked.attempts})")
         return marked
+
+    async def _spawn(self, task: Task, prompt: str, agent_id: str) -> Agent:
+        """The task's agent: its type's preset on the prompt (a coding flight, in its own
+        worktree in a repository), else the agent command with the prompt as its last word."""
+        name, wave, env = f"{task.type}-{task.id[:8]}", f"queue-{self.q.name}", self._env(task)
+        preset = self.q.types[task.type].preset if task.type in self.q.types else None
+        if preset is None:
+            return await agents.spawn(
+                self.q.bus,
+                name,
+                [*self.command, prompt],
+                wave=wave,
+                parent_id=self.runner_id,
+                env=env,
+                agent_id=agent_id,
+            )
+        binding = {k: v for k, v in env.items() if k.startswith(("WAVEWAIT_TASK", "WAVEWAIT_QUEUE", "WAVEWAIT_MAX_"))}
+        return await flights.start(
+            self.q.bus,
+            name,
+            parent_id=self.runner_id,
+            prompt=prompt,
+            preset=preset,
+            presets_file=self.presets_file,
+            wave=wave,
+            model=task.model,
+            env=env,
+            server_env=binding,
+            agent_id=agent_id,
+        )
 
     async def summary(self) -> RunSummary:
         tasks = await self.q.store.tasks()
@@ -264,6 +302,6 @@ class Runner:
         )
 
 
-async def run_queue(q: TaskQueue, agent_command: Sequence[str], **options: Any) -> RunSummary:
+async def run_queue(q: TaskQueue, agent_command: Sequence[str] | None, **options: Any) -> RunSummary:
     """Run `q` until nothing is queued or running (options as `Runner`)."""
     return await Runner(q, agent_command, **options).run()

@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+from typing import Any
 
 from . import flights
 from .agents import AGENT_LEASE, mark_dead, output_tail
@@ -72,6 +73,11 @@ async def _supervise(bus: Bus, agent_id: str, command: list[str]) -> int:
     fd = os.open(agent.log_path or os.devnull, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
     log = open(fd, "ab", buffering=0)  # noqa: SIM115 -- held while the child runs
     relay = flights.Relay(agent.events, log) if agent.events else None  # its events: read, then logged
+    watch = None
+    if agent.worktree is not None:  # watched before the agent starts: its every edit is counted within a second
+        watch = flights.WorktreeWatch(
+            agent.worktree.path, lambda said: log.write(f"\nwavewait supervise: {said}\n".encode())
+        )
     try:
         child = subprocess.Popen(
             command,
@@ -80,6 +86,8 @@ async def _supervise(bus: Bus, agent_id: str, command: list[str]) -> int:
             stderr=log if relay else subprocess.STDOUT,
         )
     except OSError as e:
+        if watch is not None:
+            watch.close()
         log.close()
         print(f"error: {e.strerror or e}", flush=True)
         return 2
@@ -100,15 +108,37 @@ async def _supervise(bus: Bus, agent_id: str, command: list[str]) -> int:
     ended_task = asyncio.ensure_future(asyncio.to_thread(child.wait))
     live = relay is not None or agent.worktree is not None  # usage and changes kept current
     beat = min(AGENT_LEASE / 3, flights.LIVE_CHANGES_EVERY) if leased and live else AGENT_LEASE / 3
+    if live and not leased:
+        beat = min(beat, flights.LIVE_CHANGES_EVERY)
     seen: dict[str, object] = {}
-    while (leased or live) and not (await asyncio.wait({ended_task}, timeout=beat))[0]:
-        try:
-            if leased:
-                await bus.update_agent(agent_id, lease_expires_at=now() + AGENT_LEASE)
-            if live:
-                await flights.tick(bus, agent, relay, seen)
-        except Exception as e:  # keep supervising: the exit must still be recorded
-            log.write(f"\nwavewait supervise: could not update the record of {agent_id}: {e}\n".encode())
+    put_off: float | None = None  # a count put off to keep the rate bounded
+    try:
+        while leased or live:
+            waits: set[asyncio.Future[Any]] = {ended_task}
+            edited_wait = asyncio.ensure_future(watch.edited.wait()) if watch is not None else None
+            if edited_wait is not None:
+                waits.add(edited_wait)
+            done, _ = await asyncio.wait(
+                waits, timeout=beat if put_off is None else put_off, return_when="FIRST_COMPLETED"
+            )
+            if edited_wait is not None and not edited_wait.done():
+                edited_wait.cancel()
+            if ended_task in done:
+                break
+            edited = put_off is not None or (watch is not None and watch.edited.is_set())
+            if watch is not None:
+                watch.edited.clear()
+            try:
+                if leased:
+                    await bus.update_agent(agent_id, lease_expires_at=now() + AGENT_LEASE)
+                if live:
+                    put_off = await flights.tick(bus, agent, relay, seen, edited=edited)
+            except Exception as e:  # keep supervising: the exit must still be recorded
+                put_off = None
+                log.write(f"\nwavewait supervise: could not update the record of {agent_id}: {e}\n".encode())
+    finally:
+        if watch is not None:
+            watch.close()
     code = await ended_task
     ended = {"exit_code": code, "ended_at": now()}
     reader = relay.finish() if relay is not None else None

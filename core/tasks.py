@@ -75,6 +75,7 @@ class TaskType(BaseModel):
     prompt: str
     leaf: bool = False
     fields: tuple[str, ...] = ()  # the input names the prompt uses
+    preset: str | None = None  # an agent preset (core/presets.py) the runner starts for it, not --agent-command
 
 
 def _prompt_fields(prompt: str, where: str) -> tuple[str, ...]:
@@ -95,7 +96,7 @@ def _prompt_fields(prompt: str, where: str) -> tuple[str, ...]:
 
 
 def parse_task_types(text: str, source: str = "task types") -> dict[str, TaskType]:
-    """Task types from TOML text: `[types.NAME]` tables with `prompt`, `description`, `leaf`."""
+    """Task types from TOML text: `[types.NAME]` tables with `prompt`, `description`, `leaf`, `preset`."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
@@ -109,11 +110,14 @@ def parse_task_types(text: str, source: str = "task types") -> dict[str, TaskTyp
         if not isinstance(table, dict):
             raise BadInput(f"{where} must be a table with prompt, description and leaf")
         check_id(name, where)
-        unknown = set(table) - {"prompt", "description", "leaf"}
+        unknown = set(table) - {"prompt", "description", "leaf", "preset"}
         if unknown:
             raise BadInput(
-                f"{where}: unknown key(s) {', '.join(sorted(unknown))}; the keys are prompt, description, leaf"
+                f"{where}: unknown key(s) {', '.join(sorted(unknown))}; the keys are prompt, description, leaf, preset"
             )
+        preset = table.get("preset")
+        if preset is not None and (not isinstance(preset, str) or not preset):
+            raise BadInput(f'{where}: preset must be the name of an agent preset, e.g. "claude" or "codex"')
         prompt, description, leaf = table.get("prompt"), table.get("description", ""), table.get("leaf", False)
         if not isinstance(prompt, str) or not prompt.strip():
             raise BadInput(f'{where}: prompt is missing; give the text the agent gets, e.g. "Fix {{file}}."')
@@ -122,7 +126,9 @@ def parse_task_types(text: str, source: str = "task types") -> dict[str, TaskTyp
         if not isinstance(leaf, bool):
             raise BadInput(f"{where}: leaf must be true or false")
         fields = _prompt_fields(prompt, f"{where} prompt")
-        types[name] = TaskType(name=name, description=description, prompt=prompt, leaf=leaf, fields=fields)
+        types[name] = TaskType(
+            name=name, description=description, prompt=prompt, leaf=leaf, fields=fields, preset=preset
+        )
     return types
 
 

@@ -159,10 +159,14 @@ def start_dir(info: WorktreeInfo, folder: str | Path) -> str:
 
 
 def _identity(cwd: str) -> dict[str, str]:
-    """An author for the closing commit only when the user's git has none (theirs wins)."""
-    if git.run(["config", "user.email"], cwd).code == 0 and git.run(["config", "user.name"], cwd).code == 0:
-        return {}
-    return IDENTITY
+    """An author for the closing commit only where the user's git has none (theirs wins,
+    from their git config or from GIT_AUTHOR_* / GIT_COMMITTER_* in the environment)."""
+    config = {key: git.run(["config", key], cwd).code == 0 for key in ("user.name", "user.email")}
+    return {
+        k: v
+        for k, v in IDENTITY.items()
+        if not os.environ.get(k) and not config["user.name" if k.endswith("NAME") else "user.email"]
+    }
 
 
 def commit_subject(report: str, fallback: str) -> str:

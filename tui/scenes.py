@@ -17,7 +17,7 @@ from textual.widgets import RichLog
 
 from ..core.agents import register
 from ..core.bus import Bus
-from ..core.model import Agent, Item, WaitRecord
+from ..core.model import Agent, ChangeSummary, Item, Usage, WaitRecord
 from ..core.proc import hostname, me
 from .app import WaveApp
 from .screens.main import MainScreen
@@ -33,6 +33,12 @@ IDS = {
     "schema-check": "b7c8d9e0000000000000000000000004",
     "doc-writer": "f1e2d3c4000000000000000000000005",
     "migrator": "d5e6f7a8000000000000000000000006",
+    # the coding wave: three Claude Code flights and two Codex flights
+    "parser": "c0de0001000000000000000000000011",
+    "lexer": "c0de0002000000000000000000000012",
+    "docs": "c0de0003000000000000000000000013",
+    "cli": "c0de0004000000000000000000000014",
+    "api": "c0de0005000000000000000000000015",
 }
 MIRROR_WAIT = "9f8e7d6c000000000000000000000009"
 
@@ -77,6 +83,79 @@ async def put_wave(bus: Bus) -> None:
             )
         )
         await bus.update_agent(IDS[name], last_message=body, last_message_at=at)
+
+
+async def put_coding_wave(bus: Bus) -> None:
+    """A wave `refactor` of coding flights, as their supervisors record them: three Claude
+    Code flights (tokens and money) and two Codex flights (tokens only), one of which asks
+    for approval; an earlier wave `lint` beside it keeps its own totals."""
+    await register(bus, "orchestrator")
+
+    def usage(i: int, o: int, usd: float | None = None) -> Usage:
+        return Usage(input_tokens=i, output_tokens=o, cost_usd=usd, turns=3)
+
+    flights: list[tuple[str, str, dict[str, Any]]] = [
+        (
+            "parser",
+            "refactor",
+            {
+                "status": "closed",
+                "ended_at": T0 + 31,
+                "last_message": "Split parse() into three; tests green.",
+                "changes": ChangeSummary(files=3, added=120, deleted=45, final=True),
+                "usage": usage(38_200, 4_100, 0.2114),
+            },
+        ),
+        (
+            "lexer",
+            "refactor",
+            {
+                "changes": ChangeSummary(files=1, added=12, deleted=3),
+                "usage": usage(9_000, 1_150, 0.0612),
+                "last_message_at": T0 + 37,
+            },
+        ),
+        (
+            "docs",
+            "refactor",
+            {
+                "question": 'permission: Bash {"command": "make docs"}. Answer allow, or deny and why.',
+                "question_id": "00000000000000000000000000000300",
+                "last_message_at": T0 + 35,
+                "changes": ChangeSummary(files=2, added=40, deleted=0),
+                "usage": usage(4_400, 600, 0.0231),
+            },
+        ),
+        ("cli", "refactor", {"changes": ChangeSummary(files=1, added=8, deleted=8), "usage": usage(12_500, 900)}),
+        (
+            "api",
+            "refactor",
+            {
+                "status": "dead",
+                "ended_at": T0 + 29,
+                "exit_code": 1,
+                "reason": "exited with code 1; last: tool exec_command",
+                "changes": ChangeSummary(files=0, final=True),
+                "usage": usage(3_000, 200),
+            },
+        ),
+        (
+            "migrator",
+            "lint",
+            {
+                "status": "closed",
+                "ended_at": T0 + 12,
+                "last_message": "No lint left.",
+                "usage": usage(1_000, 100, 0.0050),
+            },
+        ),
+    ]
+    for i, (name, wave, fields) in enumerate(flights, 1):
+        if "last_message" in fields:
+            fields["last_message_at"] = fields.get("ended_at", T0 + 30)
+        await bus.put_agent(
+            Agent(id=IDS[name], name=name, wave=wave, parent_id="orchestrator", created_at=T0 + i, **fields)
+        )
 
 
 async def put_question(bus: Bus) -> None:
@@ -273,6 +352,10 @@ async def wave(pilot: AppPilot) -> None:
     await ready(pilot, 5)
 
 
+async def coding(pilot: AppPilot) -> None:
+    await ready(pilot, 6)
+
+
 Scene = tuple[Callable[[Bus], Awaitable[None]] | None, Callable[[AppPilot], Awaitable[None]]]
 SCENES: dict[str, Scene] = {
     "empty-bus": (None, empty),
@@ -286,6 +369,13 @@ SCENES: dict[str, Scene] = {
     "needs-input": (put_question, needs_input),
     "small-terminal": (put_mirror, waiting_with_mirror),
     "notices-during-a-wait": (put_wave_and_slow, notices_during_a_wait),
+    "coding-wave": (put_coding_wave, coding),
+    "coding-wave-80": (put_coding_wave, coding),
 }
 #: scenes shown at another size than the default (a newcomer's 80x24 terminal)
-SIZES: dict[str, tuple[int, int]] = {"small-terminal": (80, 24), "notices-during-a-wait": (80, 24)}
+SIZES: dict[str, tuple[int, int]] = {
+    "small-terminal": (80, 24),
+    "notices-during-a-wait": (80, 24),
+    "coding-wave": (140, 30),
+    "coding-wave-80": (80, 24),
+}

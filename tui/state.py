@@ -14,7 +14,7 @@ The panel's rule (also in the README and docs/words.md):
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -25,6 +25,7 @@ FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"  # rich's "dots" spinner, 10 frames
 GLYPH = {"received": "✔", "idle": "◌", "dead": "✖", "closed": "■", "needs_input": "?"}
 REPORTED = "✉"
 QUIET_AFTER = 30.0  # a running flight silent this long is dimmed: a visible stall
+WAVES_SHOWN = 6  # waves named with their totals in the header; the rest are counted
 #: what each word and tone looks like: (theme variable, text attributes). Theme variables,
 #: not colour names, so every theme (light ones too) keeps its contrast; `text-*` are the
 #: theme's colours meant for text on its background.
@@ -110,6 +111,8 @@ class FlightView:
     detail: str  # last message, or why it is dead
     tokens: int = 0  # a coding flight's tokens in and out so far (its usage)
     cost: float = 0.0  # and its money, where the agent reports it
+    changed: str = ""  # a coding flight's changes column: `+12 −3 2f`
+    spent: str = ""  # and its cost column: `1.2k $0.0123`
 
     def stalled(self, t: float) -> bool:
         """Running and silent for QUIET_AFTER seconds: dimmed, a visible stall."""
@@ -126,6 +129,8 @@ class FlightView:
             self.wave or "—",
             ago(end - self.started_at),
             ago(quiet),
+            self.changed,
+            self.spent,
             self.detail,
         )
 
@@ -140,31 +145,33 @@ def tokens(n: int) -> str:
     return f"{n / 1_000_000:.1f}M" if n >= 1_000_000 else f"{n / 1000:.1f}k" if n >= 1000 else str(n)
 
 
-def coding_facts(agent: Agent) -> str:
-    """A coding flight's changes and cost, first in its detail: `+12 −3 in 2 files · 1.2k tok · $0.0123`."""
-    parts = []
-    if agent.changes is not None:
-        c = agent.changes
-        parts.append(f"+{c.added} −{c.deleted} in {c.files} file{'s' if c.files != 1 else ''}")
-    if agent.usage is not None:
-        u = agent.usage
-        parts.append(f"{tokens(u.input_tokens + u.output_tokens)} tok")
-        if u.cost_usd is not None:
-            parts.append(f"${u.cost_usd:.4f}")
-    return " · ".join(parts)
+def money(usd: float) -> str:
+    """0.0123 → `$0.0123`, 12.5 → `$12.50`: cents are enough once it is a dollar."""
+    return f"${usd:.2f}" if usd >= 1 else f"${usd:.4f}"
+
+
+def changed_cell(agent: Agent) -> str:
+    """A coding flight's changes, for a narrow column: `+12 −3 2f` (lines added, deleted, files)."""
+    c = agent.changes
+    return "" if c is None else f"+{c.added} −{c.deleted} {c.files}f"
+
+
+def spent_cell(agent: Agent) -> str:
+    """A coding flight's cost, for a narrow column: `1.2k $0.0123` (tokens in and out, money)."""
+    u = agent.usage
+    if u is None:
+        return ""
+    return tokens(u.input_tokens + u.output_tokens) + ("" if u.cost_usd is None else f" {money(u.cost_usd)}")
 
 
 def flight_detail(agent: Agent, reported: bool) -> str:
-    """What the last column says: a coding flight's changes and cost, then why it died,
-    its open question, or its last message."""
-    facts = coding_facts(agent)
-    lead = f"{facts} · " if facts else ""
+    """What the last column says: why it died, its open question, or its last message."""
     if agent.status == "dead":
-        return lead + one_line(agent.reason or "dead")
+        return one_line(agent.reason or "dead")
     if agent.state == "needs_input":
-        return f"{lead}asks: {one_line(agent.question or '')}"
+        return f"asks: {one_line(agent.question or '')}"
     message = one_line(agent.last_message or "")
-    return lead + (f"{REPORTED} {message}" if reported and message else message)
+    return f"{REPORTED} {message}" if reported and message else message
 
 
 def flight_view(agent: Agent, received: bool) -> FlightView:
@@ -180,6 +187,8 @@ def flight_view(agent: Agent, received: bool) -> FlightView:
         detail=flight_detail(agent, received),
         tokens=agent.usage.input_tokens + agent.usage.output_tokens if agent.usage else 0,
         cost=(agent.usage.cost_usd or 0.0) if agent.usage else 0.0,
+        changed=changed_cell(agent),
+        spent=spent_cell(agent),
     )
 
 
@@ -228,8 +237,8 @@ class Panel:
         self.states: Counter[str] = Counter()
         self.waves: Counter[str] = Counter()
         self.reported = 0
-        self.tokens = 0  # the wave's totals, for the header
-        self.cost = 0.0
+        self.tokens: Counter[str] = Counter()  # what the coding flights spent, by wave ("" for none)
+        self.cost: defaultdict[str, float] = defaultdict(float)
 
     def rebuild(self, agents: Iterable[Agent], got: set[str]) -> None:
         self.views = [flight_view(a, a.id in got) for a in agents if a.id != self.me]
@@ -238,8 +247,10 @@ class Panel:
         self.states = Counter(v.state for v in self.views)
         self.waves = Counter(v.wave for v in self.views if v.wave)
         self.reported = sum(v.reported for v in self.views)
-        self.tokens = sum(v.tokens for v in self.views)
-        self.cost = sum(v.cost for v in self.views)
+        self.tokens, self.cost = Counter(), defaultdict(float)
+        for v in self.views:
+            self.tokens[v.wave] += v.tokens
+            self.cost[v.wave] += v.cost
 
     def update(self, agents: Mapping[str, Agent], ids: Iterable[str], got: set[str]) -> list[FlightView] | None:
         """Rebuild the views of `ids` and of the flights whose reported mark changed; the
@@ -266,19 +277,36 @@ class Panel:
     def _count(self, v: FlightView, n: int) -> None:
         self.states[v.state] += n
         self.reported += n * v.reported
-        self.tokens += n * v.tokens
-        self.cost += n * v.cost
+        self.tokens[v.wave] += n * v.tokens
+        self.cost[v.wave] += n * v.cost
         if v.wave:
             self.waves[v.wave] += n
             if not self.waves[v.wave]:
                 del self.waves[v.wave]
 
     def summary(self) -> str:
-        """The counts, then what coding flights spent in all (only once one has spent)."""
-        line = summary_of(len(self.views), self.reported, self.states)
-        if self.tokens:
-            line += f" · {tokens(self.tokens)} tok" + (f" · ${self.cost:.4f}" if self.cost > 0 else "")
-        return line
+        """The counts: `3/5 reported · 1 needs input · 2 running`."""
+        return summary_of(len(self.views), self.reported, self.states)
+
+    def spent(self) -> int:
+        """The tokens the coding flights shown spent, all waves together."""
+        return sum(self.tokens.values())
+
+    def by_wave(self, most: int = WAVES_SHOWN) -> str:
+        """Each wave shown and what its coding flights spent, so the totals are never a sum
+        across waves: `refactor 48.1k tok $0.4210 · docs 2.0k tok · lint` (flights in no
+        wave that spent: `no wave 1.2k tok`); past `most` waves, how many more."""
+        names = sorted(self.waves) + ([""] if self.tokens[""] else [])
+        parts = [(w or "no wave") + spent(self.tokens[w], self.cost[w]) for w in names[:most]]
+        more = len(names) - most
+        return " · ".join(parts) + (f" · +{more} more waves" if more > 0 else "")
+
+
+def spent(n: int, usd: float) -> str:
+    """` 48.1k tok $0.4210`, or nothing when no tokens were spent."""
+    if not n:
+        return ""
+    return f" {tokens(n)} tok" + (f" {money(usd)}" if usd > 0 else "")
 
 
 @dataclass(frozen=True)

@@ -108,7 +108,13 @@ def add_commands(cmd: AddCommand) -> None:
     p.add_argument(
         "--agent-command",
         metavar="CMD",
-        help="the agent's command; the prompt is appended as its last argument (default: $WAVEWAIT_AGENT_COMMAND)",
+        help="the agent's command; the prompt is appended as its last argument (default: $WAVEWAIT_AGENT_COMMAND); "
+        "not needed when every task type names a preset",
+    )
+    p.add_argument(
+        "--presets",
+        metavar="FILE",
+        help="agent presets of your own for the task types' preset = ... (default: $WAVEWAIT_PRESETS)",
     )
     p.add_argument(
         "--max-parallel",
@@ -228,14 +234,13 @@ def summary_text(s: RunSummary) -> str:
 
 async def cmd_run_queue(bus: Bus, args: argparse.Namespace) -> int:
     command = args.agent_command or os.environ.get("WAVEWAIT_AGENT_COMMAND")
-    if not command:
-        raise BadInput("--agent-command: give the agent's command, e.g. 'claude -p' (or set WAVEWAIT_AGENT_COMMAND)")
     q = _queue(bus, args, need_types=True)
     runner = Runner(
         q,
-        shlex.split(command),
+        shlex.split(command) if command else None,
         max_parallel=args.max_parallel,
         task_types_file=task_types_path(args.task_types),
+        presets_file=args.presets or os.environ.get("WAVEWAIT_PRESETS") or None,
         runner_id=args.agent,
         report=lambda line: print(f"run-queue: {line}", file=sys.stderr, flush=True),
     )

@@ -13,6 +13,7 @@ import sys
 import tomllib
 from pathlib import Path
 
+import anyio
 import pytest
 
 from wavewait.core import agents, flights, presets, wait, worktrees
@@ -313,3 +314,33 @@ def test_a_missing_presets_file_is_named() -> None:
 def test_a_flights_worktree_root_is_outside_every_repository(repo: Path) -> None:
     assert not str(worktrees.root()).startswith(str(repo))
     assert os.environ["WAVEWAIT_WORKTREES"] == str(worktrees.root())
+
+
+async def test_an_edit_in_a_running_flights_worktree_shows_in_its_record_within_a_second(bus, repo, tmp_path) -> None:
+    """The supervisor watches the worktree: an edit is counted at once (not at the next
+    5-second count), a burst of edits in one count or two, each new edit again."""
+    await agents.register(bus, "orchestrator")
+    go = tmp_path / "go"
+    os.mkfifo(go)  # the flight runs until the test writes to it: no timer on either side
+    cmd = [sys.executable, "-c", f"open({str(go)!r}).read()"]
+    a = await flights.start(bus, "editor", parent_id="orchestrator", command=cmd, cwd=str(repo), worktree=True)
+    tree = Path(a.worktree.path)
+
+    async def running() -> bool:
+        return (await bus.get_agent(a.id)).pid is not None  # recorded after its worktree is watched
+
+    await until(running, 30, "the flight to start")
+
+    async def counted(files: int, added: int) -> bool:
+        c = (await bus.get_agent(a.id)).changes
+        return c is not None and (c.files, c.added) == (files, added)
+
+    (tree / "new.txt").write_text("one\ntwo\n")
+    await until(lambda: counted(1, 2), 2.5, "the first edit counted")
+    for i in range(20):  # a burst
+        (tree / "src" / "app.py").write_text("a = 1\nb = 2\n" + "".join(f"c{j} = {j}\n" for j in range(i + 1)))
+    await until(lambda: counted(2, 22), 2.5, "the burst counted")
+    assert (await bus.get_agent(a.id)).changes.final is False
+    await anyio.to_thread.run_sync(go.write_text, "done")
+    done = await ended(bus, a.id)
+    assert done.changes.final and (done.changes.files, done.changes.added) == (2, 22)

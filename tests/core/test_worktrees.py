@@ -205,3 +205,16 @@ def test_a_long_diff_is_cut_with_a_note(repo: Path) -> None:
     patch = changes.diff(info, limit=10_000)
     assert len(patch.encode()) < 10_200
     assert "the rest was cut" in patch
+
+
+def test_the_closing_commit_takes_the_users_identity_from_the_environment_without_a_git_config(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "empty-home"))  # GIT_AUTHOR_* and GIT_COMMITTER_* set, no config
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    info = worktrees.create(repo, name="w", flight_id=new_id())
+    (Path(info.path) / "x").write_text("x\n")
+    assert worktrees.commit_leftovers(info, "made x") is not None
+    assert git(repo, "log", "-1", "--format=%an <%ae> / %cn", info.branch).strip() == (
+        "Test Person <test@example.invalid> / Test Person"
+    )

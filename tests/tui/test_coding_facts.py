@@ -1,6 +1,8 @@
-"""A coding flight's changes and cost in the flights panel: first in its detail column."""
+"""A coding flight's changes and cost in the flights panel: columns of their own, and each wave's totals in its header."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 
@@ -16,31 +18,68 @@ pytestmark = pytest.mark.anyio
 async def test_a_coding_flights_changes_and_cost_show_in_the_panel_and_follow_its_record(file_bus):
     await register(file_bus, "orchestrator")
     await put_flight(file_bus, "doc-writer", 1)
-    async with running(file_bus) as (app, _pilot):
+    async with running(file_bus) as (app, pilot):
         await until(lambda: "doc-writer" in screen_text(app), what="the flight's row")
-        assert " tok" not in screen_text(app)  # a plain flight shows no coding facts
+        assert "changes" not in screen_text(app)  # a plain wave has no coding columns
+        assert " tok" not in screen_text(app)
         await file_bus.update_agent(
             IDS["doc-writer"],
             changes=ChangeSummary(files=2, added=12, deleted=3),
             usage=Usage(input_tokens=1000, output_tokens=234, cost_usd=0.0123),
         )
-        await until(lambda: "+12 −3 in 2 files · 1.2k tok" in screen_text(app), what="the facts")
-        assert "0/1 reported · 1 running · 1.2k tok · $0.0123" in screen_text(app)  # the wave's totals
+        await until(lambda: "+12 −3 2f   1.2k $0.0123" in screen_text(app), what="the columns")
+        assert "changes" in screen_text(app) and "cost" in screen_text(app)
+        assert "0/1 reported · 1 running  ·  wave-1 1.2k tok $0.0123" in screen_text(app)  # the wave's totals
         await file_bus.update_agent(IDS["doc-writer"], usage=Usage(input_tokens=20, output_tokens=10))
-        await until(lambda: "+12 −3 in 2 files · 30 tok" in screen_text(app), what="the new count")
-        assert "1 running · 30 tok  " in screen_text(app)  # no money reported: none shown
+        await until(lambda: re.search(r"\+12 −3 2f +30  ", screen_text(app)) is not None, what="the new count")
+        assert "wave-1 30 tok  " in screen_text(app)  # no money reported: none shown
+        await pilot.resize_terminal(80, 24)  # no room for the columns: the header keeps the totals
+        await until(lambda: "changes" not in screen_text(app), what="the columns left out")
+        assert "wave-1 30 tok" in screen_text(app)
+        await pilot.resize_terminal(200, 30)
+        await until(lambda: "changes" in screen_text(app), what="the columns back")
 
 
-def test_the_facts_read_as_people_count() -> None:
+async def test_the_header_totals_each_wave_apart(file_bus):
+    """Two waves of coding flights: each wave's tokens and money, never one sum of both."""
     from wavewait.core.model import Agent
-    from wavewait.tui.state import coding_facts, flight_detail
+
+    await register(file_bus, "orchestrator")
+    for i, (name, wave, usd) in enumerate(
+        (("parser", "refactor", 0.25), ("lexer", "refactor", 0.5), ("cli", "lint", None))
+    ):
+        await file_bus.put_agent(
+            Agent(
+                id=IDS[name],
+                name=name,
+                wave=wave,
+                parent_id="orchestrator",
+                created_at=1000.0 + i,
+                usage=Usage(input_tokens=1000 * (i + 1), output_tokens=100, cost_usd=usd),
+            )
+        )
+    await file_bus.put_agent(Agent(id=IDS["api"], name="api", parent_id="orchestrator", usage=Usage(input_tokens=7)))
+    async with running(file_bus, size=(200, 30)) as (app, _pilot):
+        want = "lint 3.1k tok · refactor 3.2k tok $0.7500 · no wave 7 tok"
+        await until(lambda: want in screen_text(app), what="the totals per wave")
+        await file_bus.update_agent(IDS["cli"], usage=Usage(input_tokens=9000, output_tokens=1000, cost_usd=0.1))
+        await until(
+            lambda: "lint 10.0k tok $0.1000 · refactor 3.2k tok $0.7500" in screen_text(app), what="lint's new totals"
+        )
+
+
+def test_the_cells_read_as_people_count() -> None:
+    from wavewait.core.model import Agent
+    from wavewait.tui.state import changed_cell, flight_detail, spent_cell
 
     a = Agent(id="a1", name="n", changes=ChangeSummary(files=1, added=1), usage=Usage(input_tokens=1_500_000))
-    assert coding_facts(a) == "+1 −0 in 1 file · 1.5M tok"
-    a.usage = Usage(input_tokens=20, output_tokens=10, cost_usd=0.00028)
+    assert (changed_cell(a), spent_cell(a)) == ("+1 −0 1f", "1.5M")
+    a.usage = Usage(input_tokens=20, output_tokens=10, cost_usd=12.5)
+    assert spent_cell(a) == "30 $12.50"
     a.status, a.reason = "dead", "killed by orchestrator; last: tool Write"
-    assert flight_detail(a, False) == "+1 −0 in 1 file · 30 tok · $0.0003 · killed by orchestrator; last: tool Write"
+    assert flight_detail(a, False) == "killed by orchestrator; last: tool Write"  # the facts have their columns
     assert flight_detail(Agent(id="b1", name="m", last_message="hi"), False) == "hi"
+    assert (changed_cell(Agent(id="c1", name="p")), spent_cell(Agent(id="c1", name="p"))) == ("", "")
 
 
 async def test_spawn_with_a_preset_starts_a_coding_flight_in_its_own_worktree(file_bus, tmp_path, monkeypatch):
@@ -70,7 +109,8 @@ async def test_spawn_with_a_preset_starts_a_coding_flight_in_its_own_worktree(fi
         app.main.query_one(CommandLine).value = f"/spawn coder --wave w --preset replay 'plan: {plan}'"
         await pilot.press("enter")
         await until(lambda: "branch wavewait/w/coder" in scrollback(app), what="the spawn said")
-        await until(lambda: "+1 −0 in 1 file · 30 tok" in screen_text(app), 30, what="its changes and tokens")
+        await until(lambda: "+1 −0 1f" in screen_text(app), 30, what="its changes")
+        await until(lambda: "w 30 tok" in screen_text(app), what="its tokens in the wave's totals")
     assert status(repo) == ""
 
 
@@ -171,5 +211,5 @@ async def test_spawn_a_command_in_its_own_worktree_from_the_tui(file_bus, tmp_pa
     async with running(file_bus) as (app, pilot):
         await type_command(pilot, "/spawn job --worktree -- sh -c 'echo made > made.txt'")
         await until(lambda: "branch wavewait/no-wave/job" in scrollback(app), what="the spawn said")
-        await until(lambda: "+1 −0 in 1 file" in screen_text(app), 30, what="its changes")
+        await until(lambda: "+1 −0 1f" in screen_text(app), 30, what="its changes")
     assert status(repo) == "" and git(repo, "show", "wavewait/no-wave/job:made.txt") == "made\n"

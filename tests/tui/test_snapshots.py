@@ -67,6 +67,16 @@ def test_flight_detail(snap_compare, snap_bus):
     assert snap(snap_compare, snap_bus, "flight-detail")
 
 
+def test_coding_wave(snap_compare, snap_bus):
+    """Coding flights: changes and cost in columns of their own, each wave's totals in the header."""
+    assert snap(snap_compare, snap_bus, "coding-wave")
+
+
+def test_coding_wave_at_80x24(snap_compare, snap_bus):
+    """At 80x24 the columns that do not fit are left out; the header keeps the waves' totals."""
+    assert snap(snap_compare, snap_bus, "coding-wave-80")
+
+
 def test_needs_input(snap_compare, snap_bus):
     assert snap(snap_compare, snap_bus, "needs-input")
 

@@ -394,11 +394,13 @@ received. **F1** shows the help of the focused part.
             table.show_changed(list(unpainted.values()), t)
         head = Text()
         head.append(self._panel.summary(), style="bold")
-        waves = sorted(self._panel.waves)
+        waves = self._panel.by_wave()
         if waves:
-            head.append(f"  ·  {', '.join(waves)}", style="dim")
+            head.append(f"  ·  {waves}", style="dim")
         head.append(f"  ·  you: {self.me}", style="dim")
-        self.query_one("#summary", Static).update(head)
+        summary = self.query_one("#summary", Static)
+        summary.set_class(bool(self._panel.spent()), "-totals")
+        summary.update(head)
         others_recs = [w for w in self.waits if w.id not in self.own_waits]
         names = {a.id: a.name for a in self.agents} if others_recs else {}
         others = [mirror_view(w, t, names) for w in others_recs]

@@ -15,16 +15,17 @@ from ..messages import Toast
 from ..state import FlightView, role_styles
 from .cell_cache import ContentCachedTable
 
-COLUMNS = (
+COLUMNS = (  # always shown
     ("state", 13),
     ("name", 14),
     ("id", 8),
     ("wave", 7),
     ("elapsed", 7),
     ("quiet", 6),
-    ("last message / reason", 30),
 )
-DETAIL = len(COLUMNS) - 1  # the last message / reason: the one column whose width follows the screen
+CHANGES = ("changes", 13)  # a coding flight's `+12 −3 2f`, shown once a flight has some
+COST = ("cost", 13)  # and its `1.2k $0.0123`
+DETAIL = "last message / reason"  # the one column whose width follows the screen
 NARROW_BELOW = 100  # terminal columns under which the detail column is left out
 DETAIL_MIN = 20
 
@@ -32,16 +33,22 @@ DETAIL_MIN = 20
 class FlightsTable(ContentCachedTable):
     """Flights with fixed column widths; only changed cells are updated, never widths.
 
+    Once a coding flight shows changes or cost, a column each comes in before the detail
+    column, as long as the panel has room for them; one left out leads the detail instead.
     The detail column takes the width the others leave (a wide terminal shows more of each
     message) and is left out below NARROW_BELOW columns, where it would only be cut off.
-    It changes only when the terminal is resized, never with the content.
+    The columns change when the terminal is resized or the first coding facts come (or the
+    last go), never with the content otherwise.
     """
 
     HELP = """
 ## Flights
 One row per flight: state (glyph and word: running, idle, needs input, closed, dead), name,
-short id, wave, time since it started, time since its last message, and its last message
-(✉ once it reported to you), its open question, or why it died.
+short id, wave, time since it started, time since its last message, for a coding flight
+what it changed (`+12 −3 2f`: lines added, deleted, files) and what it cost (`1.2k $0.0123`:
+tokens in and out, money where its agent reports it), and its last message (✉ once it
+reported to you), its open question, or why it died. On a narrow terminal the columns that
+do not fit are left out (changes and cost then lead the message).
 
 - **Enter** (or a second click) opens the flight: its messages, events and output log;
   on a flight that needs input, it starts `/reply ID ` on the command line instead.
@@ -68,36 +75,47 @@ short id, wave, time since it started, time since its last message, and its last
         super().__init__(cursor_type="row", zebra_stripes=False, **kwargs)
         self.roles: Mapping[str, str] = role_styles({})  # the theme's styles by role, set by the screen
         self._shown: dict[str, FlightView] = {}
-        self._painted: dict[str, list[tuple[str, str]]] = {}  # what each row's cells hold
-        self._detail_width: int | None = COLUMNS[DETAIL][1]  # None: the column is left out
+        self._painted: dict[str, dict[str, tuple[str, str]]] = {}  # what each row's cells hold
+        self._coding: set[str] = set()  # the flights shown with changes or cost
+        self._extra: tuple[tuple[str, int], ...] = ((DETAIL, DETAIL_MIN + 10),)  # the columns after `quiet`
         self._t = 0.0  # the time the rows were last painted for
 
     def on_mount(self) -> None:
-        for label, width in COLUMNS:
+        for label, width in COLUMNS + self._extra:
             self.add_column(label, width=width, key=_key(label))
 
     def on_resize(self) -> None:
-        self._fit_detail()
+        self._fit()
 
-    def _fit_detail(self) -> None:
-        """Give the detail column the width left, or leave it out on a narrow terminal."""
-        if self.app.size.width < NARROW_BELOW:
-            want = None
-        else:
-            fixed = sum(width + 2 * self.cell_padding for _, width in COLUMNS[:DETAIL])
-            room = self.size.width - int(self.styles.scrollbar_size_vertical) - fixed - 2 * self.cell_padding
-            want = max(DETAIL_MIN, room)
-        if want == self._detail_width:
+    def _want(self) -> tuple[tuple[str, int], ...]:
+        """The columns after `quiet` that the width allows: changes and cost (once a coding
+        flight is shown), then the detail with the width left (from NARROW_BELOW on)."""
+        pad = 2 * self.cell_padding
+        room = self.size.width - int(self.styles.scrollbar_size_vertical) - sum(w + pad for _, w in COLUMNS)
+        out = []
+        if self._coding:
+            for label, width in (CHANGES, COST):
+                if room >= width + pad:
+                    out.append((label, width))
+                    room -= width + pad
+        if self.app.size.width >= NARROW_BELOW and (not out or room - pad >= DETAIL_MIN):
+            out.append((DETAIL, max(DETAIL_MIN, room - pad)))
+        return tuple(out)
+
+    def _fit(self) -> None:
+        """Lay out the columns after `quiet` again if they should change, and repaint them."""
+        want = self._want()
+        if want == self._extra:
             return
-        key = _key(COLUMNS[DETAIL][0])
-        if self._detail_width is not None:
-            self.remove_column(key)
-        self._detail_width = want
-        if want is None:
-            return
-        self.add_column(COLUMNS[DETAIL][0], width=want, key=key, default=Text(""))
+        for label, _ in self._extra:
+            self.remove_column(_key(label))
+        self._extra = want
+        for label, width in want:
+            self.add_column(label, width=width, key=_key(label), default=Text(""))
         for v in self._shown.values():
-            self._painted[v.id][DETAIL] = ("", "")
+            painted = self._painted[v.id]
+            for key in ("changes", "cost", "last"):
+                painted.pop(key, None)
             self._paint(v, self._t)
 
     def show(self, views: Sequence[FlightView], t: float) -> None:
@@ -113,17 +131,21 @@ short id, wave, time since it started, time since its last message, and its last
             self.remove_row(key)
             del self._shown[key]
             del self._painted[key]
+            self._coding.discard(key)
         for v in views:
             old = self._shown.get(v.id)
             if old is v:
                 continue
             self._shown[v.id] = v
+            self._note_coding(v)
             if old is None:
                 cells = self._cells(v, t)
-                self.add_row(*cells[: len(self.columns)], key=v.id)
-                self._painted[v.id] = [_look(c) for c in cells]
+                keys = self._keys()
+                self.add_row(*(cells[k] for k in keys), key=v.id)
+                self._painted[v.id] = {k: _look(cells[k]) for k in keys}
             else:
                 self._paint(v, t)
+        self._fit()
         self.spin(t)
 
     def show_changed(self, views: Sequence[FlightView], t: float) -> None:
@@ -132,8 +154,20 @@ short id, wave, time since it started, time since its last message, and its last
         for v in views:
             if v.id in self._shown:
                 self._shown[v.id] = v
+                self._note_coding(v)
                 self._paint(v, t)
+        self._fit()
         self.spin(t)
+
+    def _note_coding(self, v: FlightView) -> None:
+        if v.changed or v.spent:
+            self._coding.add(v.id)
+        else:
+            self._coding.discard(v.id)
+
+    def _keys(self) -> list[str]:
+        """The cell keys of the columns shown, in order."""
+        return [_key(label) for label, _ in COLUMNS + self._extra]
 
     def spin(self, t: float) -> None:
         """Bring the clocks and spinners of the rows on screen to time `t`."""
@@ -146,11 +180,11 @@ short id, wave, time since it started, time since its last message, and its last
         """Update the cells of `v`'s row that differ from what they hold (each costs a refresh)."""
         painted = self._painted[v.id]
         cells = self._cells(v, t)
-        for i, ((label, _), cell) in enumerate(zip(COLUMNS, cells[: len(self.columns)], strict=False)):
-            look = _look(cell)
-            if painted[i] != look:
-                self.update_cell(v.id, _key(label), cell)
-                painted[i] = look
+        for key in self._keys():
+            look = _look(cells[key])
+            if painted.get(key) != look:
+                self.update_cell(v.id, key, cells[key])
+                painted[key] = look
 
     def _visible_keys(self) -> set[str]:
         """Keys of the rows on screen (cheap: `ordered_rows` would build all 1,000)."""
@@ -159,21 +193,27 @@ short id, wave, time since it started, time since its last message, and its last
         keys = (self.coordinate_to_cell_key(Coordinate(i, 0)).row_key.value for i in range(first, last))
         return {k for k in keys if k is not None}
 
-    def _cells(self, v: FlightView, t: float) -> list[Text]:
+    def _cells(self, v: FlightView, t: float) -> dict[str, Text]:
         stalled = v.stalled(t)
         dim = " dim" if stalled else ""
-        state, name, sid, wave, elapsed, quiet, detail = v.cells(t)
+        state, name, sid, wave, elapsed, quiet, changed, spent, detail = v.cells(t)
+        shown = {label for label, _ in self._extra}
+        lead = [fact for fact, label in ((changed, CHANGES[0]), (spent, COST[0])) if fact and label not in shown]
+        if lead:  # no room for their columns: the detail says them first
+            detail = " · ".join([*lead, detail]) if detail else " · ".join(lead)
         roles = self.roles
         detail_style = roles["bad"] if v.state == "dead" else ("dim" if stalled else "")
-        return [
-            Text(state, style=roles.get(v.state, "")),
-            Text(name, style=("bold" + dim).strip(), no_wrap=True, overflow="ellipsis"),
-            Text(sid, style="dim"),
-            Text(wave, style=dim.strip()),
-            Text(elapsed, justify="right"),
-            Text(quiet, justify="right", style=roles["warn"] if stalled else ""),
-            Text(detail, style=detail_style, no_wrap=True, overflow="ellipsis"),
-        ]
+        return {
+            "state": Text(state, style=roles.get(v.state, "")),
+            "name": Text(name, style=("bold" + dim).strip(), no_wrap=True, overflow="ellipsis"),
+            "id": Text(sid, style="dim"),
+            "wave": Text(wave, style=dim.strip()),
+            "elapsed": Text(elapsed, justify="right"),
+            "quiet": Text(quiet, justify="right", style=roles["warn"] if stalled else ""),
+            "changes": Text(changed, justify="right", no_wrap=True, overflow="ellipsis"),
+            "cost": Text(spent, justify="right", no_wrap=True, overflow="ellipsis"),
+            "last": Text(detail, style=detail_style, no_wrap=True, overflow="ellipsis"),
+        }
 
     def selected_id(self) -> str | None:
         if not self._shown or self.row_count == 0:
