@@ -42,6 +42,9 @@ async def test_spawn_in_a_directory_with_env_then_read_its_output(bus, tmp_path:
         assert "not a directory" in error_text(
             await c.call_tool("spawn_agent", {"name": "x", "command": ["true"], "cwd": "nowhere"})
         )
+        assert "cwd: may not contain a NUL" in error_text(
+            await c.call_tool("spawn_agent", {"name": "x", "command": ["true"], "cwd": "\x00"})
+        )
         assert "variable name" in error_text(
             await c.call_tool("spawn_agent", {"name": "x", "command": ["true"], "env": {"1BAD": "x"}})
         )

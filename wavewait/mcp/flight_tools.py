@@ -6,7 +6,6 @@ so they add to it, not change it; server.py registers both.
 from __future__ import annotations
 
 import os
-import re
 from typing import Annotated
 
 from mcp.server.mcpserver import MCPServer
@@ -16,6 +15,7 @@ from pydantic import Field
 from ..core import agents, messages
 from ..core.bus import Bus
 from ..core.errors import BadInput
+from ..core.limits import check_env, check_path
 from ..core.results import OutputResult, SendResult
 from .settings import Settings
 from .toolkit import declare, reply
@@ -31,9 +31,6 @@ REPLY_DOC = (
     "or question_id. The answer reaches the flight as an `answer` event it waits for, and "
     "clears needs_input. Returns {message_id}."
 )
-MAX_ENV = 100
-ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
-MAX_ENV_VALUE = 32 * 1024
 
 AgentRef = Annotated[str, Field(description="Agent id or unique prefix.")]
 SpawnCwd = Annotated[
@@ -76,18 +73,16 @@ def wants_flight(preset: str | None, model: str | None, worktree: bool | None, b
 
 def spawn_place(s: Settings, cwd: str | None, env: dict[str, str] | None) -> tuple[str, dict[str, str] | None]:
     """`spawn_agent`'s cwd and env, checked: an existing directory; at most 100 plain names."""
-    where = os.path.realpath(os.path.join(s.project_dir, os.path.expanduser(cwd))) if cwd else s.project_dir
+    where = (
+        os.path.realpath(os.path.join(s.project_dir, os.path.expanduser(check_path(cwd, "cwd"))))
+        if cwd
+        else s.project_dir
+    )
     if not os.path.isdir(where):
         raise BadInput(f"cwd: {cwd!r} is not a directory (relative paths start at {s.project_dir})")
     if env is None:
         return where, None
-    if not isinstance(env, dict) or len(env) > MAX_ENV:
-        raise BadInput(f"env: give an object of at most {MAX_ENV} NAME: value strings")
-    for name, value in env.items():
-        if not isinstance(name, str) or not ENV_NAME.fullmatch(name):
-            raise BadInput(f"env: {name!r} is not a variable name (letters, digits and '_', not first a digit)")
-        if not isinstance(value, str) or len(value) > MAX_ENV_VALUE or "\0" in value:
-            raise BadInput(f"env.{name}: must be a string of at most {MAX_ENV_VALUE} characters, without NUL")
+    check_env(env)
     return where, {**os.environ, **env}
 
 
