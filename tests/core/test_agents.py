@@ -49,7 +49,7 @@ async def test_spawn_records_pid_start_time_exit_code_and_log_and_sets_the_child
     assert done.exit_code == 3 and done.reason == f"exited with code 3; last output:\n{said}" and done.ended_at
     with open(done.log_path) as f:
         assert f.read().strip() == said
-    event = await wait.wait_event(bus, "orchestrator", 0, ["agent_dead"])
+    event = await wait.wait_event(bus, "orchestrator", 10, ["agent_dead"])  # sent just after the status
     assert (event.type, event.model_extra["from"]) == ("agent_dead", a.id)
 
 
