@@ -709,9 +709,10 @@ class FileBus:
         name = _name(ref)
         dest = _claim_path(box, check_id(wait_id, "wait"), ref.seq)
         kept = self._index.get(inbox)
-        listed = kept[1].get(ref.sender) if kept is not None else None
-        if listed is not None and listed.pop(ref.seq, None) is not None and not listed:
-            del kept[1][ref.sender]  # gone from new/ after this (or already): no read tries it again
+        if kept is not None:  # gone from new/ after this (or already): no read tries it again
+            listed = kept[1].get(ref.sender)
+            if listed is not None and listed.pop(ref.seq, None) is not None and not listed:
+                del kept[1][ref.sender]
         try:
             os.rename(f"{box}/new/{name}", dest)
         except FileNotFoundError:

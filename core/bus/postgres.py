@@ -98,6 +98,12 @@ class _Register(NamedTuple):
     limit: int  # 0: no claim
 
 
+def _register_key(r: _Register) -> str:
+    """Registrations that claim from one inbox never share a statement (both would pick the
+    same oldest row); one that claims nothing (a fan-in's) shares with any other."""
+    return f"i:{r.inbox}" if r.limit else f"w:{r.record.id}"
+
+
 class _Take(NamedTuple):
     inbox: str
     wait_id: str
@@ -637,7 +643,7 @@ class PostgresBus:
         registrar = self._registrars.get(kinds)
         if registrar is None:
             one, many = partial(self._register_one, kinds), partial(self._register_many, kinds)
-            registrar = self._registrars[kinds] = Batcher(one, many, key=lambda r: r.inbox)
+            registrar = self._registrars[kinds] = Batcher(one, many, key=_register_key)
         request = _Register(
             record, check_id(claim_from or record.waiter, "inbox"), limit if claim_from is not None else 0
         )

@@ -181,3 +181,20 @@ async def test_batched_ends_and_lease_renewals_never_deadlock(caplog):
             )
             assert await bus.list_waits() == []
     assert "deadlock" not in caplog.text
+
+
+async def test_registrations_of_fan_ins_on_one_inbox_share_statements():
+    """A fan-in's registration claims nothing, so 40 of them on one inbox (a server holding
+    many fan-ins for one caller) run together, not one statement each."""
+    async with pg_bus() as bus:
+        pid, pid_start = me()
+        records = [
+            WaitRecord(id=new_id(), kind="fan_in", tool="wait", waiter="orchestrator", host=hostname(), pid=pid)
+            for _ in range(40)
+        ]
+        records[0].pid_start = pid_start
+        statements = Statements(bus)
+        got = await asyncio.gather(*(bus.register_wait(r) for r in records))
+        assert got == [[]] * 40
+        assert statements.n <= 3  # the first alone, the rest queued behind it together
+        assert {w.id for w in await bus.list_waits()} == {r.id for r in records}
