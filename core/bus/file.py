@@ -731,6 +731,27 @@ class FileBus:
                 got.append(item)
         return got
 
+    async def claim_each(
+        self, inbox: str, wait_id: str, senders: Collection[str], types: Sequence[str], *, relist: bool = False
+    ) -> list[Item]:
+        """From the inbox's index by sender (`pending`), a rename per item; where another wait
+        took one first, that sender's next."""
+        wanted = set(types)
+        queued: dict[str, list[ItemRef]] = {}
+        for ref in await self.pending(inbox, None if relist else senders):
+            if ref.sender in senders and ref.type in wanted:
+                queued.setdefault(ref.sender, []).append(ref)
+        got: list[Item] = []
+        while queued:
+            for sender, refs in list(queued.items()):
+                item = await self.claim(inbox, refs.pop(0), wait_id)
+                if item is not None:
+                    got.append(item)
+                if item is not None or not refs:
+                    del queued[sender]
+        got.sort(key=lambda i: i.seq)
+        return got
+
     async def claim_next(
         self, inbox: str, wait_id: str, types: Sequence[str] | None = None, limit: int = 1
     ) -> list[Item]:

@@ -99,6 +99,16 @@ CLAIM_NEXT_MANY: Final = sql.SQL(
     "AND claimed_by IS NULL{} ORDER BY seq LIMIT r.n FOR UPDATE SKIP LOCKED) x) "
     "UPDATE items SET claimed_by = c.w FROM c WHERE items.seq = c.seq RETURNING items.seq, items.record, c.w"
 )
+#: the oldest unclaimed row of each (inbox, wait, sender) (fan-ins' claims, pg_batch.py: no
+#: two in one statement share an inbox and sender), by items_pending_from; rows other waits
+#: are claiming are skipped (that sender's next is taken). A row comes back with its wait.
+#: {} is TYPE_FILTER or nothing
+CLAIM_EACH: Final = sql.SQL(
+    "WITH c AS (SELECT r.w, x.seq FROM unnest(%(inboxes)s::text[], %(ws)s::text[], %(senders)s::text[]) "
+    "AS r(inbox, w, sender) CROSS JOIN LATERAL (SELECT seq FROM items WHERE inbox = r.inbox "
+    "AND sender = r.sender AND claimed_by IS NULL{} ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED) x) "
+    "UPDATE items SET claimed_by = c.w FROM c WHERE items.seq = c.seq RETURNING items.seq, items.record, c.w"
+)
 #: fencing: renew the wait's lease and count its claims; no row when the wait was ended
 HOLDS: Final = (
     "WITH r AS (UPDATE waits SET lease_until = now() + make_interval(secs => %(lease)s) "

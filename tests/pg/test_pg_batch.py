@@ -198,3 +198,25 @@ async def test_registrations_of_fan_ins_on_one_inbox_share_statements():
         assert got == [[]] * 40
         assert statements.n <= 3  # the first alone, the rest queued behind it together
         assert {w.id for w in await bus.list_waits()} == {r.id for r in records}
+
+
+async def test_fan_ins_on_one_inbox_claim_their_senders_items_together_and_never_the_same_row():
+    """Fan-ins with distinct senders share one claim statement on one inbox, each getting
+    its own sender's oldest item; two asking for one sender never share it (one gets the
+    next) and never share a statement."""
+    async with pg_bus() as bus:
+        senders = [f"f{i:02d}" for i in range(30)]
+        for s in senders:
+            for k in range(2):
+                await bus.deliver(Item(id=new_id(), type="message", to="orchestrator", sender=s, body=f"{s}-{k}"))
+        waits = [await registered(bus, "orchestrator") for _ in range(32)]
+        statements = Statements(bus)
+        asks = [[s] for s in senders] + [["f00"], ["f00", "f01"]]
+        got = await asyncio.gather(
+            *(bus.claim_each("orchestrator", w, ask, TYPES) for w, ask in zip(waits, asks, strict=True))
+        )
+        assert [[i.body for i in g] for g in got[:30]] == [[f"{s}-0"] for s in senders]
+        assert [i.body for i in got[30]] == ["f00-1"]  # f00's oldest went to the first
+        assert [i.body for i in got[31]] == ["f01-1"]  # f00 has nothing left; f01's next
+        assert statements.n <= 4  # the first alone, then the rest in as few as their senders allow
+        assert await bus.pending("orchestrator", ["f00", "f01"]) == []
