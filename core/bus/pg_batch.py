@@ -25,10 +25,10 @@ MOST = 100
 class Batcher(Generic[Q, R]):
     """Run `one` for a request alone and `many` for several queued together.
 
-    `key` says which requests may not share a statement (two claims on one inbox would pick
-    the same oldest row, and one of them would get nothing while a second item waits): a
-    request whose key is already in the statement waits for the next one. `keys` is the
-    same for a request with several (a fan-in's claim: one per sender).
+    `key` says which requests may not share a statement (two fan-ins' claims of one sender's
+    oldest item would pick the same row, and one of them would get nothing while a second
+    item waits): a request whose key is already in the statement waits for the next one.
+    `keys` is the same for a request with several (a fan-in's claim: one per sender).
     """
 
     def __init__(

@@ -104,12 +104,6 @@ class _Register(NamedTuple):
     limit: int  # 0: no claim
 
 
-def _register_key(r: _Register) -> str:
-    """Registrations that claim from one inbox never share a statement (both would pick the
-    same oldest row); one that claims nothing (a fan-in's) shares with any other."""
-    return f"i:{r.inbox}" if r.limit else f"w:{r.record.id}"
-
-
 class _Take(NamedTuple):
     inbox: str
     wait_id: str
@@ -248,7 +242,7 @@ class PostgresBus:
         self._my_waits: set[str] = set()
         self._moved: dict[str, int] = {}  # inbox -> items this process moved to history since its trim
         # claims and takes of concurrent waits share statements (pg_batch.py): one claimer per
-        # type filter (two claims on one inbox never share), one taker
+        # type filter (claims on one inbox share out its oldest rows), one taker
         self._claimers: dict[tuple[str, ...], Batcher[_Claim, list[Item]]] = {}
         self._registrars: dict[tuple[str, ...], Batcher[_Register, list[Item]]] = {}
         self._each: dict[tuple[str, ...], Batcher[_Each, list[Item]]] = {}
@@ -502,7 +496,7 @@ class PostgresBus:
         claimer = self._claimers.get(kinds)
         if claimer is None:
             one, many = partial(self._claim_one, kinds), partial(self._claim_many, kinds)
-            claimer = self._claimers[kinds] = Batcher(one, many, key=lambda r: r.inbox)
+            claimer = self._claimers[kinds] = Batcher(one, many, key=lambda r: r.wait_id)
         return await claimer(_Claim(check_id(inbox, "inbox"), check_id(wait_id, "wait"), limit))
 
     async def _claim_one(self, types: tuple[str, ...], r: _Claim) -> list[Item]:
@@ -724,7 +718,7 @@ class PostgresBus:
         registrar = self._registrars.get(kinds)
         if registrar is None:
             one, many = partial(self._register_one, kinds), partial(self._register_many, kinds)
-            registrar = self._registrars[kinds] = Batcher(one, many, key=_register_key)
+            registrar = self._registrars[kinds] = Batcher(one, many, key=lambda r: r.record.id)
         request = _Register(
             record, check_id(claim_from or record.waiter, "inbox"), limit if claim_from is not None else 0
         )

@@ -4,6 +4,7 @@ and each wait still gets exactly what it claimed (pg_batch.py)."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 
 import anyio
 import psycopg
@@ -71,16 +72,36 @@ async def test_concurrent_claims_on_many_inboxes_share_statements_and_each_gets_
             assert [i.body for i in await bus.history(b)] == [f"for {b}, first"]
 
 
-async def test_concurrent_claims_on_one_inbox_never_share_a_statement_so_none_comes_back_empty():
-    """Two claims on one inbox in one statement would pick the same oldest row: one wait
-    would get nothing while a second item waits. They run one after the other instead."""
+async def test_concurrent_claims_on_one_inbox_share_a_statement_and_none_comes_back_empty():
+    """Claims on one inbox in one statement share out its oldest rows in the waits' order
+    (numbered), so none picks a row another took and none comes back empty while items wait."""
     async with pg_bus() as bus:
-        for i in range(6):
+        for i in range(12):
+            await bus.deliver(item("work", f"job {i:02d}"))
+        waits = [await registered(bus, "work") for _ in range(8)]
+        statements = Statements(bus)
+        limits = [1, 1, 2, 1, 3, 1, 1, 1]
+        got = await asyncio.gather(*(bus.claim_next("work", w, TYPES, n) for w, n in zip(waits, limits, strict=True)))
+        assert statements.n <= 2  # the first alone, the other seven together
+        assert [len(g) for g in got] == limits
+        assert sorted(i.body for g in got for i in g) == [f"job {i:02d}" for i in range(11)]
+        assert [i.body for i in got[0]] == ["job 00"]  # the first wait the oldest
+        assert all(g[0].seq < h[0].seq for g, h in itertools.pairwise(got))  # in the waits' order
+        assert [i.body for i in await bus.peek("work")] == ["job 11"]
+
+
+async def test_concurrent_registrations_on_one_inbox_share_its_oldest_rows_out():
+    async with pg_bus() as bus:
+        for i in range(5):
             await bus.deliver(item("work", f"job {i}"))
-        waits = [await registered(bus, "work") for _ in range(6)]
-        got = await asyncio.gather(*(bus.claim_next("work", w, TYPES, 1) for w in waits))
-        assert sorted(g[0].body for g in got) == [f"job {i}" for i in range(6)]
+        records = [next_wait("work") for _ in range(8)]
+        statements = Statements(bus)
+        got = await asyncio.gather(*(bus.register_wait(r, claim_from="work", types=TYPES, limit=1) for r in records))
+        assert statements.n <= 2
+        assert sorted(g[0].body for g in got if g) == [f"job {i}" for i in range(5)]
+        assert sum(1 for g in got if not g) == 3
         assert await bus.pending("work") == []
+        assert len(await bus.list_waits()) == 8
 
 
 async def test_batched_claims_keep_each_waits_limit_and_the_order():
