@@ -667,6 +667,7 @@ def one_inbox(put: Any, kind: str, fan: dict[str, Any], base: dict[str, Any], nx
         put(f"{head}: send -> return p50 / p99 ms", kind, f"{1000 * r['p50']:.1f} / {1000 * r['p99']:.1f}")
         late, dup = r["sent"] - r["distinct"], r["received"] - r["distinct"]
         put(f"{head}: not received by the end / duplicated", kind, f"{late} / {dup} (of {r['sent']:,})")
+        put(f"{head}: rate the senders reached, msg/s", kind, f"{r['sent'] / args.duration:.0f}")
         put(f"{head}: waiting process CPU % of a core", kind, f"{100 * r['cpu'] / args.duration:.0f}")
         put(f"{head}: CPU ms per message", kind, f"{1000 * r['cpu'] / max(1, r['received']):.3f}")
     ratio = (fan["cpu"] / max(1, fan["received"])) / max(1e-9, base["cpu"] / max(1, base["received"]))

@@ -639,26 +639,20 @@ class OnePerAgent(Condition[FanIn]):
         return self._result("complete", w) if self.running == 0 else None
 
     async def _claim(self, w: Waiting) -> None:
-        """The oldest pending message of each waited-on target, claimed in one go; where
-        another wait took one first, that target's next one."""
-        queued: dict[str, list[ItemRef]] = {}
+        """The oldest pending message of each waited-on target, claimed in one go (where
+        another wait took one first, that target's next); one that would overflow the
+        budget goes back to its place."""
         # theirs only (a wake by its senders' arrivals, or the first step: the bus's change
         # stream was listening before it); a rescan, the backstop for lost changes, reads all
         everything = w.changed is None and self.stepped
         self.stepped = True
-        for ref in await w.bus.pending(w.caller, None if everything else self.waiting):
-            if ref.sender in self.waiting and ref.type in AGENT_ITEM_TYPES:
-                queued.setdefault(ref.sender, []).append(ref)
-        while queued:
-            tries = {sender: refs.pop(0) for sender, refs in queued.items()}
-            for item in await w.bus.claim_many(w.caller, list(tries.values()), w.id):
-                if self._overflows(item) and await w.bus.unclaim(w.caller, tries[item.sender], w.id):
-                    self.full = True  # it stays queued, at its place, for the next call
-                    continue
-                self._got(item)
-            if self.full:
-                return
-            queued = {s: refs for s, refs in queued.items() if s in self.waiting and refs}
+        claimed = await w.bus.claim_each(w.caller, w.id, self.waiting, _AGENT_TYPES, relist=everything)
+        for item in claimed:
+            ref = ItemRef(item.seq, item.type, item.sender, item.id)
+            if self._overflows(item) and await w.bus.unclaim(w.caller, ref, w.id):
+                self.full = True  # it stays queued, at its place, for the next call
+                continue
+            self._got(item)
 
     def _got(self, item: Item) -> None:
         self.got[item.sender] = item

@@ -122,6 +122,16 @@ class Bus(Protocol):
         those it got, in FIFO order; the others went to another wait."""
         ...
 
+    async def claim_each(
+        self, inbox: str, wait_id: str, senders: Collection[str], types: Sequence[str], *, relist: bool = False
+    ) -> list[Item]:
+        """Claim the oldest unclaimed item of these types from each of `senders` (one per
+        sender at most; where another wait is claiming one, that sender's next), FIFO: a
+        fan-in's read, one statement where the backend can, shared with other waits'.
+        A wait asks again for a sender only once it stopped waiting on it (it holds none of
+        its items). `relist`: read the whole inbox (a rescan, the backstop for lost changes)."""
+        ...
+
     async def claim_next(
         self, inbox: str, wait_id: str, types: Sequence[str] | None = None, limit: int = 1
     ) -> list[Item]:

@@ -43,6 +43,7 @@ import os
 import random
 import shutil
 import stat
+import threading
 import time
 from collections.abc import Collection, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -97,6 +98,9 @@ def _name(ref: ItemRef) -> str:
 #: REFS_KEPT names each, so what a process keeps is bounded (a long-lived server sees
 #: millions of names) while the pending items a wait lists on every wake stay parsed
 REFS_KEPT = 10_000
+#: arrivals queued for an inbox's index that no read has merged: past this, the index is
+#: dropped (the inbox is listed again on its next read), so nobody reading costs no memory
+ARRIVALS_QUEUED = 100_000
 _refs: dict[str, ItemRef] = {}
 _refs_old: dict[str, ItemRef] = {}
 
@@ -327,13 +331,17 @@ class FileBus:
         self._queued: dict[str, list[str]] = {}
         self._queued_last: dict[str, str] = {}
         self._stale: set[str] = set()
-        # pending(senders=...)'s kept listing: per inbox, when it was made (the watcher's epoch,
-        # the inbox's last arrival) and its items by sender. The watcher thread moves the
-        # clocks (an arrival, an overflow); the loop reads and lists
+        # pending(senders=...)'s index: per inbox, its items by sender (seq -> ref), made from
+        # one listing and then kept up to date from the watcher's arrivals (which its thread
+        # queues in `_arrived`, for the loop to merge), so a fan-in's read costs its senders'
+        # items, not the inbox's backlog. It is listed again when the watcher may have missed
+        # something (`_epoch`, an overflow) or items came back (`_renewed`, by inbox)
         self._ticks = itertools.count(1)
         self._epoch = 0
-        self._arrivals: dict[str, int] = {}
-        self._listings: dict[str, tuple[tuple[int, int], dict[str, list[ItemRef]]]] = {}
+        self._renewed: dict[str, int] = {}
+        self._index: dict[str, tuple[tuple[int, int], dict[str, dict[int, ItemRef]]]] = {}
+        self._arrived_lock = threading.Lock()
+        self._arrived: dict[str, list[ItemRef]] = {}  # only for indexed inboxes
         self._previews: dict[str, dict[str, Any]] = {}  # last-message previews not yet written
         self._preview_at: dict[str, float] = {}
         self.tidy()
@@ -639,36 +647,57 @@ class FileBus:
     async def pending(self, inbox: str, senders: Collection[str] | None = None) -> list[ItemRef]:
         """The items in the inbox, FIFO; with `senders`, only theirs.
 
-        With `senders` (a fan-in's read), the listing is kept per inbox until the watcher
-        sees an item arrive there or come back: the fan-ins that one batch of arrivals
-        wakes share one listing, and each picks its senders' items from it by sender, not by
-        going through the whole backlog. A kept listing may still name an item that left
-        since (its claim then fails, and the sender's next is tried); it never misses one
-        that arrived, as that arrival is what makes a new listing."""
+        With `senders` (a fan-in's read), from the inbox's index by sender: listed once, then
+        kept from the watcher's arrivals, so 200 fan-ins on an inbox with a backlog of
+        10,000 each read their own senders' few items, not the 10,000. The index may still
+        name an item that left since (taken by another process: its claim then fails, and
+        the sender's next is tried); it never misses one that arrived, as every arrival is
+        queued for it before the wait it wakes reads, and what the watcher may have missed
+        (an overflow, an item come back) makes a new listing. Without `senders` (a rescan,
+        the backstop for lost changes) the inbox is listed, and the index made again."""
         if self._watcher is None:
             refs = self._scan(self._inbox(inbox) / "new")
             return refs if senders is None else [r for r in refs if r.sender in senders]
-        when = (self._epoch, self._arrivals.get(inbox, 0))  # before the listing: what arrives after renews it
-        kept = self._listings.get(inbox)
-        if senders is None or kept is None or kept[0] != when:  # without senders: read it all, keep that
-            by_sender: dict[str, list[ItemRef]] = {}
+        when = (self._epoch, self._renewed.get(inbox, 0))  # before the listing: a change after renews it
+        kept = self._index.get(inbox)
+        if senders is None or kept is None or kept[0] != when:
+            with self._arrived_lock:  # from now on the watcher queues this inbox's arrivals
+                self._arrived[inbox] = []
             refs = self._scan(self._inbox(inbox) / "new")
+            by_sender: dict[str, dict[int, ItemRef]] = {}
             for ref in refs:
-                by_sender.setdefault(ref.sender, []).append(ref)
-            self._listings[inbox] = (when, by_sender)
+                by_sender.setdefault(ref.sender, {})[ref.seq] = ref
+            self._index[inbox] = (when, by_sender)
             return refs if senders is None else [r for r in refs if r.sender in senders]
-        listed = kept[1]
-        if len(listed) <= len(senders):
-            refs = [r for sender, rs in listed.items() if sender in senders for r in rs]
+        by_sender = kept[1]
+        with self._arrived_lock:
+            arrived, self._arrived[inbox] = self._arrived.get(inbox, []), []
+        for ref in arrived:  # the listing may hold some of them already: by seq, once
+            by_sender.setdefault(ref.sender, {})[ref.seq] = ref
+        if len(by_sender) <= len(senders):
+            refs = [r for sender, rs in by_sender.items() if sender in senders for r in rs.values()]
         else:
-            refs = [r for sender in senders for r in listed.get(sender, ())]
+            refs = [r for sender in senders for r in by_sender.get(sender, {}).values()]
         refs.sort(key=lambda r: r.seq)
         return refs
+
+    def _arrival(self, box: str, name: str) -> None:
+        """(The watcher's thread) an item named `name` arrived in `box`: queued for its index."""
+        ref = _parse_name(name)
+        with self._arrived_lock:
+            queued = self._arrived.get(box)
+            if queued is None:
+                return  # not indexed: its first read lists it
+            if ref is None or len(queued) >= ARRIVALS_QUEUED:  # nobody reads it: list it again when one does
+                del self._arrived[box]
+                self._index.pop(box, None)
+                return
+            queued.append(ref)
 
     def _came_back(self, inbox: str) -> None:
         """Items return to the inbox from this process: what was listed and kept is stale."""
         self._stale.add(inbox)  # returned items go back before what claim_next kept
-        self._arrivals[inbox] = next(self._ticks)
+        self._renewed[inbox] = next(self._ticks)
 
     async def peek(self, inbox: str) -> list[Item]:
         box = self._inbox(inbox)
@@ -679,10 +708,11 @@ class FileBus:
         box = self._box(inbox)
         name = _name(ref)
         dest = _claim_path(box, check_id(wait_id, "wait"), ref.seq)
-        kept = self._listings.get(inbox)
-        listed = kept[1].get(ref.sender) if kept is not None else None
-        if listed is not None and ref in listed:
-            listed.remove(ref)  # gone from new/ after this: the next read of that sender skips it
+        kept = self._index.get(inbox)
+        if kept is not None:  # gone from new/ after this (or already): no read tries it again
+            listed = kept[1].get(ref.sender)
+            if listed is not None and listed.pop(ref.seq, None) is not None and not listed:
+                del kept[1][ref.sender]
         try:
             os.rename(f"{box}/new/{name}", dest)
         except FileNotFoundError:
@@ -699,6 +729,27 @@ class FileBus:
             item = await self.claim(inbox, ref, wait_id)
             if item is not None:
                 got.append(item)
+        return got
+
+    async def claim_each(
+        self, inbox: str, wait_id: str, senders: Collection[str], types: Sequence[str], *, relist: bool = False
+    ) -> list[Item]:
+        """From the inbox's index by sender (`pending`), a rename per item; where another wait
+        took one first, that sender's next."""
+        wanted = set(types)
+        queued: dict[str, list[ItemRef]] = {}
+        for ref in await self.pending(inbox, None if relist else senders):
+            if ref.sender in senders and ref.type in wanted:
+                queued.setdefault(ref.sender, []).append(ref)
+        got: list[Item] = []
+        while queued:
+            for sender, refs in list(queued.items()):
+                item = await self.claim(inbox, refs.pop(0), wait_id)
+                if item is not None:
+                    got.append(item)
+                if item is not None or not refs:
+                    del queued[sender]
+        got.sort(key=lambda i: i.seq)
         return got
 
     async def claim_next(
@@ -1109,7 +1160,7 @@ class FileBus:
                 box = parts[1]
                 if len(parts) == 2:
                     keys.append(inbox_key(box))
-                    self._arrivals[box] = next(self._ticks)
+                    self._renewed[box] = next(self._ticks)
                 elif parts[2] != "new":
                     continue
                 elif len(parts) == 3:
@@ -1117,7 +1168,7 @@ class FileBus:
                 else:
                     fields = parts[3].split(SEP)
                     keys.append(arrival_key(box, fields[2]) if len(fields) == 4 else inbox_key(box))
-                    self._arrivals[box] = next(self._ticks)
+                    self._arrival(box, parts[3])  # before the dispatch: the waits it wakes find it
                     if parts[3] <= self._queued_last.get(box, ""):
                         self._stale.add(box)  # an item came (back) before claim_next's kept names
             elif len(parts) == 2 and parts[0] == "waits":

@@ -10,7 +10,7 @@ the server both spend their time per statement on many messages instead of one.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable, Iterable
 from typing import Generic, TypeVar
 
 import anyio
@@ -25,18 +25,24 @@ MOST = 100
 class Batcher(Generic[Q, R]):
     """Run `one` for a request alone and `many` for several queued together.
 
-    `key` says which requests may not share a statement (two claims on one inbox would pick
-    the same oldest row, and one of them would get nothing while a second item waits): a
-    request whose key is already in the statement waits for the next one.
+    `key` says which requests may not share a statement (two fan-ins' claims of one sender's
+    oldest item would pick the same row, and one of them would get nothing while a second
+    item waits): a request whose key is already in the statement waits for the next one.
+    `keys` is the same for a request with several (a fan-in's claim: one per sender).
     """
 
     def __init__(
         self,
         one: Callable[[Q], Awaitable[R]],
         many: Callable[[list[Q]], Awaitable[list[R]]],
-        key: Callable[[Q], Hashable],
+        key: Callable[[Q], Hashable] | None = None,
+        *,
+        keys: Callable[[Q], Iterable[Hashable]] | None = None,
     ) -> None:
-        self._one, self._many, self._key = one, many, key
+        if (key is None) == (keys is None):
+            raise TypeError("give key or keys")
+        self._one, self._many = one, many
+        self._keys: Callable[[Q], Iterable[Hashable]] = keys if keys is not None else (lambda r: (key(r),))  # type: ignore[misc]
         self._queue: list[tuple[Q, asyncio.Future[R]]] = []
         self._runner: asyncio.Task[None] | None = None
 
@@ -62,11 +68,11 @@ class Batcher(Generic[Q, R]):
             later: list[tuple[Q, asyncio.Future[R]]] = []
             keys: set[Hashable] = set()
             for request, future in self._queue:
-                key = self._key(request)
-                if key in keys or len(batch) >= MOST:
+                mine = set(self._keys(request))
+                if len(batch) >= MOST or not keys.isdisjoint(mine):
                     later.append((request, future))
                 else:
-                    keys.add(key)
+                    keys |= mine
                     batch.append((request, future))
             self._queue = later
             try:

@@ -91,12 +91,33 @@ HELD: Final = "SELECT seq, record FROM items WHERE inbox = %(inbox)s AND claimed
 HELD_MANY: Final = (
     "SELECT seq, record, claimed_by FROM items WHERE inbox = ANY(%(inboxes)s) AND claimed_by = ANY(%(ws)s)"
 )
-#: CLAIM_NEXT for several waits at once (pg_batch.py), each on its own inbox with its own
-#: limit; a row comes back with the wait that claimed it. {} is TYPE_FILTER or nothing
+#: the oldest unclaimed rows of each inbox of `r` (waits: inbox, w, n, k its place), numbered
+#: and shared out in the waits' order (the first wait the oldest n rows, the next the n
+#: after them), so waits claiming from one inbox share a statement and never pick the same
+#: row. {} is TYPE_FILTER or nothing
+_SHARED_OUT = (
+    "s AS (SELECT inbox, w, n, sum(n) OVER (PARTITION BY inbox ORDER BY k) - n AS lo FROM r), "
+    "b AS (SELECT inbox, sum(n) AS total FROM r GROUP BY inbox HAVING sum(n) > 0), "
+    "x AS (SELECT b.inbox, y.seq, row_number() OVER (PARTITION BY b.inbox ORDER BY y.seq) AS i "
+    "FROM b CROSS JOIN LATERAL (SELECT seq FROM items WHERE inbox = b.inbox AND claimed_by IS NULL{} "
+    "ORDER BY seq LIMIT b.total FOR UPDATE SKIP LOCKED) y), "
+    "c AS (SELECT s.w, x.seq FROM x JOIN s ON s.inbox = x.inbox AND x.i > s.lo AND x.i <= s.lo + s.n) "
+    "UPDATE items SET claimed_by = c.w FROM c WHERE items.seq = c.seq RETURNING items.seq, items.record, c.w"
+)
+#: CLAIM_NEXT for several waits at once (pg_batch.py), each with its own inbox (or sharing
+#: one) and limit; a row comes back with the wait that claimed it
 CLAIM_NEXT_MANY: Final = sql.SQL(
-    "WITH c AS (SELECT r.w, x.seq FROM unnest(%(inboxes)s::text[], %(ws)s::text[], %(ns)s::int[]) "
-    "AS r(inbox, w, n) CROSS JOIN LATERAL (SELECT seq FROM items WHERE inbox = r.inbox "
-    "AND claimed_by IS NULL{} ORDER BY seq LIMIT r.n FOR UPDATE SKIP LOCKED) x) "
+    "WITH r AS (SELECT * FROM unnest(%(inboxes)s::text[], %(ws)s::text[], %(ns)s::int[]) "
+    "WITH ORDINALITY AS r(inbox, w, n, k)), " + _SHARED_OUT
+)
+#: the oldest unclaimed row of each (inbox, wait, sender) (fan-ins' claims, pg_batch.py: no
+#: two in one statement share an inbox and sender), by items_pending_from; rows other waits
+#: are claiming are skipped (that sender's next is taken). A row comes back with its wait.
+#: {} is TYPE_FILTER or nothing
+CLAIM_EACH: Final = sql.SQL(
+    "WITH c AS (SELECT r.w, x.seq FROM unnest(%(inboxes)s::text[], %(ws)s::text[], %(senders)s::text[]) "
+    "AS r(inbox, w, sender) CROSS JOIN LATERAL (SELECT seq FROM items WHERE inbox = r.inbox "
+    "AND sender = r.sender AND claimed_by IS NULL{} ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED) x) "
     "UPDATE items SET claimed_by = c.w FROM c WHERE items.seq = c.seq RETURNING items.seq, items.record, c.w"
 )
 #: fencing: renew the wait's lease and count its claims; no row when the wait was ended
@@ -180,19 +201,17 @@ REGISTER_WAIT: Final = sql.SQL(
     "WHERE inbox = %(inbox)s AND claimed_by IS NULL{} ORDER BY seq LIMIT %(n)s "
     "FOR UPDATE SKIP LOCKED) RETURNING seq, record) SELECT seq, record FROM c"
 )
-#: REGISTER_WAIT for several waits at once (pg_batch.py), each with its own inbox and
-#: claim limit; a claimed row comes back with its wait. {} is TYPE_FILTER or nothing
+#: REGISTER_WAIT for several waits at once (pg_batch.py), each with its own inbox (or
+#: sharing one, its rows shared out) and claim limit; a claimed row comes back with its wait.
+#: {} is TYPE_FILTER or nothing
 REGISTER_WAITS: Final = sql.SQL(
     "WITH r AS (SELECT * FROM unnest(%(ws)s::text[], %(starteds)s::float8[], %(hosts)s::text[], "
     "%(pids)s::int[], %(pid_starts)s::text[], %(records)s::jsonb[], %(inboxes)s::text[], %(ns)s::int[]) "
-    "AS r(w, started, host, pid, pid_start, record, inbox, n)), "
+    "WITH ORDINALITY AS r(w, started, host, pid, pid_start, record, inbox, n, k)), "
     "u AS (INSERT INTO waits (id, started_at, host, pid, pid_start, lease_until, record) "
     "SELECT w, started, host, pid, pid_start, now() + make_interval(secs => %(lease)s), record FROM r "
     "ON CONFLICT (id) DO UPDATE SET record = excluded.record, lease_until = excluded.lease_until "
-    "RETURNING pg_notify(%(channel)s, 'w:' || id)), "
-    "c AS (SELECT r.w, x.seq FROM r CROSS JOIN LATERAL (SELECT seq FROM items WHERE inbox = r.inbox "
-    "AND claimed_by IS NULL{} ORDER BY seq LIMIT r.n FOR UPDATE SKIP LOCKED) x) "
-    "UPDATE items SET claimed_by = c.w FROM c WHERE items.seq = c.seq RETURNING items.seq, items.record, c.w"
+    "RETURNING pg_notify(%(channel)s, 'w:' || id)), " + _SHARED_OUT
 )
 RENEW_LEASES: Final = (
     "UPDATE waits SET lease_until = now() + make_interval(secs => %s) "

@@ -10,6 +10,8 @@ Rows, and why they look like this:
 - `history`: taken items, bounded per inbox; never read by a wait.
 - `waits`: waits in progress with a lease (`lease_until`, server clock) that the waiting
   process renews, so claims of a wait whose host vanished can be returned.
+- `items_pending_from` (version 3): a fan-in's read of its senders' pending items goes
+  straight to them, not through the inbox's whole backlog (200 fan-ins on one inbox).
 - `mcp_tasks` (version 2): tasks of the MCP Tasks extension; `status` is a column so a
   change of status is one conditional UPDATE.
 """
@@ -21,7 +23,7 @@ from psycopg import AsyncConnection, sql
 from ..errors import BusError
 from . import pg_queries as q
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 #: version -> statements; append new versions, never edit an applied one.
 MIGRATIONS: dict[int, tuple[str, ...]] = {
@@ -68,6 +70,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
             updated_at double precision NOT NULL,
             record jsonb NOT NULL)""",
     ),
+    3: ("CREATE INDEX items_pending_from ON items (inbox, sender, seq) WHERE claimed_by IS NULL",),
 }
 
 

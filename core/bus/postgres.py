@@ -92,6 +92,12 @@ class _Claim(NamedTuple):
     limit: int
 
 
+class _Each(NamedTuple):
+    inbox: str
+    wait_id: str
+    senders: tuple[str, ...]
+
+
 class _Register(NamedTuple):
     record: WaitRecord
     inbox: str
@@ -125,6 +131,10 @@ def _not_again(params: dict[str, Any], done: list[tuple[Any, ...]]) -> dict[str,
         return params | {"ns": [0 if w in holding else n for w, n in zip(params["ws"], params["ns"], strict=True)]}
     if "n" in params and done:
         return params | {"n": 0}
+    if "senders" in params:  # claim_each: leave out each (wait, sender) the wait holds a row of
+        held = {(row[-1], row[1].get("sender")) for row in done}
+        keep = [i for i, pair in enumerate(zip(params["ws"], params["senders"], strict=True)) if pair not in held]
+        return params | {k: [params[k][i] for i in keep] for k in ("inboxes", "ws", "senders")}
     return params
 
 
@@ -232,10 +242,14 @@ class PostgresBus:
         self._my_waits: set[str] = set()
         self._moved: dict[str, int] = {}  # inbox -> items this process moved to history since its trim
         # claims and takes of concurrent waits share statements (pg_batch.py): one claimer per
-        # type filter (two claims on one inbox never share), one taker
+        # type filter (claims on one inbox share out its oldest rows), one taker
         self._claimers: dict[tuple[str, ...], Batcher[_Claim, list[Item]]] = {}
         self._registrars: dict[tuple[str, ...], Batcher[_Register, list[Item]]] = {}
+        self._each: dict[tuple[str, ...], Batcher[_Each, list[Item]]] = {}
         self._takers: Batcher[_Take, list[Item]] = Batcher(self._take_one, self._take_many, key=lambda r: r.wait_id)
+        self._agent_reads: Batcher[tuple[str, ...], dict[str, Agent]] = Batcher(
+            self._read_agents, self._read_agents_many, key=lambda _: object()
+        )
         self._renewer: asyncio.Task[None] | None = None
         self._churned = False  # rows of the churn tables changed since the last vacuum
         self._vacuumed_at = time.monotonic()
@@ -344,12 +358,20 @@ class PostgresBus:
         return Agent.model_validate(rows[0][0]) if rows else None
 
     async def get_agents(self, agent_ids: Sequence[str]) -> dict[str, Agent]:
-        """One SELECT for many records (`id = ANY(...)`), not one per agent."""
-        ids = [check_id(a, "agent") for a in agent_ids]
+        """One SELECT for many records (`id = ANY(...)`), not one per agent; shared with
+        the reads other waits of this process make at the same time (reads never collide)."""
+        ids = tuple(check_id(a, "agent") for a in agent_ids)
         if not ids:
             return {}
-        rows = await self._rows(q.GET_AGENTS, [ids])
+        return await self._agent_reads(ids)
+
+    async def _read_agents(self, ids: tuple[str, ...]) -> dict[str, Agent]:
+        rows = await self._rows(q.GET_AGENTS, [list(ids)])
         return {i: Agent.model_validate(r) for i, r in rows}
+
+    async def _read_agents_many(self, reads: list[tuple[str, ...]]) -> list[dict[str, Agent]]:
+        rows = dict(await self._rows(q.GET_AGENTS, [list({i for ids in reads for i in ids})]))
+        return [{i: Agent.model_validate(rows[i]) for i in ids if i in rows} for ids in reads]
 
     async def list_agents(self) -> list[Agent]:
         rows = await self._rows(q.LIST_AGENTS)
@@ -474,7 +496,7 @@ class PostgresBus:
         claimer = self._claimers.get(kinds)
         if claimer is None:
             one, many = partial(self._claim_one, kinds), partial(self._claim_many, kinds)
-            claimer = self._claimers[kinds] = Batcher(one, many, key=lambda r: r.inbox)
+            claimer = self._claimers[kinds] = Batcher(one, many, key=lambda r: r.wait_id)
         return await claimer(_Claim(check_id(inbox, "inbox"), check_id(wait_id, "wait"), limit))
 
     async def _claim_one(self, types: tuple[str, ...], r: _Claim) -> list[Item]:
@@ -496,6 +518,65 @@ class PostgresBus:
                 "types": list(types),
             },
         )
+        got = _by_wait(rows, [r.wait_id for r in rs])
+        return [_claimed(got[r.wait_id]) for r in rs]
+
+    async def claim_each(
+        self, inbox: str, wait_id: str, senders: Collection[str], types: Sequence[str], *, relist: bool = False
+    ) -> list[Item]:
+        """One statement for every sender (their rows found by sender, not through the
+        backlog), shared with the fan-ins of this process claiming at the same time."""
+        if not senders:
+            return []
+        if len(senders) > PENDING_SENDERS:  # a fan-in over thousands: one read of the inbox, then claims
+            return await self._claim_each_listed(inbox, wait_id, senders, types)
+        kinds = tuple(types)
+        each = self._each.get(kinds)
+        if each is None:
+            many = partial(self._claim_each, kinds)
+            each = self._each[kinds] = Batcher(
+                lambda r: self._claim_each_one(many, r), many, keys=lambda r: ((r.inbox, s) for s in r.senders)
+            )
+        request = _Each(
+            check_id(inbox, "inbox"), check_id(wait_id, "wait"), tuple(check_id(s, "sender") for s in senders)
+        )
+        return await each(request)
+
+    async def _claim_each_listed(
+        self, inbox: str, wait_id: str, senders: Collection[str], types: Sequence[str]
+    ) -> list[Item]:
+        wanted = set(types)
+        queued: dict[str, list[ItemRef]] = {}
+        for ref in await self.pending(inbox):
+            if ref.sender in senders and ref.type in wanted:
+                queued.setdefault(ref.sender, []).append(ref)
+        got: list[Item] = []
+        while queued:  # where another wait got one first, that sender's next
+            items = await self.claim_many(inbox, [refs.pop(0) for refs in queued.values()], wait_id)
+            got += items
+            done = {i.sender for i in items}
+            queued = {s: refs for s, refs in queued.items() if s not in done and refs}
+        got.sort(key=lambda i: i.seq)
+        return got
+
+    @staticmethod
+    async def _claim_each_one(many: Callable[[list[_Each]], Awaitable[list[list[Item]]]], r: _Each) -> list[Item]:
+        return (await many([r]))[0]
+
+    async def _claim_each(self, types: tuple[str, ...], rs: list[_Each]) -> list[list[Item]]:
+        pairs = [(r.inbox, r.wait_id, s) for r in rs for s in r.senders]
+        asked = {(w, s) for _, w, s in pairs}
+        params = {
+            "inboxes": [p[0] for p in pairs],
+            "ws": [p[1] for p in pairs],
+            "senders": [p[2] for p in pairs],
+            "types": list(types),
+        }
+        # on a retry (the first attempt's answer lost) what a wait holds of a sender it asked
+        # for is what that attempt claimed: read back, not claimed again (a fan-in holds
+        # nothing of a sender it still waits on)
+        rows = await self._once(q.CLAIM_EACH.format(q.TYPE_FILTER if types else sql.SQL("")), q.HELD_MANY, params)
+        rows = [row for row in rows if (row[-1], row[1].get("sender")) in asked]
         got = _by_wait(rows, [r.wait_id for r in rs])
         return [_claimed(got[r.wait_id]) for r in rs]
 
@@ -637,7 +718,7 @@ class PostgresBus:
         registrar = self._registrars.get(kinds)
         if registrar is None:
             one, many = partial(self._register_one, kinds), partial(self._register_many, kinds)
-            registrar = self._registrars[kinds] = Batcher(one, many, key=lambda r: r.inbox)
+            registrar = self._registrars[kinds] = Batcher(one, many, key=lambda r: r.record.id)
         request = _Register(
             record, check_id(claim_from or record.waiter, "inbox"), limit if claim_from is not None else 0
         )

@@ -13,6 +13,8 @@ from watchfiles import Change, awatch
 
 from wavewait.core import inotify, messages, wait, watch
 from wavewait.core.bus.file import FileBus
+from wavewait.core.ids import new_id
+from wavewait.core.model import Item
 
 from conftest import Background, has_waits, until
 from coretools import crew, run_actor
@@ -293,3 +295,54 @@ async def test_a_take_of_many_claims_moves_each_once_into_history_in_order(file_
     assert [i.body for i in taken] == [f"m{i}" for i in range(n)]
     assert os.listdir(file_bus.root / "inbox" / "orchestrator" / "claims") == []
     assert [i.body for i in await file_bus.history("orchestrator", n)] == [f"m{i}" for i in range(n)]
+
+
+async def test_a_fan_ins_read_finds_its_senders_arrivals_without_listing_the_backlog(tmp_path, monkeypatch):
+    """Once an inbox is listed, what arrives is taken from the watcher's events: a read for
+    one sender does not list a backlog of 200 items of others again. An item another
+    process took is skipped at its claim; an item that came back is listed again."""
+    bus = FileBus(tmp_path / "bus")
+    other = FileBus(tmp_path / "bus")  # another process, for what this one cannot see
+    listings = [0]
+    real_scan = bus._scan
+
+    def counted(folder):
+        listings[0] += 1
+        return real_scan(folder)
+
+    monkeypatch.setattr(bus, "_scan", counted)
+    observer = await bus.subscribe(inboxes=["orchestrator"])  # the watcher runs from here on
+
+    def message(sender: str, body: str) -> Item:
+        return Item(id=new_id(), type="message", to="orchestrator", sender=sender, body=body)
+
+    for i in range(200):
+        await other.deliver(message("flight-b", f"b{i}"))
+    assert await bus.pending("orchestrator", {"flight-a"}) == []
+    assert listings[0] == 1
+    await other.deliver(message("flight-a", "a0"))
+    await other.deliver(message("flight-a", "a1"))
+
+    async def both() -> bool:
+        return len(await bus.pending("orchestrator", {"flight-a"})) == 2
+
+    await until(both, what="flight-a's two items, read from the watcher's arrivals")
+    refs = await bus.pending("orchestrator", {"flight-a"})
+    assert [r.sender for r in refs] == ["flight-a", "flight-a"] and refs[0].seq < refs[1].seq
+    assert listings[0] == 1, "a read for flight-a listed the inbox's backlog again"
+    # taken by another process: still named here, its claim fails, then it is named no more
+    assert [i.body for i in await other.claim_many("orchestrator", refs[:1], new_id())] == ["a0"]
+    here = new_id()
+    assert await bus.claim("orchestrator", refs[0], here) is None
+    assert await bus.pending("orchestrator", {"flight-a"}) == refs[1:]
+    got = await bus.claim("orchestrator", refs[1], here)
+    assert got is not None and got.body == "a1"
+    assert await bus.pending("orchestrator", {"flight-a"}) == []
+    assert listings[0] == 1
+    # returned by this process: the inbox is listed again, and the item found there
+    assert await bus.release("orchestrator", here) == 1
+    assert [r.seq for r in await bus.pending("orchestrator", {"flight-a"})] == [refs[1].seq]
+    assert listings[0] == 2
+    observer.close()
+    await bus.close()
+    await other.close()

@@ -46,7 +46,7 @@ async def settled(sub: Keyed) -> None:
 async def test_a_fan_in_is_not_woken_by_the_messages_of_other_senders(bus, monkeypatch):
     await register_crew(bus, "flight-a", "flight-b")
     push_timers_out(monkeypatch)
-    reads = count_calls(monkeypatch, bus, "pending")
+    reads = count_calls(monkeypatch, bus, "claim_each")
     observer = await bus.subscribe(inboxes=["orchestrator"])
     async with anyio.create_task_group() as tg:
         bg = Background(tg)

@@ -4,6 +4,7 @@ and each wait still gets exactly what it claimed (pg_batch.py)."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 
 import anyio
 import psycopg
@@ -71,16 +72,36 @@ async def test_concurrent_claims_on_many_inboxes_share_statements_and_each_gets_
             assert [i.body for i in await bus.history(b)] == [f"for {b}, first"]
 
 
-async def test_concurrent_claims_on_one_inbox_never_share_a_statement_so_none_comes_back_empty():
-    """Two claims on one inbox in one statement would pick the same oldest row: one wait
-    would get nothing while a second item waits. They run one after the other instead."""
+async def test_concurrent_claims_on_one_inbox_share_a_statement_and_none_comes_back_empty():
+    """Claims on one inbox in one statement share out its oldest rows in the waits' order
+    (numbered), so none picks a row another took and none comes back empty while items wait."""
     async with pg_bus() as bus:
-        for i in range(6):
+        for i in range(12):
+            await bus.deliver(item("work", f"job {i:02d}"))
+        waits = [await registered(bus, "work") for _ in range(8)]
+        statements = Statements(bus)
+        limits = [1, 1, 2, 1, 3, 1, 1, 1]
+        got = await asyncio.gather(*(bus.claim_next("work", w, TYPES, n) for w, n in zip(waits, limits, strict=True)))
+        assert statements.n <= 2  # the first alone, the other seven together
+        assert [len(g) for g in got] == limits
+        assert sorted(i.body for g in got for i in g) == [f"job {i:02d}" for i in range(11)]
+        assert [i.body for i in got[0]] == ["job 00"]  # the first wait the oldest
+        assert all(g[0].seq < h[0].seq for g, h in itertools.pairwise(got))  # in the waits' order
+        assert [i.body for i in await bus.peek("work")] == ["job 11"]
+
+
+async def test_concurrent_registrations_on_one_inbox_share_its_oldest_rows_out():
+    async with pg_bus() as bus:
+        for i in range(5):
             await bus.deliver(item("work", f"job {i}"))
-        waits = [await registered(bus, "work") for _ in range(6)]
-        got = await asyncio.gather(*(bus.claim_next("work", w, TYPES, 1) for w in waits))
-        assert sorted(g[0].body for g in got) == [f"job {i}" for i in range(6)]
+        records = [next_wait("work") for _ in range(8)]
+        statements = Statements(bus)
+        got = await asyncio.gather(*(bus.register_wait(r, claim_from="work", types=TYPES, limit=1) for r in records))
+        assert statements.n <= 2
+        assert sorted(g[0].body for g in got if g) == [f"job {i}" for i in range(5)]
+        assert sum(1 for g in got if not g) == 3
         assert await bus.pending("work") == []
+        assert len(await bus.list_waits()) == 8
 
 
 async def test_batched_claims_keep_each_waits_limit_and_the_order():
@@ -181,3 +202,42 @@ async def test_batched_ends_and_lease_renewals_never_deadlock(caplog):
             )
             assert await bus.list_waits() == []
     assert "deadlock" not in caplog.text
+
+
+async def test_registrations_of_fan_ins_on_one_inbox_share_statements():
+    """A fan-in's registration claims nothing, so 40 of them on one inbox (a server holding
+    many fan-ins for one caller) run together, not one statement each."""
+    async with pg_bus() as bus:
+        pid, pid_start = me()
+        records = [
+            WaitRecord(id=new_id(), kind="fan_in", tool="wait", waiter="orchestrator", host=hostname(), pid=pid)
+            for _ in range(40)
+        ]
+        records[0].pid_start = pid_start
+        statements = Statements(bus)
+        got = await asyncio.gather(*(bus.register_wait(r) for r in records))
+        assert got == [[]] * 40
+        assert statements.n <= 3  # the first alone, the rest queued behind it together
+        assert {w.id for w in await bus.list_waits()} == {r.id for r in records}
+
+
+async def test_fan_ins_on_one_inbox_claim_their_senders_items_together_and_never_the_same_row():
+    """Fan-ins with distinct senders share one claim statement on one inbox, each getting
+    its own sender's oldest item; two asking for one sender never share it (one gets the
+    next) and never share a statement."""
+    async with pg_bus() as bus:
+        senders = [f"f{i:02d}" for i in range(30)]
+        for s in senders:
+            for k in range(2):
+                await bus.deliver(Item(id=new_id(), type="message", to="orchestrator", sender=s, body=f"{s}-{k}"))
+        waits = [await registered(bus, "orchestrator") for _ in range(32)]
+        statements = Statements(bus)
+        asks = [[s] for s in senders] + [["f00"], ["f00", "f01"]]
+        got = await asyncio.gather(
+            *(bus.claim_each("orchestrator", w, ask, TYPES) for w, ask in zip(waits, asks, strict=True))
+        )
+        assert [[i.body for i in g] for g in got[:30]] == [[f"{s}-0"] for s in senders]
+        assert [i.body for i in got[30]] == ["f00-1"]  # f00's oldest went to the first
+        assert [i.body for i in got[31]] == ["f01-1"]  # f00 has nothing left; f01's next
+        assert statements.n <= 4  # the first alone, then the rest in as few as their senders allow
+        assert await bus.pending("orchestrator", ["f00", "f01"]) == []

@@ -26,12 +26,13 @@ TYPES = ["message"]
 
 # pieces of each statement's text as it goes to the server (placeholders become $n)
 CLAIM_NEXT = "UPDATE items SET claimed_by = $1 WHERE seq IN (SELECT seq FROM items WHERE inbox"
-CLAIM_NEXT_MANY = "AS r(inbox, w, n)"
+CLAIM_NEXT_MANY = "AS r(inbox, w, n, k)"
 REGISTER_WAIT = "c AS (UPDATE items SET claimed_by"
 REGISTER_WAITS = "AS r(w, started, host"
 TAKE_AND_END = "e AS (DELETE FROM waits WHERE id = $"
 TAKE_AND_END_MANY = "AS r(inbox, w, taker)"
 TAKE_NEXT = "WITH t AS (DELETE FROM items WHERE seq IN"
+CLAIM_EACH = "AS r(inbox, w, sender)"
 
 
 @contextlib.asynccontextmanager
@@ -173,3 +174,38 @@ async def test_a_task_update_whose_answer_was_lost_is_reported_made():
         assert proxy.cuts == 1
         assert marked is not None and (marked.status, marked.attempts) == ("running", 1)
         assert await store.update(task.id, ("queued",), status="running", attempts=2) is None  # not twice
+
+
+async def test_a_fan_ins_claim_whose_answer_was_lost_returns_one_item_per_sender_and_no_second():
+    """The retry of a fan-in's claim (the oldest of each sender) reads back what the lost
+    attempt claimed for those senders: no sender's second item is claimed (it would be taken
+    with the wait's claims, never delivered), and an earlier claim of another sender that
+    the wait holds is not handed over again."""
+    async with bus_behind_proxy() as (bus, proxy):
+        for sender in ("a", "b", "c"):
+            for i in range(2):
+                await bus.deliver(Item(id=new_id(), type="message", to="box", sender=sender, body=f"{sender}{i}"))
+        rec = next_wait("box")
+        await bus.register_wait(rec)
+        assert bodies(await bus.claim_each("box", rec.id, ["c"], TYPES)) == ["c0"]  # held from before
+        proxy.arm(CLAIM_EACH)
+        got = await bus.claim_each("box", rec.id, ["a", "b"], TYPES)
+        assert proxy.cuts == 1
+        assert bodies(got) == ["a0", "b0"]
+        assert bodies(await bus.peek("box")) == ["a1", "b1", "c1"]
+        assert sorted(bodies(await bus.take("box", rec.id, "x", end=True))) == ["a0", "b0", "c0"]
+
+
+async def test_claims_sharing_out_one_inbox_whose_answer_was_lost_each_keep_their_own():
+    async with bus_behind_proxy() as (bus, proxy):
+        await filled(bus, "box", n=5)
+        recs = [next_wait("box") for _ in range(4)]
+        for r in recs:
+            await bus.register_wait(r)
+        proxy.arm(CLAIM_NEXT_MANY)  # the first runs alone; the other three share out the box
+        got = await asyncio.gather(*(bus.claim_next("box", r.id, TYPES, 1) for r in recs))
+        assert proxy.cuts == 1
+        assert sorted(b for g in got for b in bodies(g)) == ["box0", "box1", "box2", "box3"]
+        assert bodies(await bus.peek("box")) == ["box4"]
+        for r, g in zip(recs, got, strict=True):  # what each was told it holds is what it takes
+            assert bodies(await bus.take("box", r.id, "x", end=True)) == bodies(g)
