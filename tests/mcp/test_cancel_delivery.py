@@ -16,6 +16,7 @@ import subprocess
 
 import anyio
 import pytest
+from mcp.types import CallToolResult
 
 from wavewait.core import messages
 
@@ -25,10 +26,11 @@ from mcptools import data, error_text, mcp_client, server_env
 pytestmark = pytest.mark.anyio
 
 
-async def _cancelled_on_receipt(c, tool: str, args: dict, deliver) -> bool:
+async def _cancelled_on_receipt(c, tool: str, args: dict, deliver) -> CallToolResult | None:
     """Call `tool`; on its first progress notification run `deliver()` (the messages it waits
-    for arrive) and cancel the call. True if the call was cancelled (its response, if any, is
-    dropped as a client does)."""
+    for arrive) and cancel the call. None if the call was cancelled (its response, if any, is
+    dropped as a client does); its result if the response came first (the callback runs in a
+    task of its own, so the answer can overtake the cancel: then the call delivered)."""
     delivered = False
     with anyio.CancelScope() as scope:
 
@@ -39,8 +41,8 @@ async def _cancelled_on_receipt(c, tool: str, args: dict, deliver) -> bool:
                 await deliver()
                 scope.cancel()
 
-        await c.call_tool(tool, args, progress_callback=on_progress)
-    return scope.cancelled_caught
+        result = await c.call_tool(tool, args, progress_callback=on_progress)
+    return None if scope.cancelled_caught else result
 
 
 async def _drain(c, tool: str, args: dict, key) -> list[str]:
@@ -71,12 +73,14 @@ async def test_a_call_cancelled_after_its_wait_took_a_message_loses_nothing(bus,
 
     async with mcp_client(bus) as c:
         for _ in range(20):
-            if await _cancelled_on_receipt(c, tool, args, deliver):
+            done = await _cancelled_on_receipt(c, tool, args, deliver)
+            if done is None:  # cancelled: its message comes back to the inbox
                 cancelled += 1
-            # the cancelled call's message comes back to the inbox (unless its call completed)
-            await until(lambda: _pending_count(bus, 1), what="the message back in the inbox")
+                await until(lambda: _pending_count(bus, 1), what="the message back in the inbox")
+            else:  # the answer overtook the cancel: it carries the message
+                received.append(key(data(done)))
             received += await _drain(c, tool, instant, key)
-    assert cancelled == 20  # each call was cancelled as its wait took a message
+    assert cancelled >= 15  # nearly every call was cancelled as its wait took a message
     assert received == sent and len(sent) == 20  # all of them, once, in order
 
 
@@ -89,9 +93,11 @@ async def test_a_fan_in_cancelled_after_it_completed_gives_every_message_back(bu
 
     async with mcp_client(bus) as c:
         args = {"timeout": 5, "from_agents": ["a1", "a2", "a3"]}
-        assert await _cancelled_on_receipt(c, "wait", args, deliver)
-        await until(lambda: _pending_count(bus, 3), what="every message back in the inbox")
-        r = data(await c.call_tool("wait", args))
+        done = await _cancelled_on_receipt(c, "wait", args, deliver)
+        if done is None:  # cancelled (nearly always): the three come back, and the next call gets them
+            await until(lambda: _pending_count(bus, 3), what="every message back in the inbox")
+            done = await c.call_tool("wait", args)
+        r = data(done)
     assert r["status"] == "complete"
     assert [t["message"] for t in r["results"]] == ["report of a1", "report of a2", "report of a3"]
 
