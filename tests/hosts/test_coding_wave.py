@@ -25,6 +25,8 @@ from modelserver import Call, ModelServer, Say, Turn
 from wavewait.core import agents, flights, messages, wait
 from wavewait.core.bus.file import FileBus
 
+from conftest import until
+
 pytestmark = [pytest.mark.hosts, pytest.mark.timeout(900)]
 MARK = re.compile(r"FLIGHT<([a-z0-9-]+)>")
 CWD = re.compile(r"Primary working directory: ([^\s\\\"]+)")
@@ -185,10 +187,7 @@ async def run_wave(bus_dir: Path, repo: Path, presets_file: Path, names: list[st
                 got = await bus.get_agent(agent_id)
                 return got.finished and got.exit_code is not None
 
-            deadline = asyncio.get_running_loop().time() + 120
-            while not await ended():
-                assert asyncio.get_running_loop().time() < deadline, f"{a.name} did not end"
-                await asyncio.sleep(0.1)  # a deadline loop's beat, not a synchronising sleep
+            await until(ended, timeout=120, what=f"{a.name} to end")
             records[a.name] = await bus.get_agent(a.id)
         return fan.results, records
     finally:
@@ -243,11 +242,13 @@ def test_a_real_flight_killed_mid_run_is_dead_with_its_last_event_and_keeps_its_
                 )
                 assert await asyncio.to_thread(held.wait, 300), "the flight never reached its second request"
                 await agents.kill(bus, await bus.get_agent(a.id), by="orchestrator")
-                deadline = asyncio.get_running_loop().time() + 60
-                while (got := await bus.get_agent(a.id)).exit_code is None or "last:" not in (got.reason or ""):
-                    assert asyncio.get_running_loop().time() < deadline, got
-                    await asyncio.sleep(0.1)  # a deadline loop's beat
-                return got
+
+                async def dead_with_reason() -> bool:
+                    got = await bus.get_agent(a.id)
+                    return got.exit_code is not None and "last:" in (got.reason or "")
+
+                await until(dead_with_reason, timeout=60, what="the killed flight dead with its last event")
+                return await bus.get_agent(a.id)
             finally:
                 release.set()
                 await bus.close()
