@@ -17,12 +17,12 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import agents, changes, messages, presets, watch, worktrees
+from . import agent_sessions, agents, changes, messages, presets, watch, worktrees
 from .agent_events import LINE_LIMIT, EventReader
 from .bus import Bus
 from .errors import BadInput, WavewaitError
 from .ids import check_name, new_id
-from .model import Agent, ChangeSummary
+from .model import Agent, ChangeSummary, Usage
 from .proc import alive, hostname
 
 log = logging.getLogger("wavewait.flights")
@@ -137,6 +137,20 @@ def report_text(reader: EventReader) -> str:
     return text
 
 
+async def final_usage(reader: EventReader) -> Usage | None:
+    """What the run spent: its events' count when it finished; for a run cut short (killed,
+    crashed) what its CLI's session file says, which knows each model response, else the
+    events' count when they had one, else None: unknown, never a 0 it did not report."""
+    if reader.ended:
+        return reader.usage
+    found = await asyncio.to_thread(agent_sessions.usage_of, reader.format, reader.session_id)
+    if found is not None:
+        return found
+    if reader.format == "codex" and not reader.usage.turns:  # Codex counts only completed turns
+        return None
+    return reader.usage
+
+
 async def wrap_up(bus: Bus, agent_id: str, code: int, reader: EventReader | None) -> str | None:
     """What a supervisor does when its agent's process ended, before it records the end.
 
@@ -149,7 +163,9 @@ async def wrap_up(bus: Bus, agent_id: str, code: int, reader: EventReader | None
     if agent is None:
         return None
     if reader is not None and reader.lines:
-        await bus.update_agent(agent_id, usage=reader.usage)
+        usage = await final_usage(reader)
+        if usage is not None:
+            await bus.update_agent(agent_id, usage=usage)
     message = report_text(reader) if reader is not None and reader.ended else ""
     summary = None
     if agent.worktree is not None:
