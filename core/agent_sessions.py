@@ -33,7 +33,7 @@ from .model import Usage
 
 SESSION_ID = re.compile(r"[0-9A-Za-z][0-9A-Za-z_-]{7,127}")  # a uuid in practice; never a path
 TAIL_BYTES = 16 << 20  # read at most this much of a session file, from its end
-CHUNK = 1 << 20
+CHUNK = 256 << 10  # read from the end this much at a time: a token count is near it
 
 
 def usage_of(fmt: str, session_id: str | None, env: Mapping[str, str] | None = None) -> Usage | None:
@@ -42,6 +42,12 @@ def usage_of(fmt: str, session_id: str | None, env: Mapping[str, str] | None = N
     `fmt` is the flight's event format (`claude` or `codex`), `env` its environment (where
     the CLI keeps its files: CODEX_HOME, CLAUDE_CONFIG_DIR, HOME).
     """
+    path = find(fmt, session_id, env)
+    return None if path is None else read(fmt, path)
+
+
+def find(fmt: str, session_id: str | None, env: Mapping[str, str] | None = None) -> Path | None:
+    """The session file of `session_id` (a Codex thread id, a Claude Code session id), if any."""
     if not session_id or not SESSION_ID.fullmatch(session_id):
         return None
     env = os.environ if env is None else env
@@ -50,14 +56,22 @@ def usage_of(fmt: str, session_id: str | None, env: Mapping[str, str] | None = N
         if fmt == "codex":
             root = Path(env.get("CODEX_HOME") or home / ".codex") / "sessions"
             found = sorted(root.glob(f"*/*/*/rollout-*-{session_id}.jsonl"))
-            return _codex(found[-1]) if found else None
-        if fmt == "claude":
+        elif fmt == "claude":
             root = Path(env.get("CLAUDE_CONFIG_DIR") or home / ".claude") / "projects"
             found = sorted(root.glob(f"*/{session_id}.jsonl"))
-            return _claude(found[-1]) if found else None
+        else:
+            return None
+    except OSError:
+        return None
+    return found[-1] if found else None
+
+
+def read(fmt: str, path: Path) -> Usage | None:
+    """The usage in a session file (None when it has none, or cannot be read)."""
+    try:
+        return _codex(path) if fmt == "codex" else _claude(path) if fmt == "claude" else None
     except OSError:
         return None  # unreadable: the usage stays what the events said
-    return None
 
 
 def _codex(path: Path) -> Usage | None:

@@ -32,6 +32,7 @@ REPORT_CHARS = 30_000
 CHANGES_REPORTED = 1000  # paths in a report's `changes` (limits.MAX_LIST_LEN)
 LIVE_CHANGES_EVERY = 5.0  # seconds between two counts of a running flight's changes, unwatched
 RECOUNT_GAP = 0.5  # seconds at least between two counts after edits seen in its worktree
+SESSION_EVERY = 1.0  # seconds between two looks at a running Codex flight's rollout file (a stat)
 WATCH_DEBOUNCE_MS = 200  # edits this close together are one batch (watchfiles' debounce)
 WATCH_STEP_MS = 100  # how often the watcher's thread looks for a batch to hand over
 
@@ -277,6 +278,8 @@ async def tick(
     if relay is not None and relay.dirty:
         relay.dirty = False
         await bus.update_agent(agent.id, usage=relay.reader.usage)
+    elif relay is not None:
+        await live_codex_usage(bus, agent, relay.reader, last)
     if agent.worktree is None:
         return None
     t = time.monotonic()
@@ -292,6 +295,34 @@ async def tick(
         last["changes"] = key
         await bus.update_agent(agent.id, changes=summary)
     return None
+
+
+async def live_codex_usage(bus: Bus, agent: Agent, reader: EventReader, last: dict[str, Any]) -> None:
+    """A running Codex flight's tokens before its turn completes (its events give them only
+    then): the total its rollout file has after each model response, read from its end when
+    the file grew (the supervisor looks every SESSION_EVERY seconds), written when it changed."""
+    if reader.format != "codex" or reader.ended or not reader.session_id:
+        return
+    path = last.get("session_file")
+    if path is None:
+        t = time.monotonic()  # looked for (a glob) at most every SESSION_EVERY seconds until found
+        if t - last.get("session_sought", -SESSION_EVERY) < SESSION_EVERY:
+            return
+        last["session_sought"] = t
+        path = last["session_file"] = await asyncio.to_thread(agent_sessions.find, "codex", reader.session_id)
+        if path is None:
+            return
+    try:
+        size = os.stat(path).st_size
+    except OSError:
+        return
+    if size == last.get("session_size"):
+        return
+    last["session_size"] = size
+    found = await asyncio.to_thread(agent_sessions.read, "codex", path)
+    if found is not None and found != last.get("session_usage") and not reader.ended:
+        last["session_usage"] = found
+        await bus.update_agent(agent.id, usage=found)
 
 
 class WorktreeWatch:

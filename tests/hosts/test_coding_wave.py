@@ -264,6 +264,13 @@ def test_a_real_flight_killed_mid_run_is_dead_with_its_last_event_and_keeps_its_
                         env={**os.environ, **env, "WAVEWAIT_BUS": bus.url},
                     )
                     assert await asyncio.to_thread(held.wait, 300), "the flight never reached its second request"
+                    if kind == "codex":  # its turn has not completed: the tokens so far come from its rollout file
+
+                        async def spent_so_far() -> bool:
+                            u = (await bus.get_agent(a.id)).usage
+                            return u is not None and (u.input_tokens, u.output_tokens) == (10, 5)
+
+                        await until(spent_so_far, timeout=30, what="the running Codex flight's tokens so far")
                     await agents.kill(bus, await bus.get_agent(a.id), by="orchestrator")
 
                     async def dead_with_reason() -> bool:
