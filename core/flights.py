@@ -17,12 +17,12 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import agents, changes, messages, presets, watch, worktrees
+from . import agents, budgets, changes, messages, presets, watch, worktrees
 from .agent_events import LINE_LIMIT, EventReader
 from .bus import Bus
 from .errors import BadInput, WavewaitError
 from .ids import check_name, new_id
-from .model import Agent, ChangeSummary
+from .model import Agent, ChangeSummary, FlightBudget, Usage
 from .proc import alive, hostname
 
 log = logging.getLogger("wavewait.flights")
@@ -53,12 +53,14 @@ async def start(
     env: dict[str, str] | None = None,
     server_env: dict[str, str] | None = None,
     agent_id: str | None = None,
+    budget: FlightBudget | None = None,
 ) -> Agent:
     """Start a flight: a preset's agent on `prompt`, or a plain `command`; in its own worktree
     when asked (`worktree=True`) or by default for a preset in a git repository.
 
     `server_env` goes to the MCP server a preset gives its agent (a task's binding);
-    `agent_id`, when the flight's id was chosen before (the queue runner names it in the task)."""
+    `agent_id`, when the flight's id was chosen before (the queue runner names it in the task);
+    `budget`, its own cap (core/budgets.py). A wave that spent its budget is refused first."""
     check_name(name)
     if wave is not None:
         check_name(wave, "wave")
@@ -74,6 +76,7 @@ async def start(
             raise BadInput("model: applies to a preset's agent; give --preset too")
         if not command:
             raise BadInput("command: give the program and its arguments (or a preset and a prompt)")
+    await budgets.admit(bus, wave)  # before a worktree is made
     use_worktree = worktree if worktree is not None else bool(chosen and chosen.worktree)
     if base is not None and not use_worktree:
         raise BadInput("base: applies to a flight in its own worktree; drop --no-worktree, or drop --base")
@@ -88,7 +91,7 @@ async def start(
         info = await asyncio.to_thread(worktrees.create, folder, name=name, flight_id=flight_id, wave=wave, base=base)
         run_dir = worktrees.start_dir(info, folder)
     child_env = dict(os.environ if env is None else env)
-    fields: dict[str, Any] = {"worktree": info}
+    fields: dict[str, Any] = {"worktree": info, "budget": budget}
     if chosen is not None:
         assert prompt is not None
         server = presets.server_for(bus.url, flight_id, parent_id, extra_env=server_env)
@@ -218,10 +221,11 @@ class Relay:
     """The agent's stdout, read by its supervisor: every byte to the output log, every line to
     an EventReader. A thread reads the pipe, so the supervisor's loop stays free."""
 
-    def __init__(self, fmt: str, log_file: Any) -> None:
+    def __init__(self, fmt: str, log_file: Any, on_usage: Callable[[], object] | None = None) -> None:
         self.reader = EventReader(fmt)  # type: ignore[arg-type]
         self.log = log_file
         self.dirty = False  # usage changed since the record was last updated
+        self.on_usage = on_usage  # called (in the reading thread) when it changed: the supervisor wakes
         self._thread: threading.Thread | None = None
 
     def start(self, pipe: Any) -> None:
@@ -235,7 +239,10 @@ class Relay:
                 self.log.write(line)
                 whole = line.endswith(b"\n")
                 if not partial and whole:
-                    self.dirty |= self.reader.feed(line)
+                    if self.reader.feed(line):
+                        self.dirty = True
+                        if self.on_usage is not None:
+                            self.on_usage()
                 elif not partial:
                     self.reader.skipped += 1
                 partial = not whole
@@ -256,11 +263,15 @@ async def tick(
 ) -> float | None:
     """While the flight runs: its usage when it changed, its changes when its worktree was
     `edited` (at most every RECOUNT_GAP seconds) or else every LIVE_CHANGES_EVERY seconds
-    (only written when they differ). Returns the seconds until a count it had to put off
-    may run (edits came too soon after the last count), else None."""
+    (only written when they differ). A flight whose usage took it past a budget is stopped
+    at once (core/budgets.py). Returns the seconds until a count it had to put off may run
+    (edits came too soon after the last count), else None."""
     if relay is not None and relay.dirty:
         relay.dirty = False
-        await bus.update_agent(agent.id, usage=relay.reader.usage)
+        usage = relay.reader.usage
+        await bus.update_agent(agent.id, usage=usage)
+        if not relay.reader.ended:  # a run that reached its end is not stopped: it is ending
+            await enforce_budget(bus, agent.id, usage)
     if agent.worktree is None:
         return None
     t = time.monotonic()
@@ -276,6 +287,17 @@ async def tick(
         last["changes"] = key
         await bus.update_agent(agent.id, changes=summary)
     return None
+
+
+async def enforce_budget(bus: Bus, agent_id: str, usage: Usage) -> str | None:
+    """Stop the flight if `usage` took it past its own cap or its wave's budget; the reason, if so."""
+    current = await bus.get_agent(agent_id)
+    if current is None or current.finished:
+        return None
+    why = await budgets.crossed(bus, current, usage)
+    if why is not None:
+        await agents.stop(bus, current, why)
+    return why
 
 
 class WorktreeWatch:
