@@ -75,9 +75,7 @@ async def test_a_flight_past_its_own_cap_is_stopped_and_dead_with_reason_budget(
     assert agents.agent_view(done)["reason"].startswith("budget:")
 
 
-async def test_a_wave_that_spent_its_budget_refuses_the_next_spawn_before_anything_starts(
-    bus, tmp_path, preset_file
-):
+async def test_a_wave_that_spent_its_budget_refuses_the_next_spawn_before_anything_starts(bus, tmp_path, preset_file):
     assert await budgets.prepare(bus, "w1", budget_tokens=30) is None
     first = await start(bus, tmp_path, preset_file, "first", WHOLE_RUN, wave="w1")
     done = await ended(bus, first.id)
