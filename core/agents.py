@@ -152,18 +152,20 @@ async def spawn(
     env: dict[str, str] | None = None,
     cwd: str | None = None,
     agent_id: str | None = None,
+    budget: budgets.BudgetArgs | None = None,
     **fields: Any,
 ) -> Agent:
     """Run `command` as a supervised agent in its own process group; return its record.
 
     `agent_id` (new if None) and `fields` (more of the record: a preset, a worktree) come from
-    a caller that prepared the flight first (core/flights.py)."""
+    a caller that prepared the flight first (core/flights.py); `budget`, the wave's budget
+    to keep and the flight's own cap (core/budgets.py): a wave that spent its budget is refused."""
     check_name(name)
     if not command or not all(isinstance(c, str) and c for c in command):
         raise BadInput("command: give the program and its arguments as a non-empty list of strings")
     if wave is not None:
         check_name(wave, "wave")
-    await budgets.admit(bus, wave)  # before anything starts: a wave that spent its budget takes no more
+    await budgets.admit(bus, wave, budget.wave if budget else None)  # before anything starts
     parent_id = caller_id(parent_id)
     agent_id = new_id() if agent_id is None else check_id(agent_id, "agent_id")
     secret, digest = new_secret()  # its credential: in its environment only, hashed on the bus
@@ -176,6 +178,7 @@ async def spawn(
         command=list(command),
         log_path=bus.log_path(agent_id),
         secret_hash=digest,
+        budget=budget.flight if budget else None,
         **fields,
     )
     await bus.put_agent(agent)

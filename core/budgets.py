@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
 
 from .bus import Bus
 from .errors import BadInput, BudgetSpent
 from .ids import is_id
 from .model import Agent, FlightBudget, Usage
-from .waves import WaveSettings, get_settings, set_settings
+from .waves import WaveSettings, check_settings, get_settings, set_settings
 
 REASON = "budget"  # a budget death's reason starts with this word (docs/words.md)
 
@@ -70,8 +72,35 @@ def reached(budget: WaveSettings | FlightBudget, tokens: int, usd: float) -> tup
     return None
 
 
+@dataclass(frozen=True)
+class BudgetArgs:
+    """What one spawn was given about budgets, checked: the wave's budget to keep (the
+    `budget_tokens` / `budget_usd` given) and the flight's own cap."""
+
+    wave: dict[str, Any] = field(default_factory=dict)
+    flight: FlightBudget | None = None
+
+
+def check(
+    wave: str | None,
+    *,
+    budget_tokens: object = None,
+    budget_usd: object = None,
+    flight_budget_tokens: object = None,
+    flight_budget_usd: object = None,
+) -> BudgetArgs:
+    """What a face was given (None: not given), checked before any work; keeps nothing."""
+    keep = check_settings(budget_tokens=budget_tokens, budget_usd=budget_usd)
+    if keep and wave is None:
+        raise BadInput(
+            "budget_tokens, budget_usd: a budget is the wave's; give a wave too, "
+            "or cap this one flight with flight_budget_tokens / flight_budget_usd"
+        )
+    return BudgetArgs(keep, flight_cap(flight_budget_tokens, flight_budget_usd))
+
+
 def flight_cap(tokens: object = None, usd: object = None) -> FlightBudget | None:
-    """A flight's own cap from what a face was given (None: none), checked before any work."""
+    """A flight's own cap (None: none), checked."""
     if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int) or tokens <= 0):
         raise BadInput(f"flight_budget_tokens: give a whole number of tokens above 0, got {tokens!r}")
     if usd is not None and (
@@ -83,9 +112,15 @@ def flight_cap(tokens: object = None, usd: object = None) -> FlightBudget | None
     return FlightBudget(tokens=tokens, usd=None if usd is None else float(usd))
 
 
-async def admit(bus: Bus, wave: str | None) -> None:
-    """Refuse a spawn into `wave` once its flights have spent its budget (BudgetSpent)."""
-    if wave is None or not is_id(wave):  # a wave whose name is no id has no settings kept
+async def admit(bus: Bus, wave: str | None, keep: dict[str, Any] | None = None) -> None:
+    """Before a spawn into `wave` starts anything: keep the wave's budget it was given
+    (`keep`, from `check`; it replaces the one kept), then refuse it (BudgetSpent) if the
+    wave's flights have spent the budget."""
+    if wave is None:
+        return
+    if keep:
+        await set_settings(bus, wave, **keep)
+    elif not is_id(wave):  # a wave whose name is no id has no settings kept
         return
     settings = await get_settings(bus, wave)
     if settings.budget_tokens is None and settings.budget_usd is None:
@@ -98,30 +133,6 @@ async def admit(bus: Bus, wave: str | None) -> None:
             "Raise the wave's budget (--budget-tokens / --budget-usd, or budget_tokens / budget_usd), "
             "or spawn into another wave"
         )
-
-
-async def prepare(
-    bus: Bus,
-    wave: str | None,
-    *,
-    budget_tokens: object = None,
-    budget_usd: object = None,
-    flight_budget_tokens: object = None,
-    flight_budget_usd: object = None,
-) -> FlightBudget | None:
-    """What a spawn is given about budgets, before it starts anything: every value checked,
-    the wave's budget kept (it replaces the one kept), the spawn refused if the wave has
-    spent it; returns the flight's own cap (None: none)."""
-    cap = flight_cap(flight_budget_tokens, flight_budget_usd)
-    if (budget_tokens is not None or budget_usd is not None) and wave is None:
-        raise BadInput(
-            "budget_tokens, budget_usd: a budget is the wave's; give a wave too, "
-            "or cap this one flight with flight_budget_tokens / flight_budget_usd"
-        )
-    if wave is not None:
-        await set_settings(bus, wave, budget_tokens=budget_tokens, budget_usd=budget_usd)
-        await admit(bus, wave)
-    return cap
 
 
 async def crossed(bus: Bus, agent: Agent, usage: Usage) -> str | None:

@@ -22,7 +22,7 @@ from .agent_events import LINE_LIMIT, EventReader
 from .bus import Bus
 from .errors import BadInput, WavewaitError
 from .ids import check_name, new_id
-from .model import Agent, ChangeSummary, FlightBudget, Usage
+from .model import Agent, ChangeSummary, Usage
 from .proc import alive, hostname
 
 log = logging.getLogger("wavewait.flights")
@@ -53,14 +53,15 @@ async def start(
     env: dict[str, str] | None = None,
     server_env: dict[str, str] | None = None,
     agent_id: str | None = None,
-    budget: FlightBudget | None = None,
+    budget: budgets.BudgetArgs | None = None,
 ) -> Agent:
     """Start a flight: a preset's agent on `prompt`, or a plain `command`; in its own worktree
     when asked (`worktree=True`) or by default for a preset in a git repository.
 
     `server_env` goes to the MCP server a preset gives its agent (a task's binding);
     `agent_id`, when the flight's id was chosen before (the queue runner names it in the task);
-    `budget`, its own cap (core/budgets.py). A wave that spent its budget is refused first."""
+    `budget`, the wave's budget to keep and the flight's own cap (core/budgets.py): a wave
+    that spent its budget is refused once the rest was checked, before a worktree is made."""
     check_name(name)
     if wave is not None:
         check_name(wave, "wave")
@@ -76,7 +77,6 @@ async def start(
             raise BadInput("model: applies to a preset's agent; give --preset too")
         if not command:
             raise BadInput("command: give the program and its arguments (or a preset and a prompt)")
-    await budgets.admit(bus, wave)  # before a worktree is made
     use_worktree = worktree if worktree is not None else bool(chosen and chosen.worktree)
     if base is not None and not use_worktree:
         raise BadInput("base: applies to a flight in its own worktree; drop --no-worktree, or drop --base")
@@ -84,6 +84,7 @@ async def start(
         if worktree:
             raise BadInput(f"worktree: {folder} is not in a git repository; run without --worktree, or in a repository")
         use_worktree = False
+    await budgets.admit(bus, wave, budget.wave if budget else None)  # all else checked; nothing made yet
     flight_id = agent_id or new_id()
     info = None
     run_dir = folder
@@ -91,7 +92,7 @@ async def start(
         info = await asyncio.to_thread(worktrees.create, folder, name=name, flight_id=flight_id, wave=wave, base=base)
         run_dir = worktrees.start_dir(info, folder)
     child_env = dict(os.environ if env is None else env)
-    fields: dict[str, Any] = {"worktree": info, "budget": budget}
+    fields: dict[str, Any] = {"worktree": info}
     if chosen is not None:
         assert prompt is not None
         server = presets.server_for(bus.url, flight_id, parent_id, extra_env=server_env)
@@ -100,8 +101,18 @@ async def start(
         fields |= {"preset": chosen.name, "events": chosen.events}
     assert command is not None
     try:
+        cap = budgets.BudgetArgs(flight=budget.flight) if budget else None  # the wave's is kept already
         return await agents.spawn(
-            bus, name, command, wave=wave, parent_id=parent_id, env=child_env, cwd=run_dir, agent_id=flight_id, **fields
+            bus,
+            name,
+            command,
+            wave=wave,
+            parent_id=parent_id,
+            env=child_env,
+            cwd=run_dir,
+            agent_id=flight_id,
+            budget=cap,
+            **fields,
         )
     except BaseException:
         if info is not None:  # nothing ran in it: leave no worktree or branch behind

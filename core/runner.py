@@ -28,7 +28,7 @@ from typing import Any
 import anyio
 from pydantic import BaseModel, Field
 
-from . import agents, flights, presets
+from . import agents, budgets, flights, presets
 from .bus import Changes
 from .errors import BadInput, BudgetSpent
 from .ids import new_id
@@ -114,7 +114,7 @@ class Runner:
         self.types_file = os.path.abspath(task_types_file) if task_types_file else None
         self.base_env = dict(os.environ if env is None else env)
         self.report = report or (lambda _: None)
-        self.flight_budget = flight_budget
+        self.budget = budgets.BudgetArgs(flight=flight_budget)  # the wave's budget is kept by whoever set it
         self.started = 0
 
     def _env(self, task: Task) -> dict[str, str]:
@@ -283,7 +283,7 @@ class Runner:
                 parent_id=self.runner_id,
                 env=env,
                 agent_id=agent_id,
-                budget=self.flight_budget,
+                budget=self.budget,
             )
         binding = {k: v for k, v in env.items() if k.startswith(("WAVEWAIT_TASK", "WAVEWAIT_QUEUE", "WAVEWAIT_MAX_"))}
         return await flights.start(
@@ -298,7 +298,7 @@ class Runner:
             env=env,
             server_env=binding,
             agent_id=agent_id,
-            budget=self.flight_budget,
+            budget=self.budget,
         )
 
     async def summary(self) -> RunSummary:

@@ -204,8 +204,8 @@ async def cmd_spawn(bus: Bus, args: argparse.Namespace) -> int:
     cwd = os.path.realpath(os.path.expanduser(args.cwd)) if args.cwd else os.getcwd()
     if not os.path.isdir(cwd):
         raise BadInput(f"--cwd: {args.cwd!r} is not a directory")
+    given = budgets.check(args.wave, **budget_args(args))
     await agents_mod.ensure_agent(bus, parent)
-    cap = await budgets.prepare(bus, args.wave, **budget_args(args))
     agent = await flights.start(
         bus,
         args.name,
@@ -220,7 +220,7 @@ async def cmd_spawn(bus: Bus, args: argparse.Namespace) -> int:
         base=args.base,
         cwd=cwd,
         env=env,
-        budget=cap,
+        budget=given,
     )
     return _print(SpawnResult(agent_id=agent.id, name=agent.name, pid=agent.pid))
 

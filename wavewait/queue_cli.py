@@ -104,7 +104,7 @@ def add_budget_flags(p: argparse.ArgumentParser) -> None:
 
 
 def budget_args(args: argparse.Namespace) -> dict[str, Any]:
-    """The budget flags given, as core/budgets.prepare takes them."""
+    """The budget flags given, as core/budgets.check takes them."""
     return {
         "budget_tokens": args.budget_tokens,
         "budget_usd": args.budget_usd,

@@ -61,7 +61,9 @@ async def ended(bus, agent_id: str):
 
 
 async def test_a_flight_past_its_own_cap_is_stopped_and_dead_with_reason_budget(bus, tmp_path, preset_file):
-    a = await start(bus, tmp_path, preset_file, "spender", ONE_MESSAGE_THEN_HOLD, budget=FlightBudget(tokens=10))
+    cap = budgets.check(None, flight_budget_tokens=10)
+    a = await start(bus, tmp_path, preset_file, "spender", ONE_MESSAGE_THEN_HOLD, budget=cap)
+    assert a.budget == FlightBudget(tokens=10)
     done = await ended(bus, a.id)
     assert done.status == "dead"
     assert done.reason.startswith("budget: its own cap of 10 tokens is spent (spent 11 tokens)"), done.reason
@@ -76,8 +78,10 @@ async def test_a_flight_past_its_own_cap_is_stopped_and_dead_with_reason_budget(
 
 
 async def test_a_wave_that_spent_its_budget_refuses_the_next_spawn_before_anything_starts(bus, tmp_path, preset_file):
-    assert await budgets.prepare(bus, "w1", budget_tokens=30) is None
-    first = await start(bus, tmp_path, preset_file, "first", WHOLE_RUN, wave="w1")
+    given = budgets.check("w1", budget_tokens=30)
+    assert await bus.get_wave_doc("w1", waves.SETTINGS) is None  # checked, not kept yet
+    first = await start(bus, tmp_path, preset_file, "first", WHOLE_RUN, wave="w1", budget=given)
+    assert (await waves.get_settings(bus, "w1")).budget_tokens == 30  # kept by the spawn
     done = await ended(bus, first.id)
     assert done.status == "closed"  # it reached its budget with its last event: it ended, it is not stopped
     before = {a.id for a in await bus.list_agents()}
@@ -88,19 +92,27 @@ async def test_a_wave_that_spent_its_budget_refuses_the_next_spawn_before_anythi
     assert {a.id for a in await bus.list_agents()} == before  # no record, no process
     with pytest.raises(BudgetSpent, match="30 tokens of 30 tokens"):  # a plain command too
         await agents.spawn(bus, "plain", [sys.executable, "-c", "pass"], wave="w1")
-    with pytest.raises(BudgetSpent):  # and through prepare, as every face calls it
-        await budgets.prepare(bus, "w1", flight_budget_tokens=5)
+    with pytest.raises(BudgetSpent):  # with a cap of its own too
+        await start(
+            bus,
+            tmp_path,
+            preset_file,
+            "third",
+            WHOLE_RUN,
+            wave="w1",
+            budget=budgets.check("w1", flight_budget_tokens=5),
+        )
     # another wave is not this one's; a raised budget lets the wave go on
     elsewhere = await start(bus, tmp_path, preset_file, "elsewhere", WHOLE_RUN, wave="w2")
     assert (await ended(bus, elsewhere.id)).status == "closed"
-    await budgets.prepare(bus, "w1", budget_tokens=100)
+    raised = budgets.check("w1", budget_tokens=100)  # given again with a spawn, it replaces the one kept
+    third = await start(bus, tmp_path, preset_file, "third", WHOLE_RUN, wave="w1", budget=raised)
     assert (await waves.get_settings(bus, "w1")).budget_tokens == 100
-    third = await start(bus, tmp_path, preset_file, "third", WHOLE_RUN, wave="w1")
     assert (await ended(bus, third.id)).status == "closed"
 
 
 async def test_a_running_flight_is_stopped_when_its_wave_spends_its_budget(bus, tmp_path, preset_file):
-    await budgets.prepare(bus, "w1", budget_tokens=40)
+    await waves.set_settings(bus, "w1", budget_tokens=40)
     await ended(bus, (await start(bus, tmp_path, preset_file, "first", WHOLE_RUN, wave="w1")).id)  # 30 spent
     second = await start(bus, tmp_path, preset_file, "second", ONE_MESSAGE_THEN_HOLD, wave="w1")  # 30 < 40: admitted
     done = await ended(bus, second.id)
@@ -111,11 +123,25 @@ async def test_a_running_flight_is_stopped_when_its_wave_spends_its_budget(bus, 
     assert not alive(done.pid, done.pid_start)
 
 
-async def test_budget_values_are_checked_before_anything_is_kept(bus):
-    with pytest.raises(BadInput, match="give a wave too"):
-        await budgets.prepare(bus, None, budget_tokens=10)
-    with pytest.raises(BadInput, match="flight_budget_tokens"):
-        await budgets.prepare(bus, "w1", budget_tokens=10, flight_budget_tokens=0)
-    with pytest.raises(BadInput, match="flight_budget_usd"):
-        await budgets.prepare(bus, "w1", flight_budget_usd=float("inf"))
+async def test_a_spawn_refused_for_another_reason_keeps_no_budget(bus, tmp_path, preset_file):
+    with pytest.raises(BadInput, match="no preset 'nope'"):
+        await flights.start(
+            bus, "x", parent_id="orchestrator", preset="nope", presets_file=preset_file, prompt="p", wave="w1",
+            budget=budgets.check("w1", budget_tokens=10),
+        )  # fmt: skip
     assert await bus.get_wave_doc("w1", waves.SETTINGS) is None
+
+
+@pytest.mark.parametrize(
+    ("wave", "given", "words"),
+    [
+        (None, {"budget_tokens": 10}, "a budget is the wave's; give a wave too"),
+        ("w1", {"flight_budget_tokens": 0}, "flight_budget_tokens: give a whole number"),
+        ("w1", {"flight_budget_tokens": True}, "flight_budget_tokens: give a whole number"),
+        (None, {"flight_budget_usd": float("inf")}, "flight_budget_usd: give an amount"),
+        ("w1", {"budget_usd": -1}, "budget_usd: give an amount"),
+    ],
+)
+def test_budget_values_are_checked_before_any_work(wave, given, words):
+    with pytest.raises(BadInput, match=words):
+        budgets.check(wave, **given)

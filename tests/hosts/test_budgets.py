@@ -65,7 +65,7 @@ def test_a_real_flight_past_its_cap_is_stopped_and_its_spent_wave_refuses_the_ne
             flight_env = {**os.environ, **env, "WAVEWAIT_BUS": bus.url}
             try:
                 await agents.register(bus, "orchestrator")
-                cap = await budgets.prepare(bus, "capped", budget_tokens=10, flight_budget_tokens=10)
+                cap = budgets.check("capped", budget_tokens=10, flight_budget_tokens=10)
                 a = await flights.start(
                     bus,
                     name,

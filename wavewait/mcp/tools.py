@@ -561,15 +561,14 @@ def register(server: MCPServer, bus: Bus, s: Settings, deliveries: Deliveries) -
     ) -> Annotated[CallToolResult, SpawnResult]:
         where, child_env = spawn_place(s, cwd, env)
         argv = spawn_argv(s, command, prompt) if preset is None else None  # checked before the budget is kept
-        await agents.ensure_agent(bus, s.caller)
-        cap = await budgets.prepare(
-            bus,
+        given = budgets.check(
             wave,
             budget_tokens=budget_tokens,
             budget_usd=budget_usd,
             flight_budget_tokens=flight_budget_tokens,
             flight_budget_usd=flight_budget_usd,
         )
+        await agents.ensure_agent(bus, s.caller)
         if wants_flight(preset, model, worktree, base):
             a = await flights.start(
                 bus,
@@ -585,12 +584,12 @@ def register(server: MCPServer, bus: Bus, s: Settings, deliveries: Deliveries) -
                 base=base,
                 cwd=where,
                 env=child_env,
-                budget=cap,
+                budget=given,
             )
             spawned.append(a.id)
             return reply(SpawnResult(agent_id=a.id, name=a.name, pid=a.pid))
         assert argv is not None
-        a = await agents.spawn(bus, name, argv, wave=wave, parent_id=s.caller, cwd=where, env=child_env, budget=cap)
+        a = await agents.spawn(bus, name, argv, wave=wave, parent_id=s.caller, cwd=where, env=child_env, budget=given)
         spawned.append(a.id)
         return reply(SpawnResult(agent_id=a.id, name=a.name, pid=a.pid))
 
