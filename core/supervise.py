@@ -8,6 +8,7 @@ it happens, so every wait on the agent learns of a death at once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
@@ -74,11 +75,13 @@ async def _supervise(bus: Bus, agent_id: str, command: list[str]) -> int:
     log = open(fd, "ab", buffering=0)  # noqa: SIM115 -- held while the child runs
     loop = asyncio.get_running_loop()
     usage_seen = asyncio.Event()  # its events said it spent more: keep the record, check its budgets now
-    relay = (
-        flights.Relay(agent.events, log, on_usage=lambda: loop.call_soon_threadsafe(usage_seen.set))
-        if agent.events
-        else None
-    )  # its events: read, then logged
+
+    def wake() -> None:  # in the reading thread
+        # RuntimeError: the loop has closed, so the end was recorded already, with the final usage
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(usage_seen.set)
+
+    relay = flights.Relay(agent.events, log, on_usage=wake) if agent.events else None  # its events: read, then logged
     watch = None
     if agent.worktree is not None:  # watched before the agent starts: its every edit is counted within a second
         watch = flights.WorktreeWatch(

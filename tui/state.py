@@ -302,15 +302,33 @@ class Panel:
         wave that spent: `no wave 1.2k tok`); a wave with a budget (`budgets`: tokens, money)
         shows spent / budget: `refactor 48.1k/200.0k tok $0.42/$5.00`; past `most` waves,
         how many more."""
+        return " · ".join(text for text, _ in self.wave_parts(most, budgets))
+
+    def wave_parts(
+        self, most: int = WAVES_SHOWN, budgets: Mapping[str, Budget] | None = None
+    ) -> list[tuple[str, bool]]:
+        """`by_wave`'s parts, each with whether that wave has spent its budget (shown as bad)."""
         names = sorted(self.waves) + ([""] if self.tokens[""] else [])
         caps = budgets or {}
-        parts = [(w or "no wave") + spent(self.tokens[w], self.cost[w], caps.get(w)) for w in names[:most]]
+        parts = [
+            (
+                (w or "no wave") + spent(self.tokens[w], self.cost[w], caps.get(w)),
+                over(self.tokens[w], self.cost[w], caps.get(w)),
+            )
+            for w in names[:most]
+        ]
         more = len(names) - most
-        return " · ".join(parts) + (f" · +{more} more waves" if more > 0 else "")
+        return parts + ([(f"+{more} more waves", False)] if more > 0 else [])
 
 
 #: a wave's budget as the header shows it: tokens, money (None: not set)
 Budget = tuple[int | None, float | None]
+
+
+def over(n: int, usd: float, budget: Budget | None) -> bool:
+    """Whether a wave that spent `n` tokens and `usd` has spent its budget (what refuses its spawns)."""
+    cap_tokens, cap_usd = budget or (None, None)
+    return (cap_tokens is not None and n >= cap_tokens) or (cap_usd is not None and usd >= cap_usd)
 
 
 def spent(n: int, usd: float, budget: Budget | None = None) -> str:

@@ -218,6 +218,8 @@ async def test_spawn_a_command_in_its_own_worktree_from_the_tui(file_bus, tmp_pa
 async def test_the_header_shows_each_waves_spend_against_its_budget(file_bus):
     """A wave's budget, kept on the bus, shows as spent / budget after the wave's name, and
     follows the settings when they change; a wave without one keeps its plain totals."""
+    from textual.widgets import Static
+
     from wavewait.core import waves
     from wavewait.core.model import Agent
 
@@ -239,6 +241,10 @@ async def test_the_header_shows_each_waves_spend_against_its_budget(file_bus):
         await until(lambda: want in screen_text(app), what="the budget beside the wave's spend")
         await waves.set_settings(file_bus, "lint", budget_tokens=2000)  # a budget set while it shows
         await until(lambda: "lint 2.1k/2.0k tok · refactor" in screen_text(app), what="lint's new budget")
+        head = app.main.query_one("#summary", Static).content
+        styled = {head.plain[s.start : s.end]: str(s.style) for s in head.spans}
+        assert styled["lint 2.1k/2.0k tok"] == app.roles["bad"]  # a spent budget stands out
+        assert styled[" · refactor 1.1k/200.0k tok $0.2500/$5.00"] == "dim"
         await file_bus.put_agent(
             Agent(id=IDS["api"], name="api", wave="docs", parent_id="orchestrator", created_at=1002.0)
         )

@@ -428,9 +428,16 @@ received. **F1** shows the help of the focused part.
         head.append(self._panel.summary(), style="bold")
         if self._wave_changes is not None and not set(self._panel.shown_waves()) <= self._budgets_of:
             self._wave_changes.poke()  # a wave newly shown: read its budget
-        by_wave = self._panel.by_wave(budgets=self.budgets)
-        if by_wave:
-            head.append(f"  ·  {by_wave}", style="dim")
+        dim = ""  # dim text is appended in one piece, so the header renders as it always did
+        for i, (part, spent_all) in enumerate(self._panel.wave_parts(budgets=self.budgets)):
+            dim += "  ·  " if i == 0 else " · "
+            if spent_all:  # a wave that spent its budget stands out
+                head.append(dim, style="dim")
+                head.append(part, style=self.wave_app.roles["bad"])
+                dim = ""
+            else:
+                dim += part
+        head.append(dim, style="dim")
         head.append(f"  ·  you: {self.me}", style="dim")
         summary = self.query_one("#summary", Static)
         summary.set_class(bool(self._panel.spent() or self.budgets), "-totals")
