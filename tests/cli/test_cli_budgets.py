@@ -85,11 +85,12 @@ async def test_a_flight_past_its_cap_shows_dead_with_a_budget_reason_in_agents(b
         (["--flight-budget-usd", "-1"], "--flight-budget-usd: must be an amount of US dollars above 0"),
     ],
 )
-async def test_bad_budgets_are_refused_before_anything_starts(bus, tmp_path, args, words):
-    r = run(bus, tmp_path, "spawn", "x", *args, "--", "true")
+async def test_bad_budgets_are_refused_before_anything_starts(file_bus, tmp_path, args, words):
+    """Checked by the command line itself, whatever the bus: the directory bus alone."""
+    r = run(file_bus, tmp_path, "spawn", "x", *args, "--", "true")
     assert r.returncode == 2 and words in r.stderr, r.stderr
-    assert all(a.name != "x" for a in await bus.list_agents())
-    assert await bus.get_wave_doc("w", waves.SETTINGS) is None
+    assert all(a.name != "x" for a in await file_bus.list_agents())
+    assert await file_bus.get_wave_doc("w", waves.SETTINGS) is None
 
 
 TYPES = '[types.spend]\ndescription = "Spend tokens"\nprompt = "{plan}"\npreset = "replay"\n'
