@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import agents, changes, messages, presets, watch, worktrees
+from . import admission, changes, messages, presets, watch, worktrees
 from .agent_events import LINE_LIMIT, EventReader
 from .bus import Bus
 from .errors import BadInput, WavewaitError
@@ -97,7 +97,7 @@ async def start(
         fields |= {"preset": chosen.name, "events": chosen.events}
     assert command is not None
     try:
-        return await agents.spawn(
+        return await admission.spawn(
             bus, name, command, wave=wave, parent_id=parent_id, env=child_env, cwd=run_dir, agent_id=flight_id, **fields
         )
     except BaseException:
@@ -194,7 +194,7 @@ async def prune(bus: Bus, *, force: bool = False, wave: str | None = None) -> di
     said why) unless `force`. Running flights are never touched.
     """
     done: dict[str, list[dict[str, str]]] = {"removed": [], "kept": [], "branches_deleted": [], "branches_kept": []}
-    for a in await agents.list_swept(bus, wave):
+    for a in await admission.list_swept(bus, wave):
         if a.worktree is None or not a.finished or a.host not in (None, hostname()):
             continue
         wt = a.worktree

@@ -28,7 +28,7 @@ from typing import Any
 import anyio
 from pydantic import BaseModel, Field
 
-from . import agents, flights, presets
+from . import admission, agents, flights, presets
 from .bus import Changes
 from .errors import BadInput
 from .ids import new_id
@@ -138,7 +138,7 @@ class Runner:
                     if time.monotonic() >= rescan_at:
                         break
                     # a death it records is a change to an agent record, which wakes us
-                    await agents.sweep(self.q.bus, list((await self.q.bus.get_agents(running)).values()))
+                    await admission.sweep(self.q.bus, list((await self.q.bus.get_agents(running)).values()))
         finally:
             queue_changes.close()
             agent_changes.close()
@@ -195,7 +195,7 @@ class Runner:
         running = [t for t in running if t.agent_id is not None or now() - t.updated_at >= STARTING_GRACE]
         ids = [t.agent_id for t in running if t.agent_id]
         known: dict[str, Agent] = await self.q.bus.get_agents(ids) if ids else {}  # one read
-        for dead in await agents.sweep(self.q.bus, [a for a in known.values() if not a.finished]):
+        for dead in await admission.sweep(self.q.bus, [a for a in known.values() if not a.finished]):
             known[dead.id] = dead
         for t in running:
             agent = known.get(t.agent_id) if t.agent_id else None
@@ -263,10 +263,10 @@ class Runner:
     async def _spawn(self, task: Task, prompt: str, agent_id: str) -> Agent:
         """The task's agent: its type's preset on the prompt (a coding flight, in its own
         worktree in a repository), else the agent command with the prompt as its last word."""
-        name, wave, env = f"{task.type}-{task.id[:8]}", f"queue-{self.q.name}", self._env(task)
+        name, wave, env = f"{task.type}-{task.id[:8]}", wave_of(self.q), self._env(task)
         preset = self.q.types[task.type].preset if task.type in self.q.types else None
         if preset is None:
-            return await agents.spawn(
+            return await admission.spawn(
                 self.q.bus,
                 name,
                 [*self.command, prompt],
@@ -300,6 +300,11 @@ class Runner:
             tasks=[TaskOutcome(id=t.id, type=t.type, status=t.status, attempts=t.attempts, note=t.note) for t in tasks],
             **count,
         )
+
+
+def wave_of(q: TaskQueue) -> str:
+    """The wave a queue's agents are spawned into (its limit, if set, caps them too)."""
+    return f"queue-{q.name}"
 
 
 async def run_queue(q: TaskQueue, agent_command: Sequence[str] | None, **options: Any) -> RunSummary:

@@ -25,7 +25,7 @@ from .core import agents
 from .core.bus import Bus
 from .core.errors import BadInput
 from .core.results import EXIT_CODES
-from .core.runner import DEFAULT_MAX_PARALLEL, Runner, RunSummary
+from .core.runner import DEFAULT_MAX_PARALLEL, Runner, RunSummary, wave_of
 from .core.tasks import (
     HandoffList,
     Limits,
@@ -41,6 +41,7 @@ from .core.tasks import (
     result_json,
     task_types_path,
 )
+from .core.waves import MAX_PARALLEL, parse_max_parallel, set_settings
 
 AddCommand = Callable[[str, str], argparse.ArgumentParser]
 
@@ -118,10 +119,10 @@ def add_commands(cmd: AddCommand) -> None:
     )
     p.add_argument(
         "--max-parallel",
-        type=_count(1),
-        default=DEFAULT_MAX_PARALLEL,
-        metavar="N",
-        help=f"agents running at once (default {DEFAULT_MAX_PARALLEL})",
+        metavar="N|auto",
+        help=f"agents running at once (default {DEFAULT_MAX_PARALLEL}); given, it is also the limit of the queue's "
+        "wave queue-NAME, kept on the bus; auto: as many as the machine's cores, free memory and load allow "
+        "(docs/admission.md)",
     )
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p = cmd("enqueue", "add a task: enqueue TYPE --input key=value ... --reason R")
@@ -235,10 +236,15 @@ def summary_text(s: RunSummary) -> str:
 async def cmd_run_queue(bus: Bus, args: argparse.Namespace) -> int:
     command = args.agent_command or os.environ.get("WAVEWAIT_AGENT_COMMAND")
     q = _queue(bus, args, need_types=True)
+    cap = DEFAULT_MAX_PARALLEL
+    if args.max_parallel is not None:  # the wave's limit; with auto, admission holds the agents back
+        limit = parse_max_parallel(args.max_parallel)
+        await set_settings(bus, wave_of(q), max_parallel=limit)
+        cap = MAX_PARALLEL if limit == "auto" else limit
     runner = Runner(
         q,
         shlex.split(command) if command else None,
-        max_parallel=args.max_parallel,
+        max_parallel=cap,
         task_types_file=task_types_path(args.task_types),
         presets_file=args.presets or os.environ.get("WAVEWAIT_PRESETS") or None,
         runner_id=args.agent,

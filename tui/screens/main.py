@@ -24,8 +24,8 @@ from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
+from ...core import admission, flights, messages
 from ...core import agents as agents_mod
-from ...core import flights, messages
 from ...core.bus import Bus
 from ...core.bus.keys import inbox_key
 from ...core.errors import WavewaitError
@@ -312,7 +312,7 @@ received. **F1** shows the help of the focused part.
         live = [a for a in self.agents if not a.finished and (a.pid or a.lease_expires_at)]
         if live:
             self.run_worker(
-                agents_mod.sweep(self.bus, live),
+                admission.sweep(self.bus, live),
                 group="sweep",
                 exclusive=True,
                 exit_on_error=False,

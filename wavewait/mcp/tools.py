@@ -20,7 +20,8 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
-from ..core import agents, flights, messages, wait
+from ..core import admission, agents, flights, messages, wait, waves
+from ..core.agents import spawn_result
 from ..core.bus import Bus
 from ..core.errors import BadInput
 from ..core.model import now
@@ -154,10 +155,12 @@ SPAWN_DOC = (
     "named wave. Returns {agent_id, name, pid} at once; the agent runs on, with WAVEWAIT_BUS, "
     "WAVEWAIT_AGENT_ID and WAVEWAIT_PARENT_ID (you) in its environment. With "
     "preset ('claude' or 'codex') and prompt, it runs that coding agent headless in its own git "
-    "worktree; it reports by itself with its answer, changed files and tokens."
+    "worktree; it reports by itself with its answer, changed files and tokens. max_parallel (N or "
+    "'auto', with wave) caps the wave's running flights: a spawn past it is queued (status 'queued', "
+    "pid null), not refused, and starts when one ends; wait on it, kill or close it like any other."
 )
 LIST_DOC = (
-    "List agents with id, name, wave, status (running|idle|closed|dead), age, last message and "
+    "List agents with id, name, wave, status (queued|running|idle|closed|dead), age, last message and "
     "why a dead one died. Read-only; it consumes nothing."
 )
 CLOSE_DOC = (
@@ -547,8 +550,20 @@ def register(server: MCPServer, bus: Bus, s: Settings, deliveries: Deliveries) -
         model: SpawnModel = None,
         worktree: SpawnWorktree = None,
         base: SpawnBase = None,
+        max_parallel: Annotated[
+            int | Literal["auto"] | None,
+            Field(
+                description="With wave: at most this many of its flights run at once (1-1000), or 'auto' "
+                "(as many as the machine's cores, free memory and load allow); more are queued. Kept as "
+                "the wave's setting until changed."
+            ),
+        ] = None,
     ) -> Annotated[CallToolResult, SpawnResult]:
         where, child_env = spawn_place(s, cwd, env)
+        if max_parallel is not None:
+            if wave is None:
+                raise BadInput("max_parallel: caps a wave; give wave too")
+            await waves.set_settings(bus, wave, max_parallel=max_parallel)
         await agents.ensure_agent(bus, s.caller)
         if wants_flight(preset, model, worktree, base):
             a = await flights.start(
@@ -567,17 +582,17 @@ def register(server: MCPServer, bus: Bus, s: Settings, deliveries: Deliveries) -
                 env=child_env,
             )
             spawned.append(a.id)
-            return reply(SpawnResult(agent_id=a.id, name=a.name, pid=a.pid))
+            return reply(spawn_result(a))
         argv = spawn_argv(s, command, prompt)
-        a = await agents.spawn(bus, name, argv, wave=wave, parent_id=s.caller, cwd=where, env=child_env)
+        a = await admission.spawn(bus, name, argv, wave=wave, parent_id=s.caller, cwd=where, env=child_env)
         spawned.append(a.id)
-        return reply(SpawnResult(agent_id=a.id, name=a.name, pid=a.pid))
+        return reply(spawn_result(a))
 
     @tool("list_agents", LIST_DOC, "List agents", read_only=True, idempotent=True)
     async def list_agents(
         wave: Annotated[str | None, Field(description="Only agents of this wave.")] = None,
     ) -> Annotated[CallToolResult, AgentList]:
-        found = await agents.list_swept(bus, wave)
+        found = await admission.list_swept(bus, wave)
         return reply(AgentList(agents=[AgentInfo(**agents.agent_view(a)) for a in found]))
 
     @tool("close_agent", CLOSE_DOC, "Close an agent for good", read_only=False, destructive=True, idempotent=True)
@@ -603,7 +618,7 @@ async def stop_orphans(bus: Bus, s: Settings, spawned: list[str]) -> list[str]:
     stopped = []
     for agent_id in spawned:
         a = await bus.get_agent(agent_id)
-        if a is not None and a.status == "running":
+        if a is not None and a.pending:  # a queued one would start with nobody to hear it
             await agents.kill(bus, a, by=f"{s.caller}: the session that spawned it ended")
             stopped.append(a.id)
     return stopped
