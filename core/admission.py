@@ -32,6 +32,7 @@ import math
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -403,14 +404,16 @@ def start_watcher(bus: Bus, wave: str) -> None:
     """A process of its own that checks the machine again every few seconds while the
     wave's queued flights wait for memory or load (it survives whoever started it)."""
     env = {**os.environ, "WAVEWAIT_BUS": bus.url}
-    subprocess.Popen(
-        [sys.executable, "-m", __name__, wave],
+    watcher = subprocess.Popen(
+        [sys.executable, "-m", "wavewait.core.admission", wave],
         env=env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
+    # reaped when it ends, so a long-lived process that started it (a server, the TUI) keeps no zombie
+    threading.Thread(target=watcher.wait, name=f"wavewait-reap {watcher.pid}", daemon=True).start()
 
 
 async def watch(bus: Bus, wave: str) -> None:
