@@ -615,10 +615,10 @@ async def stop_orphans(bus: Bus, s: Settings, spawned: list[str]) -> list[str]:
     Nobody is left to wait for their reports, so they would run on unseen; each is recorded dead
     with the reason, so `list_agents` and the TUI say why.
     """
-    stopped = []
-    for agent_id in spawned:
-        a = await bus.get_agent(agent_id)
-        if a is not None and a.pending:  # a queued one would start with nobody to hear it
-            await agents.kill(bus, a, by=f"{s.caller}: the session that spawned it ended")
-            stopped.append(a.id)
-    return stopped
+    records = await bus.get_agents(spawned)
+    found = [a for i in spawned if (a := records.get(i)) is not None and a.pending]
+    # the queued first: a running one's end would start them (its supervisor admits the next)
+    found.sort(key=lambda a: a.status != "queued")
+    for a in found:
+        await agents.kill(bus, a, by=f"{s.caller}: the session that spawned it ended")
+    return [a.id for a in found]
