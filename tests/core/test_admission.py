@@ -17,6 +17,8 @@ import pytest
 
 from wavewait.core import admission, agents, wait, waves
 from wavewait.core.agents import register
+from wavewait.core.model import now
+from wavewait.core.proc import hostname
 
 from conftest import PYTHON, Background, env_for, until, wavewait_cmd
 
@@ -310,3 +312,54 @@ def test_thresholds_come_from_the_environment(monkeypatch):
     m = admission.Machine(cores=2, available=8 << 30, load=9.0, trees={"a": 500 << 20})
     assert admission.room_auto(m, t, ["a"])[1] == "load"
     assert admission.room_auto(m, t, [])[0] == 4  # the first flight is never held for load; 2 a core
+
+
+async def test_a_flight_whose_start_fails_frees_its_slot_for_the_next(bus, tmp_path):
+    """The folder of a queued flight is gone when its turn comes: it is dead with the reason,
+    its parent hears of it, and the next queued flight starts in its place."""
+    await register(bus, "orchestrator")
+    gates = tmp_path / "gates"
+    gates.mkdir()
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    await waves.set_settings(bus, "w", max_parallel=1)
+    first = await admission.spawn(bus, "first", gated(gates, "first"), wave="w", parent_id="orchestrator")
+    broken = await admission.spawn(
+        bus, "broken", gated(gates, "broken"), wave="w", parent_id="orchestrator", cwd=str(gone)
+    )
+    after = await admission.spawn(bus, "after", gated(gates, "after"), wave="w", parent_id="orchestrator")
+    assert (first.status, broken.status, after.status) == ("running", "queued", "queued")
+    gone.rmdir()
+    (gates / "after").touch()
+    (gates / "first").touch()
+    await until(lambda: _status(bus, after.id, "closed"), 30, "the flight after the broken one to run")
+    dead = await bus.get_agent(broken.id)
+    assert dead.status == "dead" and "cannot start its supervisor" in dead.reason and dead.pid is None
+    told = await wait.wait_event(bus, "orchestrator", 5, ["agent_dead"])
+    assert told.model_extra["from"] == broken.id
+
+
+async def test_a_flight_admitted_by_a_starter_that_died_is_started_by_the_next_step(bus, tmp_path):
+    """A starter that died between admitting a flight (under the lock) and starting it leaves
+    the flight queued in a slot: the next step sees the starter gone and starts it itself."""
+    await register(bus, "orchestrator")
+    gates = tmp_path / "gates"
+    gates.mkdir()
+    (gates / "orphan").touch()
+    await waves.set_settings(bus, "w", max_parallel=1)
+    blocker = await admission.spawn(bus, "blocker", gated(gates, "blocker"), wave="w", parent_id="orchestrator")
+    orphan = await admission.spawn(bus, "orphan", gated(gates, "orphan"), wave="w", parent_id="orchestrator")
+    assert orphan.status == "queued"
+    await agents.close(bus, blocker)  # its slot is free; its process runs on, so no step comes from it
+    ended = subprocess.Popen(["true"])
+    ended.wait()  # the dead starter: its pid names no process now
+
+    def admitted_by_the_dead(doc):  # what a starter leaves when it dies right after the lock
+        return {**doc, "queue": [], "slots": {orphan.id: {"host": hostname(), "pid": ended.pid, "at": now()}}}
+
+    await bus.update_wave_doc("w", admission.ADMISSION, admitted_by_the_dead)
+    assert (await bus.get_agent(orphan.id)).status == "queued"
+    done = await admission.step(bus, "w")
+    assert done.admitted == [orphan.id] and not done.failed
+    await until(lambda: _status(bus, orphan.id, "closed"), 30, "the orphaned flight to start and end")
+    (gates / "blocker").touch()
