@@ -185,7 +185,7 @@ def flight_view(agent: Agent, received: bool) -> FlightView:
         wave=agent.wave or "",
         state=flight_state(agent),
         reported=received,
-        started_at=agent.created_at,
+        started_at=agent.started_at or agent.created_at,  # a queued one: since it was queued
         ended_at=agent.ended_at if agent.finished and agent.ended_at else None,
         last_message_at=agent.last_message_at,
         detail=flight_detail(agent, received),
