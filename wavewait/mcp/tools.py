@@ -108,7 +108,7 @@ WAIT_DOC = (
     "[{from, name, message, sent_at}], oldest first. With from_agents (ids or unique prefixes of "
     "at least 4 characters), a fan-in: returns once each listed agent has sent one message or is "
     "idle, closed or dead: {status: complete|partial|timeout|interrupted, results: [{agent_id, "
-    "name, status: received|running|idle|dead|closed, message?}], elapsed_sec}, one entry per "
+    "name, status: received|queued|running|idle|dead|closed, message?}], elapsed_sec}, one entry per "
     "agent in your order. It takes at most one message (the oldest) per listed agent; messages "
     "from others stay queued. Messages returned are consumed: keep them. A 'dead' agent will not "
     "report: handle it. timeout 0 is an instant check."
