@@ -295,11 +295,14 @@ async def step(bus: Bus, wave: str, *, enqueue: str | None = None, watcher: bool
             room, why, reason = room_auto(machine, thresholds, holders)
         else:
             room, why, reason = limit - len(holders), "slots", f"waiting for a slot: its wave runs {limit} at most"
-        room = max(0, min(room, len(queue)))
-        for i in queue[:room]:
+        # a flight starts on the host it was queued on (its folder and environment are that
+        # host's): a step elsewhere leaves it for the next step there
+        here = [i for i in queue if (a := by_id.get(i)) is not None and a.host in (None, hostname())]
+        taken = set(here[: max(0, room)])
+        for i in here[: max(0, room)]:
             slots[i] = _starter()
             out.admitted.append(i)
-        queue = queue[room:]
+        queue = [i for i in queue if i not in taken]
         out.queued = queue
         out.why, out.reason = (why, reason) if queue else ("", "")
         out.watcher_alive = not _gone(doc.get("watcher"))
