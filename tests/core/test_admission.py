@@ -79,6 +79,9 @@ async def test_ten_spawns_with_max_parallel_2_run_two_at_a_time_and_all_ten_repo
     assert sum(a.status == "queued" for a in flights) >= 8  # the queued ones exist at once
     queued = next(a for a in flights if a.status == "queued")
     assert queued.pid is None and queued.reason == "waiting for a slot: its wave runs 2 at most"
+    listed = await anyio.run_process(wavewait_cmd("agents", "--wave", "w"), env=env)
+    shown = {a["id"]: a for a in json.loads(listed.stdout)["agents"]}
+    assert (shown[queued.id]["state"], shown[queued.id]["reason"]) == ("queued", queued.reason)
 
     most = 0
     async with anyio.create_task_group() as tg:
