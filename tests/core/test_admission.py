@@ -15,12 +15,13 @@ from pathlib import Path
 import anyio
 import pytest
 
-from wavewait.core import admission, agents, wait, waves
+from wavewait.core import admission, agents, flights, wait, waves
 from wavewait.core.agents import register
 from wavewait.core.model import now
 from wavewait.core.proc import hostname
 
 from conftest import PYTHON, Background, env_for, until, wavewait_cmd
+from gittools import branches, make_repo, status
 
 pytestmark = pytest.mark.anyio
 
@@ -366,3 +367,34 @@ async def test_a_flight_admitted_by_a_starter_that_died_is_started_by_the_next_s
     assert done.admitted == [orphan.id] and not done.failed
     await until(lambda: _status(bus, orphan.id, "closed"), 30, "the orphaned flight to start and end")
     (gates / "blocker").touch()
+
+
+async def test_queued_coding_flights_start_in_their_worktrees_and_one_killed_leaves_none(bus, tmp_path, monkeypatch):
+    """Flights in their own worktrees, queued: the worktree is made at once; the flight starts
+    in it when its turn comes (from the supervisor of the one before); killed while queued,
+    its worktree and its empty branch go."""
+    repo = make_repo(tmp_path / "repo", monkeypatch)
+    gates = tmp_path / "gates"
+    gates.mkdir()
+    await register(bus, "orchestrator")
+    await waves.set_settings(bus, "w", max_parallel=1)
+    writes = [PYTHON, "-c", "import os; open('made.txt', 'w').write(os.getcwd())"]
+
+    async def start(name: str, command: list[str]):
+        return await flights.start(
+            bus, name, parent_id="orchestrator", command=command, cwd=str(repo), worktree=True, wave="w"
+        )
+
+    first = await start("first", gated(gates, "first"))
+    second = await start("second", writes)
+    doomed = await start("doomed", writes)
+    assert (first.status, second.status, doomed.status) == ("running", "queued", "queued")
+    assert Path(doomed.worktree.path).is_dir() and doomed.worktree.branch in branches(repo)
+    await agents.kill(bus, doomed, by="the test")
+    assert not Path(doomed.worktree.path).exists() and doomed.worktree.branch not in branches(repo)
+    (gates / "first").touch()
+    await until(lambda: _status(bus, second.id, "closed"), 30, "the second flight to run in its worktree")
+    done = await bus.get_agent(second.id)
+    assert (Path(second.worktree.path) / "made.txt").read_text() == second.worktree.path
+    assert done.changes is not None and [p.path for p in done.changes.paths] == ["made.txt"]
+    assert status(repo) == ""  # the user's checkout untouched
