@@ -5,8 +5,8 @@ A wave may have a limit (`max_parallel` in its settings, core/waves.py): a numbe
 at its limit is queued, not refused: the flight's record exists at once, `queued`, holding
 what it needs to start (command, folder, environment), so any process can start it exactly
 as its spawner would have. Nothing depends on the spawner staying alive: whoever sees a
-flight of the wave end runs an admission `step` (the flight's supervisor at its end, any
-spawn into the wave, a liveness sweep that marks one dead), and while queued flights wait
+flight of the wave end runs an admission `step` (the flight's supervisor at its end, a kill
+or close, any spawn into the wave, a liveness sweep that marks one dead), and while queued flights wait
 for memory or load, a small watcher process (`python -m wavewait.core.admission WAVE`)
 runs one every RECHECK seconds until they start.
 
@@ -401,6 +401,24 @@ async def list_swept(bus: Bus, wave: str | None = None) -> list[Agent]:
     liveness sweep (and the steps it calls for)."""
     await sweep(bus, await bus.list_agents())
     return [a for a in await bus.list_agents() if wave is None or a.wave == wave]
+
+
+async def kill(bus: Bus, agent: Agent, by: str | None = None) -> Agent:
+    """`agents.kill`, then a step for its wave: its slot is free now, even when its
+    supervisor did not live to run one (a flight that ignores TERM gets its group KILLed)."""
+    after = await agents.kill(bus, agent, by)
+    if after.wave is not None:
+        await step(bus, after.wave)
+    return after
+
+
+async def close(bus: Bus, agent: Agent, reason: str = "closed") -> Agent:
+    """`agents.close`, then a step for its wave: a closed flight's slot is free at once (its
+    process, left to finish, is no longer counted)."""
+    after = await agents.close(bus, agent, reason)
+    if after.wave is not None:
+        await step(bus, after.wave)
+    return after
 
 
 def start_watcher(bus: Bus, wave: str) -> None:

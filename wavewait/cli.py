@@ -250,7 +250,7 @@ async def cmd_agents(bus: Bus, args: argparse.Namespace) -> int:
 
 async def cmd_kill(bus: Bus, args: argparse.Namespace) -> int:
     before = await agents_mod.resolve_agent(bus, args.id, "agent")
-    agent = await agents_mod.kill(bus, before, by=agents_mod.caller_id(args.agent))
+    agent = await admission.kill(bus, before, by=agents_mod.caller_id(args.agent))
     return _print(KillResult(agent_id=agent.id, status=agent.status, hint=agents_mod.kill_said(before, agent)))
 
 
@@ -275,7 +275,7 @@ async def cmd_reply(bus: Bus, args: argparse.Namespace) -> int:
 
 async def cmd_close(bus: Bus, args: argparse.Namespace) -> int:
     agent = await agents_mod.resolve_agent(bus, args.id, "agentId")
-    agent = await agents_mod.close(bus, agent)
+    agent = await admission.close(bus, agent)
     return _print(CloseResult(agentId=agent.id, status=agent.status))
 
 

@@ -18,7 +18,7 @@ import pytest
 from wavewait.core import admission, agents, flights, wait, waves
 from wavewait.core.agents import register
 from wavewait.core.model import now
-from wavewait.core.proc import hostname
+from wavewait.core.proc import alive, hostname
 
 from conftest import PYTHON, Background, env_for, until, wavewait_cmd
 from gittools import branches, make_repo, status
@@ -398,3 +398,21 @@ async def test_queued_coding_flights_start_in_their_worktrees_and_one_killed_lea
     assert (Path(second.worktree.path) / "made.txt").read_text() == second.worktree.path
     assert done.changes is not None and [p.path for p in done.changes.paths] == ["made.txt"]
     assert status(repo) == ""  # the user's checkout untouched
+
+
+async def test_a_flight_killed_with_its_supervisor_still_frees_its_slot(bus, tmp_path):
+    """A flight that ignores TERM gets its whole group KILLed, its supervisor too, so no
+    supervisor runs a step at its end: the kill itself does, and the next flight starts."""
+    await register(bus, "orchestrator")
+    gates = tmp_path / "gates"
+    gates.mkdir()
+    (gates / "next").touch()
+    await waves.set_settings(bus, "w", max_parallel=1)
+    stubborn = ["sh", "-c", "trap '' TERM; while true; do sleep 0.05; done"]
+    first = await admission.spawn(bus, "stubborn", stubborn, wave="w", parent_id="orchestrator")
+    after = await admission.spawn(bus, "next", gated(gates, "next"), wave="w", parent_id="orchestrator")
+    assert (first.status, after.status) == ("running", "queued")
+    dead = await admission.kill(bus, first, by="the test")
+    assert dead.status == "dead"
+    assert not alive(first.supervisor_pid, first.supervisor_start)  # no supervisor left to run a step
+    await until(lambda: _status(bus, after.id, "closed"), 30, "the next flight to start and end")

@@ -600,7 +600,7 @@ received. **F1** shows the help of the focused part.
 
     async def cmd_kill(self, p: Parsed) -> None:
         before = await agents_mod.resolve_agent(self.bus, p.args[0], "ID")
-        agent = await agents_mod.kill(self.bus, before, by=self.me)
+        agent = await admission.kill(self.bus, before, by=self.me)
         if (said := agents_mod.kill_said(before, agent)) is not None:
             self.say(said)
             return
@@ -610,7 +610,7 @@ received. **F1** shows the help of the focused part.
 
     async def cmd_close(self, p: Parsed) -> None:
         agent = await agents_mod.resolve_agent(self.bus, p.args[0], "ID")
-        agent = await agents_mod.close(self.bus, agent)
+        agent = await admission.close(self.bus, agent)
         self.say(f"{agent.name} ({short(agent.id)}) is {agent.status}")
 
     async def cmd_interrupt(self, p: Parsed) -> None:

@@ -597,13 +597,13 @@ def register(server: MCPServer, bus: Bus, s: Settings, deliveries: Deliveries) -
 
     @tool("close_agent", CLOSE_DOC, "Close an agent for good", read_only=False, destructive=True, idempotent=True)
     async def close_agent(agentId: AgentRef) -> Annotated[CallToolResult, CloseResult]:
-        a = await agents.close(bus, await agents.resolve_agent(bus, agentId, "agentId"))
+        a = await admission.close(bus, await agents.resolve_agent(bus, agentId, "agentId"))
         return reply(CloseResult(agentId=a.id, status=a.status))
 
     @tool("kill_agent", KILL_DOC, "Kill an agent", read_only=False, destructive=True, idempotent=True)
     async def kill_agent(agent: AgentRef) -> Annotated[CallToolResult, KillResult]:
         before = await agents.resolve_agent(bus, agent, "agent")
-        a = await agents.kill(bus, before, by=s.caller)
+        a = await admission.kill(bus, before, by=s.caller)
         return reply(KillResult(agent_id=a.id, status=a.status), agents.kill_said(before, a))
 
     return spawned
@@ -620,5 +620,5 @@ async def stop_orphans(bus: Bus, s: Settings, spawned: list[str]) -> list[str]:
     # the queued first: a running one's end would start them (its supervisor admits the next)
     found.sort(key=lambda a: a.status != "queued")
     for a in found:
-        await agents.kill(bus, a, by=f"{s.caller}: the session that spawned it ended")
+        await admission.kill(bus, a, by=f"{s.caller}: the session that spawned it ended")
     return [a.id for a in found]
