@@ -27,7 +27,7 @@ from .identity import SECRET_ENV, new_secret, supervised_flight_id, supervisor_a
 from .ids import check_id, check_name, is_id, new_id, resolve
 from .model import Agent, Item, now
 from .proc import alive, group_members, hostname
-from .results import iso
+from .results import SpawnResult, iso
 
 KILL_GRACE = 2.0
 SWEEP_INTERVAL = 0.5  # a dead pid is noticed within this (the issue asks for 1 s)
@@ -157,18 +157,40 @@ async def spawn(
 ) -> Agent:
     """Run `command` as a supervised agent in its own process group; return its record.
 
-    `agent_id` (new if None) and `fields` (more of the record: a preset, a worktree) come from
-    a caller that prepared the flight first (core/flights.py); `budget`, the wave's budget
-    to keep and the flight's own cap (core/budgets.py): a wave that spent its budget is refused."""
+    It starts at once, whatever its wave's limit: `admission.spawn` is the spawn that keeps
+    to it. `agent_id` (new if None) and `fields` (more of the record: a preset, a worktree)
+    come from a caller that prepared the flight first (core/flights.py); `budget`, the wave's
+    budget to keep and the flight's own cap (core/budgets.py): a wave that spent its budget
+    is refused before anything starts."""
+    agent, child_env = prepare(bus, name, command, wave=wave, parent_id=parent_id, env=env, cwd=cwd, agent_id=agent_id)
+    await budgets.admit(bus, wave, budget.wave if budget else None)
+    secret, digest = new_secret()  # its credential: in its environment only, hashed on the bus
+    fields = {**fields, "budget": budget.flight if budget else None}
+    agent = agent.model_copy(update={**fields, "started_at": agent.created_at, "secret_hash": digest})
+    await bus.put_agent(agent)
+    return await launch(bus, agent, child_env, secret)
+
+
+def prepare(
+    bus: Bus,
+    name: str,
+    command: Sequence[str],
+    *,
+    wave: str | None = None,
+    parent_id: str | None = None,
+    env: dict[str, str] | None = None,
+    cwd: str | None = None,
+    agent_id: str | None = None,
+) -> tuple[Agent, dict[str, str]]:
+    """A flight's record (not kept yet) and the environment its command runs in, checked:
+    everything a spawn decides before its process starts, wherever that starts it."""
     check_name(name)
     if not command or not all(isinstance(c, str) and c for c in command):
         raise BadInput("command: give the program and its arguments as a non-empty list of strings")
     if wave is not None:
         check_name(wave, "wave")
-    await budgets.admit(bus, wave, budget.wave if budget else None)  # before anything starts
     parent_id = caller_id(parent_id)
     agent_id = new_id() if agent_id is None else check_id(agent_id, "agent_id")
-    secret, digest = new_secret()  # its credential: in its environment only, hashed on the bus
     agent = Agent(
         id=agent_id,
         name=name,
@@ -177,36 +199,62 @@ async def spawn(
         host=hostname(),
         command=list(command),
         log_path=bus.log_path(agent_id),
-        secret_hash=digest,
-        budget=budget.flight if budget else None,
-        **fields,
+        cwd=cwd or os.getcwd(),  # where the spawner stood: a queued flight starts there from any process
     )
-    await bus.put_agent(agent)
     child_env = dict(os.environ if env is None else env)
+    child_env.pop(SECRET_ENV, None)  # the spawner's own, if it is a flight: each flight gets its own at start
     child_env.update(WAVEWAIT_BUS=bus.url, WAVEWAIT_AGENT_ID=agent.id, WAVEWAIT_PARENT_ID=parent_id)
-    child_env[SECRET_ENV] = secret  # replaces the spawner's own, if it is a flight
     child_env.update(reach_wavewait(child_env.get("PATH", "")))
-    supervisor = subprocess.Popen(
-        supervisor_argv(agent.id, command),
-        env=child_env,
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    return agent, child_env
+
+
+async def launch(
+    bus: Bus, agent: Agent, env: dict[str, str], secret: str | None = None, *, announce: bool = False
+) -> Agent:
+    """Start the supervisor of `agent` (kept on the bus, `running`, not started yet) with
+    `env`; its record once the command runs, or BadInput (it is dead then, and with
+    `announce` its parent hears of it: a queued flight's spawner is not there to be told).
+
+    The supervisor only starts a flight whose credential it holds (supervise.py): `secret`,
+    whose digest the record has, or (None) a new one, put on the record first."""
+    if secret is None:
+        secret, digest = new_secret()
+        agent = await bus.update_agent(agent.id, secret_hash=digest) or agent
+    child_env = {**env, SECRET_ENV: secret}
+    command = agent.command or []
+    try:
+        supervisor = subprocess.Popen(
+            supervisor_argv(agent.id, command),
+            env=child_env,
+            cwd=agent.cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    except OSError as e:  # its folder went away while it was queued, say
+        detail = f"cannot start its supervisor: {e.strerror or e}"
+        await _failed(bus, agent.id, detail, announce)
+        raise BadInput(f"command: cannot start {command[:1]!r}: {detail}") from e
     assert supervisor.stdout is not None
     line = (await asyncio.to_thread(supervisor.stdout.readline)).decode().strip()
     supervisor.stdout.close()
     if not line.isdigit():
         await asyncio.to_thread(supervisor.wait)
         detail = line.removeprefix("error: ") or f"the supervisor exited with code {supervisor.returncode}"
-        await bus.transition(agent.id, "dead", ("running",), reason=detail, ended_at=now())
+        await _failed(bus, agent.id, detail, announce)
         raise BadInput(f"command: cannot start {command[0]!r}: {detail}")
     # reap the supervisor when it ends, so a long-lived spawner leaves no zombies
     threading.Thread(target=supervisor.wait, name=f"wavewait-reap {supervisor.pid}", daemon=True).start()
     updated = await bus.get_agent(agent.id)
     return updated or agent
+
+
+async def _failed(bus: Bus, agent_id: str, detail: str, announce: bool) -> None:
+    if announce:
+        await mark_dead(bus, agent_id, detail)
+    else:  # the spawner is told by the error it gets
+        await bus.transition(agent_id, "dead", ("running",), reason=detail, ended_at=now())
 
 
 def wavewait_bin() -> str | None:
@@ -265,7 +313,9 @@ async def close(bus: Bus, agent: Agent, reason: str = "closed") -> Agent:
 
     A flight's worktree goes once its process has ended, if clean (its branch stays); one
     still running is tidied by its supervisor at its end (core/flights.py)."""
-    closed = await bus.transition(agent.id, "closed", ("running", "idle"), reason=reason, ended_at=now())
+    closed = await bus.transition(
+        agent.id, "closed", ("queued", "running", "idle"), reason=reason, ended_at=now(), launch_env=None
+    )
     if closed is None:
         current = await bus.get_agent(agent.id)
         if current is not None and current.status == "dead":
@@ -295,7 +345,16 @@ async def stop(bus: Bus, agent: Agent, reason: str) -> Agent:
     """Mark a flight on this host dead for `reason` (once), then end its process group.
 
     `kill` is this for a person or an agent; a flight's own supervisor calls it when the
-    flight spent its budget (core/budgets.py), and then leaves itself out of the group it leads."""
+    flight spent its budget (core/budgets.py), and then leaves itself out of the group it
+    leads. A flight still queued never started: it is dead at once, nothing to end."""
+    unstarted = await bus.transition(
+        agent.id, "dead", ("queued",), reason=f"{reason} before it started", ended_at=now(), launch_env=None
+    )
+    if unstarted is not None:  # it never ran: nothing to end, and its worktree never held work
+        await _announce_death(bus, unstarted)
+        if unstarted.worktree is not None and unstarted.host in (None, hostname()):
+            await asyncio.to_thread(_discard_unstarted, unstarted)
+        return unstarted
     await mark_dead(bus, agent.id, reason)
     pgid = agent.supervisor_pid or agent.pid
     if pgid and alive(agent.pid, agent.pid_start):
@@ -315,6 +374,16 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
                 os.kill(pid, sig)
             except ProcessLookupError:
                 continue
+
+
+def _discard_unstarted(agent: Agent) -> None:
+    """The worktree and branch made for a flight that never started (nothing is in them)."""
+    assert agent.worktree is not None
+    try:
+        worktrees.remove(agent.worktree, force=True)
+        worktrees.delete_branch(agent.worktree, force=True)
+    except WavewaitError as e:  # dead all the same; prune can take them later
+        logging.getLogger("wavewait.agents").warning("%s: its worktree stays: %s", agent.name, e)
 
 
 async def _end_group(pgid: int, agent: Agent) -> None:
@@ -415,6 +484,18 @@ def agent_view(a: Agent) -> dict[str, Any]:
         "changes": a.changes.model_copy(update={"paths": a.changes.paths[:LISTED_PATHS]}) if a.changes else None,
         "usage": a.usage,
     }
+
+
+def spawn_result(a: Agent) -> SpawnResult:
+    """What `spawn` and `spawn_agent` answer: the flight, and whether it runs or is queued (and why)."""
+    queued = a.status == "queued"
+    return SpawnResult(
+        agent_id=a.id,
+        name=a.name,
+        pid=a.pid,
+        status="queued" if queued else "running",
+        reason=a.reason if queued else None,
+    )
 
 
 LISTED_PATHS = 20  # files of a flight's changes a listing shows (wavewait diff shows them all)

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import agent_sessions, agents, budgets, changes, messages, presets, watch, worktrees
+from . import admission, agent_sessions, agents, budgets, changes, messages, presets, watch, worktrees
 from .agent_events import LINE_LIMIT, EventReader
 from .bus import Bus
 from .errors import BadInput, WavewaitError
@@ -103,7 +103,7 @@ async def start(
     assert command is not None
     try:
         cap = budgets.BudgetArgs(flight=budget.flight) if budget else None  # the wave's is kept already
-        return await agents.spawn(
+        return await admission.spawn(
             bus,
             name,
             command,
@@ -225,7 +225,7 @@ async def prune(bus: Bus, *, force: bool = False, wave: str | None = None) -> di
     said why) unless `force`. Running flights are never touched.
     """
     done: dict[str, list[dict[str, str]]] = {"removed": [], "kept": [], "branches_deleted": [], "branches_kept": []}
-    for a in await agents.list_swept(bus, wave):
+    for a in await admission.list_swept(bus, wave):
         if a.worktree is None or not a.finished or a.host not in (None, hostname()):
             continue
         wt = a.worktree

@@ -15,11 +15,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-AgentStatus = Literal["running", "idle", "closed", "dead"]
-TargetStatus = Literal["received", "running", "idle", "dead", "closed", "needs_input"]
+#: `queued`: spawned into a wave at its limit of running flights (core/admission.py); it
+#: starts, as `running`, when a slot frees, or ends (killed, closed) without ever running
+AgentStatus = Literal["queued", "running", "idle", "closed", "dead"]
+TargetStatus = Literal["received", "queued", "running", "idle", "dead", "closed", "needs_input"]
 #: a flight's one word in every face (panel, CLI, MCP results, docs): its lifecycle status,
 #: or `needs_input` while a question it asked is unanswered (`Agent.state`)
-FlightState = Literal["running", "idle", "needs_input", "closed", "dead"]
+FlightState = Literal["queued", "running", "idle", "needs_input", "closed", "dead"]
 WaitKind = Literal["next", "fan_in", "agents", "signal", "event"]
 
 #: Items that agents send; `wait` takes these. System events are only for `wait_for_event`.
@@ -117,10 +119,20 @@ class Agent(Record):
     changes: ChangeSummary | None = None
     usage: Usage | None = None
     budget: FlightBudget | None = None  # its own cap; its wave's budget is the wave's (core/waves.py)
+    # admission (docs/admission.md): where and how it starts, kept so that any process can
+    # start a queued flight as its spawner would have; `launch_env` only until it starts
+    cwd: str | None = None
+    launch_env: dict[str, str] | None = None
+    started_at: float | None = None  # when its supervisor was started (None while queued)
 
     @property
     def finished(self) -> bool:
         return self.status in ("closed", "dead")
+
+    @property
+    def pending(self) -> bool:
+        """Queued or running: it may still report, so a wait on it keeps waiting."""
+        return self.status in ("queued", "running")
 
     @property
     def state(self) -> FlightState:

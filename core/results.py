@@ -249,8 +249,16 @@ class SpawnResult(ToolResult):
     agent_id: str
     name: str
     pid: int | None = None
+    status: str = Field(
+        default="running",
+        description="running, or queued: its wave is at its limit of running flights (max_parallel) and it "
+        "starts when one ends (its pid is null until then)",
+    )
+    reason: str | None = Field(default=None, description="why a queued flight waits, e.g. for memory")
 
     def summary(self) -> str:
+        if self.status == "queued":
+            return f"queued {self.name} ({self.agent_id}): {self.reason or 'its wave is at its limit'}"
         return f"spawned {self.name} ({self.agent_id}, pid {self.pid})"
 
 
@@ -260,15 +268,15 @@ class AgentInfo(BaseModel):
     id: str
     name: str
     wave: str | None = None
-    status: str = Field(description="running | idle | closed | dead")
-    state: str = Field(default="running", description="running | idle | needs_input | closed | dead")
+    status: str = Field(description="queued | running | idle | closed | dead")
+    state: str = Field(default="running", description="queued | running | idle | needs_input | closed | dead")
     question: str | None = Field(default=None, description="the open question while it needs input")
     age_sec: float
     last_message: str | None = None
     last_message_at: str | None = None
     pid: int | None = None
     exit_code: int | None = None
-    reason: str | None = Field(default=None, description="why it is dead or closed")
+    reason: str | None = Field(default=None, description="why it is dead or closed, or why it is still queued")
     parent_id: str | None = None
     preset: str | None = Field(default=None, description="the agent preset it runs (claude, codex, …)")
     worktree: WorktreeInfo | None = Field(default=None, description="its own git worktree: path, branch, base")

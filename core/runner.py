@@ -28,7 +28,7 @@ from typing import Any
 import anyio
 from pydantic import BaseModel, Field
 
-from . import agents, budgets, flights, presets
+from . import admission, agents, budgets, flights, presets
 from .bus import Changes
 from .errors import BadInput, BudgetSpent
 from .ids import new_id
@@ -68,7 +68,8 @@ Report = Callable[[str], None]
 
 
 def queue_wave(queue: str) -> str:
-    """The wave a queue's agents are spawned into: its budget is theirs (docs/budgets.md)."""
+    """The wave a queue's agents are spawned into: its budget and its limit, if set, are
+    theirs (docs/budgets.md, docs/admission.md)."""
     return f"queue-{queue}"
 
 
@@ -146,7 +147,7 @@ class Runner:
                     if time.monotonic() >= rescan_at:
                         break
                     # a death it records is a change to an agent record, which wakes us
-                    await agents.sweep(self.q.bus, list((await self.q.bus.get_agents(running)).values()))
+                    await admission.sweep(self.q.bus, list((await self.q.bus.get_agents(running)).values()))
         finally:
             queue_changes.close()
             agent_changes.close()
@@ -203,7 +204,7 @@ class Runner:
         running = [t for t in running if t.agent_id is not None or now() - t.updated_at >= STARTING_GRACE]
         ids = [t.agent_id for t in running if t.agent_id]
         known: dict[str, Agent] = await self.q.bus.get_agents(ids) if ids else {}  # one read
-        for dead in await agents.sweep(self.q.bus, [a for a in known.values() if not a.finished]):
+        for dead in await admission.sweep(self.q.bus, [a for a in known.values() if not a.finished]):
             known[dead.id] = dead
         for t in running:
             agent = known.get(t.agent_id) if t.agent_id else None
@@ -275,7 +276,7 @@ class Runner:
         name, wave, env = f"{task.type}-{task.id[:8]}", queue_wave(self.q.name), self._env(task)
         preset = self.q.types[task.type].preset if task.type in self.q.types else None
         if preset is None:
-            return await agents.spawn(
+            return await admission.spawn(
                 self.q.bus,
                 name,
                 [*self.command, prompt],

@@ -16,7 +16,7 @@ import sys
 import time
 from typing import Any
 
-from . import flights
+from . import admission, flights
 from .agents import AGENT_LEASE, mark_dead, output_tail
 from .bus import Bus, open_bus
 from .identity import SECRET_ENV, holds_secret
@@ -64,6 +64,9 @@ async def _supervise(bus: Bus, agent_id: str, command: list[str]) -> int:
             f"error: this process does not hold the credential of {agent_id}; only its spawner supervises it",
             flush=True,
         )
+        return 2
+    if agent.status != "running":  # killed or closed while it was being started: it never runs
+        print(f"error: {agent_id} is {agent.status} ({agent.reason or 'ended'}); not starting it", flush=True)
         return 2
     if agent.supervisor_pid is not None or agent.pid is not None:
         print(f"error: {agent_id} is supervised already (pid {agent.supervisor_pid})", flush=True)
@@ -176,6 +179,14 @@ async def _supervise(bus: Bus, agent_id: str, command: list[str]) -> int:
         current = await bus.get_agent(agent_id)
         more = {"reason": f"{current.reason}; {why}"} if why and current and current.status == "dead" else {}
         await bus.update_agent(agent_id, exit_code=code, **more)
+    if agent.wave is not None:  # its slot is free: the next queued flight of its wave may start
+        try:
+            await admission.step(bus, agent.wave)
+        except Exception as e:  # its end is recorded; the next step (a sweep, a spawn) admits them
+            with open(agent.log_path or os.devnull, "ab") as late:
+                late.write(
+                    f"\nwavewait supervise: could not start the next queued flight of {agent.wave}: {e}\n".encode()
+                )
     return 0
 
 

@@ -31,7 +31,8 @@ from typing import Any, Generic, Literal, TypeVar, cast
 import anyio
 
 from . import signals, watch
-from .agents import SWEEP_INTERVAL, ensure_registered, name_of, resolve_agents, sweep
+from .admission import sweep
+from .agents import SWEEP_INTERVAL, ensure_registered, name_of, resolve_agents
 from .bus import Bus, Changes
 from .bus.keys import inbox_key, interrupt_key
 from .delivery import Delivery, take_and_end
@@ -607,22 +608,22 @@ class OnePerAgent(Condition[FanIn]):
         self.stepped = False  # the inbox was read once
         # targets without a message yet, in target order; how many of them still run
         self.waiting: dict[str, None] = dict.fromkeys(self.state)
-        self.running = sum(1 for a in targets if a.status == "running")
+        self.running = sum(1 for a in targets if a.pending)  # queued ones will run: wait for them too
         # the waiting targets that stopped running (dead, idle, closed), kept as they change,
         # so a progress line over 10,000 targets does not look at every one
-        self.stopped: dict[str, None] = dict.fromkeys(a.id for a in targets if a.status != "running")
+        self.stopped: dict[str, None] = dict.fromkeys(a.id for a in targets if not a.pending)
 
     def _update(self, agent: Agent) -> bool:
         """Keep the record and the count of running targets; True if it stopped running."""
         old = self.state[agent.id]
         self.state[agent.id] = agent
-        if agent.id in self.waiting and (old.status == "running") != (agent.status == "running"):
-            self.running += 1 if agent.status == "running" else -1
-            if agent.status == "running":
+        if agent.id in self.waiting and old.pending != agent.pending:
+            self.running += 1 if agent.pending else -1
+            if agent.pending:
                 self.stopped.pop(agent.id, None)
             else:
                 self.stopped[agent.id] = None
-            return agent.status != "running"
+            return not agent.pending
         return False
 
     async def step(self, w: Waiting) -> FanIn | None:
@@ -665,7 +666,7 @@ class OnePerAgent(Condition[FanIn]):
         self.used += len(item.body)
         del self.waiting[item.sender]
         self.stopped.pop(item.sender, None)
-        if self.state[item.sender].status == "running":
+        if self.state[item.sender].pending:
             self.running -= 1
 
     def live_targets(self) -> list[Agent]:

@@ -3,7 +3,8 @@
 The panel's rule (also in the README and docs/words.md):
 
 * A flight's word is its state, the same word `wavewait agents`, `list_agents` and wait
-  results give: `⠋ running`, `◌ idle`, `? needs input` (it asked a question that nobody
+  results give: `◷ queued` (its wave is at its limit; why it waits is beside it),
+  `⠋ running`, `◌ idle`, `? needs input` (it asked a question that nobody
   has answered yet), `■ closed` (it ended cleanly, or was closed) or `✖ dead` (it died,
   with the reason).
 * Whether it reported is said beside it: `✉` before its last message, and `N/M reported`
@@ -22,7 +23,7 @@ from ..core.ids import short
 from ..core.model import Agent, WaitRecord
 
 FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"  # rich's "dots" spinner, 10 frames
-GLYPH = {"received": "✔", "idle": "◌", "dead": "✖", "closed": "■", "needs_input": "?"}
+GLYPH = {"received": "✔", "queued": "◷", "idle": "◌", "dead": "✖", "closed": "■", "needs_input": "?"}
 REPORTED = "✉"
 QUIET_AFTER = 30.0  # a running flight silent this long is dimmed: a visible stall
 WAVES_SHOWN = 6  # waves named with their totals in the header; the rest are counted
@@ -32,6 +33,7 @@ WAVES_SHOWN = 6  # waves named with their totals in the header; the rest are cou
 ROLES: dict[str, tuple[str | None, str]] = {
     "received": ("text-success", "bold"),
     "needs_input": ("text-accent", "bold"),
+    "queued": ("text-primary", "dim"),
     "running": ("text-warning", ""),
     "idle": ("text-primary", ""),
     "dead": ("text-error", "bold"),
@@ -103,7 +105,7 @@ class FlightView:
     id: str
     name: str
     wave: str
-    state: str  # running | idle | needs_input | closed | dead
+    state: str  # queued | running | idle | needs_input | closed | dead
     reported: bool  # a report from it reached the person (the ✉ mark)
     started_at: float
     ended_at: float | None  # set once the flight has finished: its elapsed stops
@@ -201,6 +203,8 @@ def flight_detail(agent: Agent, reported: bool) -> str:
         return one_line(agent.reason or "dead")
     if agent.state == "needs_input":
         return f"asks: {one_line(agent.question or '')}"
+    if agent.status == "queued":  # why it has not started: a slot, memory, load
+        return one_line(agent.reason or "queued: its wave is at its limit")
     message = one_line(agent.last_message or "")
     return f"{REPORTED} {message}" if reported and message else message
 
@@ -212,7 +216,7 @@ def flight_view(agent: Agent, received: bool) -> FlightView:
         wave=agent.wave or "",
         state=flight_state(agent),
         reported=received,
-        started_at=agent.created_at,
+        started_at=agent.started_at or agent.created_at,  # a queued one: since it was queued
         ended_at=agent.ended_at if agent.finished and agent.ended_at else None,
         last_message_at=agent.last_message_at,
         detail=flight_detail(agent, received),
@@ -253,7 +257,7 @@ def summary_of(total: int, reported: int, states: Mapping[str, int]) -> str:
     if not total:
         return "no flights yet"
     parts = [f"{reported}/{total} reported"]
-    order = ("needs_input", "dead", "running", "idle", "closed")
+    order = ("needs_input", "dead", "running", "queued", "idle", "closed")
     parts += [f"{states[s]} {word(s)}" for s in order if states.get(s)]
     return " · ".join(parts)
 

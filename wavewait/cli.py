@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, NoReturn
 
 import anyio
 
+from .core import admission, budgets, changes, flights, messages, wait, waves
 from .core import agents as agents_mod
-from .core import budgets, changes, flights, messages, wait
 from .core.agents import agent_view
 from .core.bus import Bus, bus_url, open_bus
 from .core.delivery import ClaimLost
@@ -38,7 +38,6 @@ from .core.results import (
     PruneResult,
     Result,
     SendResult,
-    SpawnResult,
     WaitList,
     iso,
 )
@@ -205,6 +204,10 @@ async def cmd_spawn(bus: Bus, args: argparse.Namespace) -> int:
     if not os.path.isdir(cwd):
         raise BadInput(f"--cwd: {args.cwd!r} is not a directory")
     given = budgets.check(args.wave, **budget_args(args))
+    if args.max_parallel is not None:
+        if args.wave is None:
+            raise BadInput("--max-parallel: caps a wave; give --wave too")
+        await waves.set_settings(bus, args.wave, max_parallel=args.max_parallel)
     await agents_mod.ensure_agent(bus, parent)
     agent = await flights.start(
         bus,
@@ -222,7 +225,7 @@ async def cmd_spawn(bus: Bus, args: argparse.Namespace) -> int:
         env=env,
         budget=given,
     )
-    return _print(SpawnResult(agent_id=agent.id, name=agent.name, pid=agent.pid))
+    return _print(agents_mod.spawn_result(agent))
 
 
 async def cmd_diff(bus: Bus, args: argparse.Namespace) -> int:
@@ -243,13 +246,13 @@ async def cmd_prune(bus: Bus, args: argparse.Namespace) -> int:
 
 
 async def cmd_agents(bus: Bus, args: argparse.Namespace) -> int:
-    found = await agents_mod.list_swept(bus, args.wave)
+    found = await admission.list_swept(bus, args.wave)
     return _print(AgentList(agents=[AgentInfo(**agent_view(a)) for a in found]))
 
 
 async def cmd_kill(bus: Bus, args: argparse.Namespace) -> int:
     before = await agents_mod.resolve_agent(bus, args.id, "agent")
-    agent = await agents_mod.kill(bus, before, by=agents_mod.caller_id(args.agent))
+    agent = await admission.kill(bus, before, by=agents_mod.caller_id(args.agent))
     return _print(KillResult(agent_id=agent.id, status=agent.status, hint=agents_mod.kill_said(before, agent)))
 
 
@@ -274,7 +277,7 @@ async def cmd_reply(bus: Bus, args: argparse.Namespace) -> int:
 
 async def cmd_close(bus: Bus, args: argparse.Namespace) -> int:
     agent = await agents_mod.resolve_agent(bus, args.id, "agentId")
-    agent = await agents_mod.close(bus, agent)
+    agent = await admission.close(bus, agent)
     return _print(CloseResult(agentId=agent.id, status=agent.status))
 
 
@@ -466,6 +469,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("name")
     s.add_argument("--wave")
+    s.add_argument(
+        "--max-parallel",
+        metavar="N|auto",
+        help="with --wave: at most N of its flights run at once, or auto (as the machine's cores, free memory and "
+        "load allow); past it a spawn is queued and starts when one ends (docs/admission.md). Kept for the wave",
+    )
     s.add_argument("--preset", help="run this agent preset (claude, codex, or one of --presets) on the prompt after --")
     s.add_argument(
         "--presets", metavar="FILE", help="a TOML file that changes or adds presets (default: $WAVEWAIT_PRESETS)"

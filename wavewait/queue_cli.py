@@ -42,6 +42,7 @@ from .core.tasks import (
     result_json,
     task_types_path,
 )
+from .core.waves import MAX_PARALLEL, parse_max_parallel
 
 AddCommand = Callable[[str, str], argparse.ArgumentParser]
 
@@ -151,10 +152,10 @@ def add_commands(cmd: AddCommand) -> None:
     )
     p.add_argument(
         "--max-parallel",
-        type=_count(1),
-        default=DEFAULT_MAX_PARALLEL,
-        metavar="N",
-        help=f"agents running at once (default {DEFAULT_MAX_PARALLEL})",
+        metavar="N|auto",
+        help=f"agents running at once (default {DEFAULT_MAX_PARALLEL}); given, it is also the limit of the queue's "
+        "wave queue-NAME, kept on the bus; auto: as many as the machine's cores, free memory and load allow "
+        "(docs/admission.md)",
     )
     add_budget_flags(p)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -269,15 +270,20 @@ def summary_text(s: RunSummary) -> str:
 async def cmd_run_queue(bus: Bus, args: argparse.Namespace) -> int:
     command = args.agent_command or os.environ.get("WAVEWAIT_AGENT_COMMAND")
     q = _queue(bus, args, need_types=True)
-    cap = budgets.flight_cap(args.flight_budget_tokens, args.flight_budget_usd)
+    flight_cap = budgets.flight_cap(args.flight_budget_tokens, args.flight_budget_usd)
+    parallel = DEFAULT_MAX_PARALLEL
+    if args.max_parallel is not None:  # the wave's limit; with auto, admission holds the agents back
+        limit = parse_max_parallel(args.max_parallel)
+        await waves.set_settings(bus, queue_wave(q.name), max_parallel=limit)
+        parallel = MAX_PARALLEL if limit == "auto" else limit
     runner = Runner(
         q,
         shlex.split(command) if command else None,
-        max_parallel=args.max_parallel,
+        max_parallel=parallel,
         task_types_file=task_types_path(args.task_types),
         presets_file=args.presets or os.environ.get("WAVEWAIT_PRESETS") or None,
         runner_id=args.agent,
-        flight_budget=cap,
+        flight_budget=flight_cap,
         report=lambda line: print(f"run-queue: {line}", file=sys.stderr, flush=True),
     )
     # the queue's flights are the wave queue-NAME: its budget is theirs (docs/budgets.md)

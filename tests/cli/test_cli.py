@@ -196,7 +196,8 @@ async def test_spawn_agents_kill_and_close_print_their_json(crew):
     spawned = run(crew, "spawn", "sleeper", "--wave", "wave-1", "--", "sleep", "60")
     assert spawned.returncode == 0, spawned.stderr
     info = json.loads(spawned.stdout)
-    assert set(info) == {"agent_id", "name", "pid"} and info["name"] == "sleeper" and info["pid"]
+    assert set(info) == {"agent_id", "name", "pid", "status", "reason"} and info["name"] == "sleeper" and info["pid"]
+    assert (info["status"], info["reason"]) == ("running", None)  # its wave has no limit: it runs at once
     listed = json.loads(run(crew, "agents", "--wave", "wave-1").stdout)["agents"]
     assert [(a["id"], a["status"], a["parent_id"]) for a in listed] == [(info["agent_id"], "running", "orchestrator")]
     killed = run(crew, "kill", info["agent_id"][:6])

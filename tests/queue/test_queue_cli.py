@@ -17,7 +17,7 @@ import pytest
 from qtools import HANDOFF, guard_events, make_queue, types_file
 from test_runner import AGENT, agent_env, agent_log, assert_nothing_ran_after_it_was_done, step
 
-from wavewait.core import messages
+from wavewait.core import messages, waves
 
 from conftest import env_for, until, wavewait_cmd
 
@@ -296,3 +296,27 @@ async def test_two_run_queue_processes_on_one_queue_start_every_task_exactly_onc
 async def _agent_of(q, task_id: str) -> bool:
     t = await q.store.get(task_id)
     return t is not None and t.status == "running" and t.agent_id is not None
+
+
+async def test_run_queue_max_parallel_auto_caps_the_queues_wave_and_every_task_still_runs(bus, tmp_path):
+    """`--max-parallel auto` is the limit of the queue's wave, kept on the bus: the runner
+    spawns every runnable task's agent and admission starts them as the machine allows."""
+    q = make_queue(bus, tmp_path)
+    names = [await step(q, f"t{i}") for i in range(3)]
+    env = agent_env(
+        bus,
+        tmp_path,
+        WAVEWAIT_QUEUE="q1",
+        WAVEWAIT_TASK_TYPES=str(types_file(tmp_path)),
+        WAVEWAIT_ADMIT_LOAD_PER_CORE="1000",  # about the wave's limit, not this machine's load
+        WAVEWAIT_ADMIT_FLIGHT_MEM="16M",
+        WAVEWAIT_ADMIT_RESERVE="16M",
+    )
+    argv = wavewait_cmd("run-queue", "--agent-command", shlex.join(AGENT), "--max-parallel", "auto", "--json")
+    p = await anyio.run_process(argv, env=env, check=False)
+    assert p.returncode == 0, p.stderr.decode()
+    summary = json.loads(p.stdout)
+    assert summary["ok"] and summary["done"] == 3
+    assert (await waves.get_settings(bus, "queue-q1")).max_parallel == "auto"
+    flights = [a for a in await bus.list_agents() if a.wave == "queue-q1"]
+    assert len(flights) == len(names) and all(a.started_at for a in flights)

@@ -24,8 +24,8 @@ from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
+from ...core import admission, flights, messages, waves
 from ...core import agents as agents_mod
-from ...core import flights, messages, waves
 from ...core.bus import Bus, Changes
 from ...core.bus.keys import inbox_key
 from ...core.errors import WavewaitError
@@ -344,7 +344,7 @@ received. **F1** shows the help of the focused part.
         live = [a for a in self.agents if not a.finished and (a.pid or a.lease_expires_at)]
         if live:
             self.run_worker(
-                agents_mod.sweep(self.bus, live),
+                admission.sweep(self.bus, live),
                 group="sweep",
                 exclusive=True,
                 exit_on_error=False,
@@ -641,7 +641,7 @@ received. **F1** shows the help of the focused part.
 
     async def cmd_kill(self, p: Parsed) -> None:
         before = await agents_mod.resolve_agent(self.bus, p.args[0], "ID")
-        agent = await agents_mod.kill(self.bus, before, by=self.me)
+        agent = await admission.kill(self.bus, before, by=self.me)
         if (said := agents_mod.kill_said(before, agent)) is not None:
             self.say(said)
             return
@@ -651,7 +651,7 @@ received. **F1** shows the help of the focused part.
 
     async def cmd_close(self, p: Parsed) -> None:
         agent = await agents_mod.resolve_agent(self.bus, p.args[0], "ID")
-        agent = await agents_mod.close(self.bus, agent)
+        agent = await admission.close(self.bus, agent)
         self.say(f"{agent.name} ({short(agent.id)}) is {agent.status}")
 
     async def cmd_interrupt(self, p: Parsed) -> None:

@@ -44,7 +44,7 @@ class FlightsTable(ContentCachedTable):
 
     HELP = """
 ## Flights
-One row per flight: state (glyph and word: running, idle, needs input, closed, dead), name,
+One row per flight: state (glyph and word: queued, running, idle, needs input, closed, dead), name,
 short id, wave, time since it started, time since its last message, for a coding flight
 what it changed (`+12 −3 2f`: lines added, deleted, files) and what it cost (`1.2k $0.0123`:
 tokens in and out, money where its agent reports it; `?` when it ended without saying), and

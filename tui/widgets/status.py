@@ -8,7 +8,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from ...core.ids import short
-from ..state import ago, one_line, spinner
+from ..state import GLYPH, ago, one_line, spinner
 
 
 class WaitStatus(Static):
@@ -49,7 +49,7 @@ class WaitStatus(Static):
             elif status == "running":
                 out.append(f"{spinner(t)} running", style=roles["running"])
             else:
-                out.append(f"{'◌' if status == 'idle' else '■'} {status}", style=roles.get(status, ""))
+                out.append(f"{GLYPH.get(status, '■')} {status}", style=roles.get(status, ""))
         if progress and not targets:
             out.append(f"\n  {progress}", style="dim")
         self.update(out)

@@ -20,7 +20,8 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
-from ..core import agents, budgets, flights, messages, wait
+from ..core import admission, agents, budgets, flights, messages, wait, waves
+from ..core.agents import spawn_result
 from ..core.bus import Bus
 from ..core.errors import BadInput
 from ..core.model import now
@@ -111,7 +112,7 @@ WAIT_DOC = (
     "[{from, name, message, sent_at}], oldest first. With from_agents (ids or unique prefixes of "
     "at least 4 characters), a fan-in: returns once each listed agent has sent one message or is "
     "idle, closed or dead: {status: complete|partial|timeout|interrupted, results: [{agent_id, "
-    "name, status: received|running|idle|dead|closed, message?}], elapsed_sec}, one entry per "
+    "name, status: received|queued|running|idle|dead|closed, message?}], elapsed_sec}, one entry per "
     "agent in your order. It takes at most one message (the oldest) per listed agent; messages "
     "from others stay queued. Messages returned are consumed: keep them. A 'dead' agent will not "
     "report: handle it. timeout 0 is an instant check."
@@ -161,10 +162,12 @@ SPAWN_DOC = (
     "worktree; it reports by itself with its answer, changed files and tokens. budget_tokens / "
     "budget_usd set the wave's budget (a spawn once it is spent is an error naming it); "
     "flight_budget_tokens / flight_budget_usd cap this flight: past a cap it is stopped, dead with "
-    "a reason starting 'budget:'."
+    "a reason starting 'budget:'. max_parallel (N or 'auto', with wave) caps the wave's running "
+    "flights: a spawn past it is queued (status 'queued', pid null), not refused, and starts when "
+    "one ends; wait on it, kill or close it like any other."
 )
 LIST_DOC = (
-    "List agents with id, name, wave, status (running|idle|closed|dead), age, last message and "
+    "List agents with id, name, wave, status (queued|running|idle|closed|dead), age, last message and "
     "why a dead one died. Read-only; it consumes nothing."
 )
 CLOSE_DOC = (
@@ -558,6 +561,14 @@ def register(server: MCPServer, bus: Bus, s: Settings, deliveries: Deliveries) -
         budget_usd: BudgetUsd = None,
         flight_budget_tokens: FlightBudgetTokens = None,
         flight_budget_usd: FlightBudgetUsd = None,
+        max_parallel: Annotated[
+            int | Literal["auto"] | None,
+            Field(
+                description="With wave: at most this many of its flights run at once (1-1000), or 'auto' "
+                "(as many as the machine's cores, free memory and load allow); more are queued. Kept as "
+                "the wave's setting until changed."
+            ),
+        ] = None,
     ) -> Annotated[CallToolResult, SpawnResult]:
         where, child_env = spawn_place(s, cwd, env)
         argv = spawn_argv(s, command, prompt) if preset is None else None  # checked before the budget is kept
@@ -568,6 +579,10 @@ def register(server: MCPServer, bus: Bus, s: Settings, deliveries: Deliveries) -
             flight_budget_tokens=flight_budget_tokens,
             flight_budget_usd=flight_budget_usd,
         )
+        if max_parallel is not None:
+            if wave is None:
+                raise BadInput("max_parallel: caps a wave; give wave too")
+            await waves.set_settings(bus, wave, max_parallel=max_parallel)
         await agents.ensure_agent(bus, s.caller)
         if wants_flight(preset, model, worktree, base):
             a = await flights.start(
@@ -587,28 +602,30 @@ def register(server: MCPServer, bus: Bus, s: Settings, deliveries: Deliveries) -
                 budget=given,
             )
             spawned.append(a.id)
-            return reply(SpawnResult(agent_id=a.id, name=a.name, pid=a.pid))
+            return reply(spawn_result(a))
         assert argv is not None
-        a = await agents.spawn(bus, name, argv, wave=wave, parent_id=s.caller, cwd=where, env=child_env, budget=given)
+        a = await admission.spawn(
+            bus, name, argv, wave=wave, parent_id=s.caller, cwd=where, env=child_env, budget=given
+        )
         spawned.append(a.id)
-        return reply(SpawnResult(agent_id=a.id, name=a.name, pid=a.pid))
+        return reply(spawn_result(a))
 
     @tool("list_agents", LIST_DOC, "List agents", read_only=True, idempotent=True)
     async def list_agents(
         wave: Annotated[str | None, Field(description="Only agents of this wave.")] = None,
     ) -> Annotated[CallToolResult, AgentList]:
-        found = await agents.list_swept(bus, wave)
+        found = await admission.list_swept(bus, wave)
         return reply(AgentList(agents=[AgentInfo(**agents.agent_view(a)) for a in found]))
 
     @tool("close_agent", CLOSE_DOC, "Close an agent for good", read_only=False, destructive=True, idempotent=True)
     async def close_agent(agentId: AgentRef) -> Annotated[CallToolResult, CloseResult]:
-        a = await agents.close(bus, await agents.resolve_agent(bus, agentId, "agentId"))
+        a = await admission.close(bus, await agents.resolve_agent(bus, agentId, "agentId"))
         return reply(CloseResult(agentId=a.id, status=a.status))
 
     @tool("kill_agent", KILL_DOC, "Kill an agent", read_only=False, destructive=True, idempotent=True)
     async def kill_agent(agent: AgentRef) -> Annotated[CallToolResult, KillResult]:
         before = await agents.resolve_agent(bus, agent, "agent")
-        a = await agents.kill(bus, before, by=s.caller)
+        a = await admission.kill(bus, before, by=s.caller)
         return reply(KillResult(agent_id=a.id, status=a.status), agents.kill_said(before, a))
 
     return spawned
@@ -620,10 +637,10 @@ async def stop_orphans(bus: Bus, s: Settings, spawned: list[str]) -> list[str]:
     Nobody is left to wait for their reports, so they would run on unseen; each is recorded dead
     with the reason, so `list_agents` and the TUI say why.
     """
-    stopped = []
-    for agent_id in spawned:
-        a = await bus.get_agent(agent_id)
-        if a is not None and a.status == "running":
-            await agents.kill(bus, a, by=f"{s.caller}: the session that spawned it ended")
-            stopped.append(a.id)
-    return stopped
+    records = await bus.get_agents(spawned)
+    found = [a for i in spawned if (a := records.get(i)) is not None and a.pending]
+    # the queued first: a running one's end would start them (its supervisor admits the next)
+    found.sort(key=lambda a: a.status != "queued")
+    for a in found:
+        await admission.kill(bus, a, by=f"{s.caller}: the session that spawned it ended")
+    return [a.id for a in found]
