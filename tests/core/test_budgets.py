@@ -145,3 +145,23 @@ async def test_a_spawn_refused_for_another_reason_keeps_no_budget(bus, tmp_path,
 def test_budget_values_are_checked_before_any_work(wave, given, words):
     with pytest.raises(BadInput, match=words):
         budgets.check(wave, **given)
+
+
+async def test_a_queued_flight_whose_wave_spent_its_budget_meanwhile_never_starts(bus, tmp_path, preset_file):
+    """Budget and admission together: with one slot, the second flight is queued; the first
+    spends the wave's budget and ends; the second is then refused its start (dead, budget)."""
+    await waves.set_settings(bus, "capped", max_parallel=1)
+    wave_budget = budgets.check("capped", budget_tokens=25)
+    first = await start(bus, tmp_path, preset_file, "first", WHOLE_RUN, wave="capped", budget=wave_budget)
+    second = await start(bus, tmp_path, preset_file, "second", WHOLE_RUN, wave="capped")
+    assert second.status == "queued"
+    done = await ended(bus, first.id)
+    assert done.usage.input_tokens + done.usage.output_tokens >= 25
+
+    async def refused() -> bool:
+        return (await bus.get_agent(second.id)).finished
+
+    await until(refused, 30, "the queued flight to be refused its start")
+    never = await bus.get_agent(second.id)
+    assert never.status == "dead" and never.reason.startswith("budget:"), never.reason
+    assert never.pid is None and never.usage is None  # it never ran
