@@ -1,0 +1,156 @@
+"""The merge queue on a real repository, with five real flights on a real bus: the order,
+the overlap, conflicts and failing checks that stop one flight and not the wave, a second
+run that moves nothing, and a run after a fix that continues."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from wavewait.core import merge, messages
+from wavewait.core.errors import BadInput
+
+from gittools import git, make_repo
+from mergetools import CHECK, WAVE, first_parents, five_flights, flight, preset_file, subjects
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    r = make_repo(tmp_path / "project", monkeypatch)
+    (r / ".git" / "info" / "exclude").write_text(".wavebus/\n")
+    return r
+
+
+def statuses(result: merge.MergeResult) -> list[tuple[str, str]]:
+    return [(f.name, f.status) for f in result.flights]
+
+
+def passes_check(repo: Path, commit: str, tmp: Path) -> bool:
+    """The check, run for real on a checkout of `commit`."""
+    where = tmp / f"at-{commit[:12]}"
+    git(repo, "worktree", "add", "--quiet", "--detach", str(where), commit)
+    try:
+        return subprocess.run(["/bin/sh", "-c", CHECK], cwd=where, capture_output=True).returncode == 0
+    finally:
+        git(repo, "worktree", "remove", "--force", str(where))
+
+
+async def test_five_branches_merge_in_report_order_and_two_need_input_then_a_fix_continues(bus, repo, tmp_path) -> None:
+    fl = await five_flights(bus, repo, preset_file(tmp_path))
+    start = git(repo, "rev-parse", "main").strip()
+
+    planned = await merge.merge_wave(bus, WAVE, caller="orchestrator", check=CHECK, dry_run=True)
+    assert planned.status == "planned" and planned.target == "main"
+    assert [f.name for f in planned.flights] == ["alpha", "pair-one", "broken", "pair-two", "omega"]
+    assert [(o.path, o.flights) for o in planned.overlap] == [("src/app.py", ["pair-one", "pair-two"])]
+    assert git(repo, "rev-parse", "main").strip() == start  # a dry run moves nothing
+
+    first = await merge.merge_wave(bus, WAVE, caller="orchestrator", check=CHECK)
+    assert first.status == "needs_input" and first.exit_code == merge.EXIT_NEEDS_INPUT
+    assert first.method == "merge --no-ff"
+    assert statuses(first) == [
+        ("alpha", "merged"),
+        ("pair-one", "merged"),
+        ("broken", "check_failed"),
+        ("pair-two", "conflict"),
+        ("omega", "merged"),
+    ]
+    by = {f.name: f for f in first.flights}
+    assert by["pair-two"].files == ["src/app.py"]
+    assert "broken.flag: the build is broken" in (by["broken"].output or "")
+    # three merge commits on main, in order, each one flight's, each passing the check
+    assert subjects(repo)[:3] == [
+        "Merge wavewait/w5/omega (omega) into main",
+        "Merge wavewait/w5/pair-one (pair-one) into main",
+        "Merge wavewait/w5/alpha (alpha) into main",
+    ]
+    merges = first_parents(repo)[:3]
+    assert first_parents(repo)[3] == start
+    assert all(passes_check(repo, c, tmp_path) for c in merges)
+    assert (repo / "alpha.txt").read_text() == "alpha\n"  # main is checked out: its files followed
+    assert git(repo, "status", "--porcelain", "--untracked-files=no") == ""
+    # the two that stopped need input, with the files / the check's lines as their question
+    two = await bus.get_agent(fl["pair-two"].id)
+    broken = await bus.get_agent(fl["broken"].id)
+    assert two.state == "needs_input" and "src/app.py" in two.question
+    assert broken.state == "needs_input" and broken.asked_by == "merge"
+    asked = [i for i in await bus.peek("orchestrator") if i.type == "question"]
+    assert {i.sender for i in asked} == {fl["pair-two"].id, fl["broken"].id}
+    assert any("broken.flag: the build is broken" in i.body for i in asked)
+    with pytest.raises(BadInput, match="stopped by the merge queue"):
+        await messages.answer(bus, "orchestrator", fl["broken"].id, "ok")
+
+    # a second run moves nothing and asks nothing again
+    tip = git(repo, "rev-parse", "main").strip()
+    again = await merge.merge_wave(bus, WAVE, caller="orchestrator", check=CHECK)
+    assert statuses(again) == statuses(first)
+    assert git(repo, "rev-parse", "main").strip() == tip
+    assert len([i for i in await bus.peek("orchestrator") if i.type == "question"]) == 2
+
+    # fix the broken branch (a commit on it), run again: it merges, and only it
+    wt = Path(fl["broken"].worktree.path)
+    git(wt, "rm", "--quiet", "broken.flag")
+    (wt / "fixed.txt").write_text("fixed\n")
+    git(wt, "add", "fixed.txt")
+    git(wt, "commit", "--quiet", "-m", "broken: fixed")
+    third = await merge.merge_wave(bus, WAVE, caller="orchestrator", check=CHECK)
+    assert dict(statuses(third)) == {
+        "alpha": "merged",
+        "pair-one": "merged",
+        "broken": "merged",
+        "pair-two": "conflict",
+        "omega": "merged",
+    }
+    assert subjects(repo)[0] == "Merge wavewait/w5/broken (broken) into main"
+    assert first_parents(repo)[1] == tip  # one new merge commit: nothing merged twice
+    assert passes_check(repo, first_parents(repo)[0], tmp_path)
+    assert (await bus.get_agent(fl["broken"].id)).state == "closed"  # its question withdrawn
+    assert (await bus.get_agent(fl["pair-two"].id)).state == "needs_input"
+
+
+async def test_flights_that_did_not_report_or_died_are_left_out_and_listed(bus, repo, tmp_path) -> None:
+    presets = preset_file(tmp_path)
+    from wavewait.core import agents, flights
+
+    await agents.register(bus, "orchestrator")
+    done = await flight(bus, repo, presets, "done", {"done.txt": "x\n"})
+    plan = '{"events": "claude-success.jsonl", "lines": 1, "then": "block", "write": {"w.txt": "w"}}'
+    running = await flights.start(
+        bus, "running", parent_id="orchestrator", preset="replay", presets_file=presets, prompt=plan, cwd=str(repo),
+        wave=WAVE,
+    )  # fmt: skip
+    killed = await flights.start(
+        bus, "killed", parent_id="orchestrator", preset="replay", presets_file=presets, prompt=plan, cwd=str(repo),
+        wave=WAVE,
+    )  # fmt: skip
+    await agents.kill(bus, killed)
+    try:
+        result = await merge.merge_wave(bus, WAVE, caller="orchestrator")
+        by = {f.name: f for f in result.flights}
+        assert by["done"].status == "merged"
+        assert by["running"].status == "skipped" and "did not report" in (by["running"].why or "")
+        assert by["killed"].status == "skipped" and (by["killed"].why or "").startswith("dead")
+        assert result.status == "merged" and result.exit_code == 0
+        assert git(repo, "merge-base", "--is-ancestor", done.worktree.branch, "main") == ""
+    finally:
+        await agents.kill(bus, running)
+
+
+async def test_a_dirty_checked_out_target_is_refused_before_anything_moves(bus, repo, tmp_path) -> None:
+    await five_flights(bus, repo, preset_file(tmp_path))
+    (repo / "README").write_text("changed here\n")
+    start = git(repo, "rev-parse", "main").strip()
+    with pytest.raises(BadInput, match=r"checked out at .* with uncommitted changes \(README\)"):
+        await merge.merge_wave(bus, WAVE, caller="orchestrator")
+    assert git(repo, "rev-parse", "main").strip() == start
+    # into another branch, not checked out anywhere: the ref alone moves
+    git(repo, "branch", "integration")
+    result = await merge.merge_wave(bus, WAVE, caller="orchestrator", into="integration")
+    assert result.target == "integration"
+    assert dict(statuses(result))["pair-two"] == "conflict"
+    assert git(repo, "rev-parse", "main").strip() == start
+    assert len(first_parents(repo, "integration")) == 5  # the first commit and four merges
