@@ -58,8 +58,10 @@ QUESTION_FILES = 50  # conflicting files named in a question
 MAX_CHECK_LEN = 4000
 LOCK_WAIT = 5.0  # seconds a merge waits for another merge of the same repository
 RESOLVE_TIMEOUT = 3600.0  # seconds a resolving flight may take
-#: exit codes of `wavewait merge`: 0 merged (or skipped as expected), 2 bad input, 6 stopped
+#: exit codes of `wavewait merge`: 0 merged (or skipped as expected), 2 bad input, 6 a flight
+#: stopped (conflict, failed check, or waiting on one), 7 the merge could not go on (run it again)
 EXIT_NEEDS_INPUT = 6
+EXIT_MERGE_ERROR = 7
 
 
 class MergeError(WavewaitError):
@@ -725,6 +727,7 @@ def _merge_lock(repo: worktrees.Repo) -> Iterator[None]:
 
 
 __all__ = [
+    "EXIT_MERGE_ERROR",
     "EXIT_NEEDS_INPUT",
     "FlightMerge",
     "MergeError",
