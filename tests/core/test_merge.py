@@ -5,6 +5,7 @@ run that moves nothing, and a run after a fix that continues."""
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -154,3 +155,30 @@ async def test_a_dirty_checked_out_target_is_refused_before_anything_moves(bus, 
     assert dict(statuses(result))["pair-two"] == "conflict"
     assert git(repo, "rev-parse", "main").strip() == start
     assert len(first_parents(repo, "integration")) == 5  # the first commit and four merges
+
+
+async def test_resolve_with_hands_a_conflict_to_a_new_flight_and_retries_it(bus, repo, tmp_path) -> None:
+    from wavewait.core import agents
+
+    presets = preset_file(tmp_path)
+    resolver = Path(__file__).with_name("resolve_agent.py")
+    with open(presets, "a") as f:
+        f.write(
+            f'\n[presets.resolver]\nprogram = "{sys.executable}"\nargs = ["{resolver}", "{{prompt}}"]\nevents = "none"\n'
+        )
+    await agents.register(bus, "orchestrator")
+    one = await flight(bus, repo, presets, "pair-one", {"src/app.py": "a = 10\nb = 2\n"})
+    two = await flight(bus, repo, presets, "pair-two", {"src/app.py": "a = 20\nb = 2\n"})
+    result = await merge.merge_wave(
+        bus, WAVE, caller="orchestrator", check=CHECK, resolve_with="resolver", presets_file=presets
+    )
+    assert statuses(result) == [("pair-one", "merged"), ("pair-two", "merged")], result
+    fixers = [a for a in await bus.list_agents() if a.wave == f"{WAVE}-merge"]
+    assert [(a.name, a.status) for a in fixers] == [("pair-two-resolve", "closed")]
+    assert fixers[0].command[-1].startswith(f"The git branch {two.worktree.branch} (checked out here) conflicts")
+    assert (repo / "src" / "app.py").read_text() == "a = 20\na = 10\nb = 2\n"  # both sides, as it resolved them
+    assert subjects(repo)[:2] == [
+        f"Merge {two.worktree.branch} (pair-two) into main",
+        f"Merge {one.worktree.branch} (pair-one) into main",
+    ]
+    assert (await bus.get_agent(two.id)).state == "closed"  # never asked: the conflict was resolved
