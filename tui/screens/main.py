@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import os
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
@@ -25,7 +26,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
 from ...core import agents as agents_mod
-from ...core import flights, messages
+from ...core import flights, merge, messages
 from ...core.bus import Bus
 from ...core.bus.keys import inbox_key
 from ...core.errors import WavewaitError
@@ -47,6 +48,7 @@ from ..widgets.hints import CommandHints
 from ..widgets.mirror import MirrorTable
 from ..widgets.status import WaitStatus
 from .flight import FlightScreen
+from .merge import MergeScreen
 
 if TYPE_CHECKING:
     from ..app import WaveApp
@@ -105,6 +107,7 @@ received. **F1** shows the help of the focused part.
         self.last_wait_received: set[str] = set()
         self.last_result: Result | None = None  # the app's exit value
         self.own_waits: set[str] = set()  # ids of the person's waits: not mirrored
+        self.merging = False  # a /merge runs (one at a time)
 
     @property
     def wave_app(self) -> WaveApp:
@@ -629,6 +632,34 @@ received. **F1** shows the help of the focused part.
             line.append(f" {a.wave or '—':<8} ")
             line.append(one_line(a.reason) if a.status == "dead" and a.reason else (a.last_message or ""), style="dim")
             self.say(line)
+
+    async def cmd_merge(self, p: Parsed) -> None:
+        """Merge a wave (the core's merge queue) and show it live in the merge view."""
+        if self.merging:
+            self.say_bad("a merge is already running; wait for it (its view: /merge shows it again when done)")
+            return
+        view = MergeScreen(p.args[0] if p.args else "the wave")
+        self.merging = True
+        self.app.push_screen(view)
+        try:
+            result = await merge.merge_wave(
+                self.bus,
+                p.args[0] if p.args else None,
+                caller=self.me,
+                into=_text(p.options.get("into")),
+                check=_text(p.options.get("check")),
+                dry_run=bool(p.options.get("dry_run")),
+                resolve_with=_text(p.options.get("resolve_with")),
+                presets_file=os.environ.get("WAVEWAIT_PRESETS") or None,
+                on_change=view.show,
+            )
+        except WavewaitError as e:
+            view.show_error(str(e))
+            raise
+        finally:
+            self.merging = False
+        view.show(result, done=True)
+        self.say(result.summary())
 
     def cmd_help(self, p: Parsed) -> None:
         self.wave_app.action_help()
