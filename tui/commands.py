@@ -49,8 +49,9 @@ COMMANDS: tuple[SlashCommand, ...] = (
     ),
     SlashCommand(
         "/merge",
-        "/merge [WAVE] [--into BRANCH] [--check CMD] [--dry-run] [--resolve-with PRESET]",
-        "merge a wave's branches in order, a check after each, and watch it live (docs/merging.md)",
+        "/merge [WAVE] [--check CMD] [--into B] [--dry-run]",
+        "merge a wave's branches in order, a check after each, and watch it live; --resolve-with claude|codex "
+        "hands conflicts to a flight (docs/merging.md)",
         runs_bare=True,
     ),
     SlashCommand("/help", "/help", "show commands and keys", runs_bare=True),
