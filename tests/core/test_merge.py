@@ -182,3 +182,49 @@ async def test_resolve_with_hands_a_conflict_to_a_new_flight_and_retries_it(bus,
         f"Merge {one.worktree.branch} (pair-one) into main",
     ]
     assert (await bus.get_agent(two.id)).state == "closed"  # never asked: the conflict was resolved
+
+
+async def test_queue_flights_merge_in_dependency_order_and_a_stopped_one_holds_back_its_dependents(
+    bus, repo, tmp_path
+) -> None:
+    from wavewait.core import agents
+    from wavewait.core.model import Task
+
+    presets = preset_file(tmp_path)
+    wave = "queue-q1"
+    await agents.register(bus, "orchestrator")
+    # they report app, docs, lib; app's task depends on lib's
+    app = await flight(bus, repo, presets, "app", {"app.txt": "app\n"}, wave=wave)
+    docs = await flight(bus, repo, presets, "docs", {"docs.txt": "docs\n"}, wave=wave)
+    lib = await flight(bus, repo, presets, "lib", {"src/app.py": "a = 'lib'\nb = 2\n"}, wave=wave)
+    store = bus.tasks("q1")
+    ids = {"app": "a" * 32, "lib": "b" * 32, "docs": "c" * 32}
+    for name, flight_, deps in (("app", app, [ids["lib"]]), ("lib", lib, []), ("docs", docs, [])):
+        task = Task(id=ids[name], queue="q1", type="code", inputs={"n": name}, depends_on=deps, agent_id=flight_.id)
+        assert await store.add(task, 100) is None
+        assert await store.update(task.id, ("queued",), status="done") is not None
+    # main moved meanwhile, on the line lib changes
+    (repo / "src" / "app.py").write_text("a = 'main'\nb = 2\n")
+    git(repo, "commit", "--quiet", "-am", "main moved")
+
+    planned = await merge.merge_wave(bus, wave, caller="orchestrator", dry_run=True)
+    assert [f.name for f in planned.flights] == ["lib", "app", "docs"]  # dependencies first, then enqueue order
+
+    first = await merge.merge_wave(bus, wave, caller="orchestrator")
+    assert statuses(first) == [("lib", "conflict"), ("app", "pending"), ("docs", "merged")]
+    assert first.flights[1].why == "it depends on lib, not merged yet"
+    assert first.status == "needs_input"
+
+    # lib's fix: main merged into its branch, the conflict resolved there
+    wt = Path(lib.worktree.path)
+    subprocess.run(["git", "merge", "--quiet", "main"], cwd=wt, capture_output=True)
+    (wt / "src" / "app.py").write_text("a = 'lib'\nb = 2\n")
+    git(wt, "commit", "--quiet", "-am", "lib: main merged")
+    second = await merge.merge_wave(bus, wave, caller="orchestrator")
+    assert statuses(second) == [("lib", "merged"), ("app", "merged"), ("docs", "merged")]
+    assert second.status == "merged" and second.exit_code == 0
+    assert subjects(repo)[:3] == [
+        f"Merge {app.worktree.branch} (app) into main",
+        f"Merge {lib.worktree.branch} (lib) into main",
+        f"Merge {docs.worktree.branch} (docs) into main",
+    ]
