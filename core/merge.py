@@ -706,7 +706,10 @@ async def merge_wave(
                     f.result("pending", files=touched.get(f.agent.id), why="planned")
             return run.result(dry_run=True)
         await run.changed()
-        return await run.go()
+        try:
+            return await run.go()
+        except git.GitError as e:  # what merged stays merged: a run again continues
+            raise MergeError(f"{e}; what merged so far stays merged, run merge again to continue") from e
 
 
 @contextmanager
