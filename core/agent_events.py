@@ -56,6 +56,7 @@ class EventReader:
     last_error: str | None = None
     last_activity: str | None = None  # e.g. "tool Write", "command `pytest` exited 1"
     usage: Usage = field(default_factory=Usage)
+    session_id: str | None = None  # the CLI's own session (Claude Code) or thread (Codex): its session file
     lines: int = 0
     skipped: int = 0  # lines that were not JSON objects (or too long)
     _turn_usage: dict[str, tuple[int, int, int, int]] = field(default_factory=dict)
@@ -79,6 +80,8 @@ class EventReader:
     # ------------------------------------------------------------------ Claude Code
     def _claude(self, e: dict[str, Any]) -> bool:
         kind = e.get("type")
+        if self.session_id is None and isinstance(e.get("session_id"), str):
+            self.session_id = e["session_id"]
         if kind == "assistant" and isinstance(e.get("message"), dict):
             msg = e["message"]
             for block in msg.get("content") or []:
@@ -153,6 +156,9 @@ class EventReader:
         item = e.get("item") if isinstance(e.get("item"), dict) else None
         if kind in ("item.started", "item.completed") and item is not None:
             self._codex_item(item, done=kind == "item.completed")
+            return False
+        if kind == "thread.started" and isinstance(e.get("thread_id"), str):
+            self.session_id = e["thread_id"]
             return False
         if kind == "turn.completed":
             u = _dict(e.get("usage"))

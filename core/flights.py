@@ -17,12 +17,12 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import agents, changes, messages, presets, watch, worktrees
+from . import agent_sessions, agents, changes, messages, presets, watch, worktrees
 from .agent_events import LINE_LIMIT, EventReader
 from .bus import Bus
 from .errors import BadInput, WavewaitError
 from .ids import check_name, new_id
-from .model import Agent, ChangeSummary
+from .model import Agent, ChangeSummary, Usage
 from .proc import alive, hostname
 
 log = logging.getLogger("wavewait.flights")
@@ -32,6 +32,7 @@ REPORT_CHARS = 30_000
 CHANGES_REPORTED = 1000  # paths in a report's `changes` (limits.MAX_LIST_LEN)
 LIVE_CHANGES_EVERY = 5.0  # seconds between two counts of a running flight's changes, unwatched
 RECOUNT_GAP = 0.5  # seconds at least between two counts after edits seen in its worktree
+SESSION_EVERY = 1.0  # seconds between two looks at a running Codex flight's rollout file (a stat)
 WATCH_DEBOUNCE_MS = 200  # edits this close together are one batch (watchfiles' debounce)
 WATCH_STEP_MS = 100  # how often the watcher's thread looks for a batch to hand over
 
@@ -137,6 +138,20 @@ def report_text(reader: EventReader) -> str:
     return text
 
 
+async def final_usage(reader: EventReader) -> Usage | None:
+    """What the run spent: its events' count when it finished; for a run cut short (killed,
+    crashed) what its CLI's session file says, which knows each model response, else the
+    events' count when they had one, else None: unknown, never a 0 it did not report."""
+    if reader.ended:
+        return reader.usage
+    found = await asyncio.to_thread(agent_sessions.usage_of, reader.format, reader.session_id)
+    if found is not None:
+        return found
+    if reader.format == "codex" and not reader.usage.turns:  # Codex counts only completed turns
+        return None
+    return reader.usage
+
+
 async def wrap_up(bus: Bus, agent_id: str, code: int, reader: EventReader | None) -> str | None:
     """What a supervisor does when its agent's process ended, before it records the end.
 
@@ -149,7 +164,9 @@ async def wrap_up(bus: Bus, agent_id: str, code: int, reader: EventReader | None
     if agent is None:
         return None
     if reader is not None and reader.lines:
-        await bus.update_agent(agent_id, usage=reader.usage)
+        usage = await final_usage(reader)
+        if usage is not None:
+            await bus.update_agent(agent_id, usage=usage)
     message = report_text(reader) if reader is not None and reader.ended else ""
     summary = None
     if agent.worktree is not None:
@@ -261,6 +278,8 @@ async def tick(
     if relay is not None and relay.dirty:
         relay.dirty = False
         await bus.update_agent(agent.id, usage=relay.reader.usage)
+    elif relay is not None:
+        await live_codex_usage(bus, agent, relay.reader, last)
     if agent.worktree is None:
         return None
     t = time.monotonic()
@@ -276,6 +295,34 @@ async def tick(
         last["changes"] = key
         await bus.update_agent(agent.id, changes=summary)
     return None
+
+
+async def live_codex_usage(bus: Bus, agent: Agent, reader: EventReader, last: dict[str, Any]) -> None:
+    """A running Codex flight's tokens before its turn completes (its events give them only
+    then): the total its rollout file has after each model response, read from its end when
+    the file grew (the supervisor looks every SESSION_EVERY seconds), written when it changed."""
+    if reader.format != "codex" or reader.ended or not reader.session_id:
+        return
+    path = last.get("session_file")
+    if path is None:
+        t = time.monotonic()  # looked for (a glob) at most every SESSION_EVERY seconds until found
+        if t - last.get("session_sought", -SESSION_EVERY) < SESSION_EVERY:
+            return
+        last["session_sought"] = t
+        path = last["session_file"] = await asyncio.to_thread(agent_sessions.find, "codex", reader.session_id)
+        if path is None:
+            return
+    try:
+        size = os.stat(path).st_size
+    except OSError:
+        return
+    if size == last.get("session_size"):
+        return
+    last["session_size"] = size
+    found = await asyncio.to_thread(agent_sessions.read, "codex", path)
+    if found is not None and found != last.get("session_usage") and not reader.ended:
+        last["session_usage"] = found
+        await bus.update_agent(agent.id, usage=found)
 
 
 class WorktreeWatch:

@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from typing import Any
 
 from . import flights
@@ -110,8 +111,12 @@ async def _supervise(bus: Bus, agent_id: str, command: list[str]) -> int:
     beat = min(AGENT_LEASE / 3, flights.LIVE_CHANGES_EVERY) if leased and live else AGENT_LEASE / 3
     if live and not leased:
         beat = min(beat, flights.LIVE_CHANGES_EVERY)
+    if relay is not None and relay.reader.format == "codex":  # its tokens so far are in its rollout file
+        beat = min(beat, flights.SESSION_EVERY)
     seen: dict[str, object] = {}
     put_off: float | None = None  # a count put off to keep the rate bounded
+    renew_every = min(AGENT_LEASE / 3, flights.LIVE_CHANGES_EVERY)  # the lease: not at every (1 s) beat
+    renewed = time.monotonic()
     try:
         while leased or live:
             waits: set[asyncio.Future[Any]] = {ended_task}
@@ -129,7 +134,8 @@ async def _supervise(bus: Bus, agent_id: str, command: list[str]) -> int:
             if watch is not None:
                 watch.edited.clear()
             try:
-                if leased:
+                if leased and time.monotonic() - renewed >= renew_every * 0.9:  # a timer may fire a hair early
+                    renewed = time.monotonic()
                     await bus.update_agent(agent_id, lease_expires_at=now() + AGENT_LEASE)
                 if live:
                     put_off = await flights.tick(bus, agent, relay, seen, edited=edited)

@@ -113,6 +113,8 @@ class FlightView:
     cost: float = 0.0  # and its money, where the agent reports it
     changed: str = ""  # a coding flight's changes column: `+12 −3 2f`
     spent: str = ""  # and its cost column: `1.2k $0.0123`
+    changed_brief: str = ""  # the same for a narrow terminal: `+12 −3`
+    spent_brief: str = ""  # and `$0.01` (money where reported, else tokens)
 
     def stalled(self, t: float) -> bool:
         """Running and silent for QUIET_AFTER seconds: dimmed, a visible stall."""
@@ -156,12 +158,41 @@ def changed_cell(agent: Agent) -> str:
     return "" if c is None else f"+{c.added} −{c.deleted} {c.files}f"
 
 
+UNKNOWN = "?"  # a coding flight that ended without saying what it spent: unknown, never 0
+
+
 def spent_cell(agent: Agent) -> str:
-    """A coding flight's cost, for a narrow column: `1.2k $0.0123` (tokens in and out, money)."""
+    """A coding flight's cost, for a narrow column: `1.2k $0.0123` (tokens in and out, money);
+    `?` for one that ended with no usage known (a Codex flight killed in its first turn)."""
     u = agent.usage
     if u is None:
-        return ""
+        return UNKNOWN if agent.events and agent.finished else ""
     return tokens(u.input_tokens + u.output_tokens) + ("" if u.cost_usd is None else f" {money(u.cost_usd)}")
+
+
+def count(n: int) -> str:
+    """A line count in at most four characters: 999, 1.2k, 12k, 1.2M."""
+    if n < 1000:
+        return str(n)
+    if n < 10_000:
+        return f"{n // 100 / 10:.1f}k"  # floored: 9,999 is 9.9k, never a 5-character 10.0k
+    return f"{n // 1000}k" if n < 1_000_000 else f"{n / 1_000_000:.1f}M"
+
+
+def changed_brief(agent: Agent) -> str:
+    """A coding flight's changes in the fewest characters: `+12 −3` (lines added, deleted)."""
+    c = agent.changes
+    return "" if c is None else f"+{count(c.added)} −{count(c.deleted)}"
+
+
+def spent_brief(agent: Agent) -> str:
+    """A coding flight's cost in the fewest characters: money where its agent reports it
+    (`$0.21`, `$0.0050`, `$123`), else its tokens (`12.5k`), else `?` once it ended unknown."""
+    u = agent.usage
+    if u is None or u.cost_usd is None:
+        return tokens(u.input_tokens + u.output_tokens) if u is not None else spent_cell(agent)
+    usd = u.cost_usd
+    return f"${usd:.0f}" if usd >= 100 else f"${usd:.2f}" if usd >= 0.01 else money(usd)
 
 
 def flight_detail(agent: Agent, reported: bool) -> str:
@@ -189,6 +220,8 @@ def flight_view(agent: Agent, received: bool) -> FlightView:
         cost=(agent.usage.cost_usd or 0.0) if agent.usage else 0.0,
         changed=changed_cell(agent),
         spent=spent_cell(agent),
+        changed_brief=changed_brief(agent),
+        spent_brief=spent_brief(agent),
     )
 
 

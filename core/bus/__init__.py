@@ -11,6 +11,7 @@ from collections.abc import Collection, Sequence
 from typing import Any, Protocol, Self, runtime_checkable
 
 from ..model import Agent, Conflict, HandoffRecord, Item, ItemRef, McpTask, Task, WaitRecord
+from .wave_docs import DocChange
 
 DEFAULT_BUS = "./.wavebus"
 
@@ -178,6 +179,20 @@ class Bus(Protocol):
     async def interrupted(self, wait_id: str) -> bool: ...
     async def get_resolution(self, key: str) -> dict[str, Any] | None: ...
     async def put_resolution(self, key: str, value: dict[str, Any]) -> None: ...
+
+    # per-wave documents (wave_docs.py): a wave's settings, its merge queue's progress
+    async def get_wave_doc(self, wave: str, kind: str) -> dict[str, Any] | None:
+        """The wave's document of this kind, or None when none was written."""
+        ...
+
+    async def update_wave_doc(self, wave: str, kind: str, change: DocChange) -> dict[str, Any] | None:
+        """Replace the wave's document by `change(current)` as one step however many
+        processes race (`change` returning None leaves it); the document now kept."""
+        ...
+
+    async def subscribe_waves(self, wave: str | None = None) -> Changes:
+        """Changes to the documents of `wave` (of every wave when None)."""
+        ...
 
     # MCP tasks (the Tasks extension's records: wavewait/mcp/tasks_ext.py)
     async def put_mcp_task(self, task: McpTask) -> None:

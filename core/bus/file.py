@@ -9,6 +9,7 @@ Layout under the root (folders 0700, files 0600):
     inbox/<id>/cur/<at>~<seq>~<taker>   taken: who took it and when (bounded history)
     waits/<wait id>.json             waits in progress; <wait id>.interrupt is the flag
     resolutions/<key>.json           stored results of named waits (wait_agent ids)
+    waves/<wave>/<kind>.json         per-wave documents (wave_docs.py): settings, merge progress
     mcptasks/<task id>.json          tasks of the MCP Tasks extension (status, result)
     logs/<agent id>.log              output of spawned agents
     quarantine/                      malformed or foreign files, moved aside with a warning
@@ -16,9 +17,10 @@ Layout under the root (folders 0700, files 0600):
     locks/inbox-<id>                 flock held while an item gets its seq; the file's
                                      content is the inbox's last seq (a decimal number)
     locks/mcptasks                   flock held while an MCP task's status is changed
+    locks/wave-<wave>~<kind>         flock held while a wave document is read and replaced
     tmp/                             agent, wait and resolution records being written
 
-agents/, inbox/ and waits/ are watched (`subscribe`); the rest is not. A reader never sees
+agents/, inbox/ and waits/ are watched (`subscribe`), waves/ by `subscribe_waves`; the rest is not. A reader never sees
 half an item: it is written under inbox/<id>/tmp/ and renamed into new/. The seq lives in
 the file name, zero-padded, so FIFO order never depends on mtimes and a claim returned to
 new/ lands back at its original place.
@@ -58,6 +60,7 @@ from ..ids import check_id, is_id, new_id
 from ..limits import MAX_ITEM_FILE_BYTES
 from ..model import SYSTEM_EVENTS_KEPT, SYSTEM_ITEM_TYPES, Agent, Item, ItemRef, McpTask, WaitRecord, now
 from ..proc import alive, hostname
+from . import wave_docs
 from .file_tasks import FileTaskStore
 from .keys import arrival_key, departure_key, inbox_key, interest
 
@@ -73,7 +76,7 @@ HOLDS_STATS = 16
 TAKE_ON_LOOP = 64
 PREVIEW_EVERY = 0.25  # seconds between writes of one sender's last-message preview
 _WATCHED = ("agents", "inbox", "waits")
-_DIRS = (*_WATCHED, "resolutions", "mcptasks", "logs", "quarantine", "locks", "tmp")
+_DIRS = (*_WATCHED, "resolutions", "waves", "mcptasks", "logs", "quarantine", "locks", "tmp")
 #: the event an inbox's owner gets when something in its inbox was moved to quarantine
 QUARANTINED = "item_quarantined"
 # retention of litter, in seconds: a temp file outlives any write in progress by far; a wait
@@ -1076,6 +1079,48 @@ class FileBus:
 
     async def put_resolution(self, key: str, value: dict[str, Any]) -> None:
         self._write_json(self.root / "resolutions" / f"{check_id(key, 'id')}.json", json.dumps(value))
+
+    # ------------------------------------------------------------------ wave documents
+    def _wave_doc_path(self, wave: str, kind: str) -> Path:
+        wave, kind = wave_docs.doc_key(wave, kind)
+        return self.root / "waves" / wave / f"{kind}.json"
+
+    def _read_wave_doc(self, path: Path) -> dict[str, Any] | None:
+        try:
+            value = json.loads(_read_file(path, wave_docs.MAX_WAVE_DOC_BYTES))
+        except FileNotFoundError:
+            return None
+        except _Unfit as e:
+            self._quarantine(path, e.code, e.detail)
+            return None
+        except ValueError:
+            self._quarantine(path, "malformed", "not a wave document")
+            return None
+        if not isinstance(value, dict):
+            self._quarantine(path, "malformed", "not a wave document (not an object)")
+            return None
+        return value
+
+    async def get_wave_doc(self, wave: str, kind: str) -> dict[str, Any] | None:
+        return self._read_wave_doc(self._wave_doc_path(wave, kind))
+
+    async def update_wave_doc(self, wave: str, kind: str, change: wave_docs.DocChange) -> dict[str, Any] | None:
+        path = self._wave_doc_path(wave, kind)
+        (self.root / "waves").mkdir(mode=0o700, exist_ok=True)  # a bus made before wave documents
+        path.parent.mkdir(mode=0o700, exist_ok=True)
+        with self._lock(f"wave-{wave}{SEP}{kind}"):
+            current = self._read_wave_doc(path)
+            new = change(current)
+            if new is None or new == current:
+                return current
+            self._write_json(path, wave_docs.encode(new, wave, kind))
+            return new
+
+    async def subscribe_waves(self, wave: str | None = None) -> watch.Subscription:
+        folder = self.root / "waves"
+        folder.mkdir(mode=0o700, exist_ok=True)
+        prefix = folder / check_id(wave, "wave") if wave is not None else folder
+        return watch.subscribe([folder], prefixes=[prefix])
 
     # ------------------------------------------------------------------ MCP tasks
     def _mcp_task_path(self, task_id: str) -> Path:

@@ -234,6 +234,15 @@ PUT_RESOLUTION: Final = (
     "INSERT INTO resolutions (key, value) VALUES (%s, %s::jsonb) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
 )
 
+# ---------------------------------------------------------------- wave documents
+GET_WAVE_DOC: Final = "SELECT doc FROM wave_docs WHERE wave = %s AND kind = %s"
+#: taken first in an update's transaction: updates of one document take turns, also the first
+LOCK_WAVE_DOC: Final = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))"
+PUT_WAVE_DOC: Final = (
+    "INSERT INTO wave_docs (wave, kind, updated_at, doc) VALUES (%s, %s, %s, %s::jsonb) "
+    "ON CONFLICT (wave, kind) DO UPDATE SET updated_at = excluded.updated_at, doc = excluded.doc"
+)
+
 # ---------------------------------------------------------------- MCP tasks
 PUT_MCP_TASK: Final = (
     "INSERT INTO mcp_tasks (id, status, updated_at, record) VALUES (%s, %s, %s, %s::jsonb) "

@@ -12,6 +12,8 @@ Rows, and why they look like this:
   process renews, so claims of a wait whose host vanished can be returned.
 - `items_pending_from` (version 3): a fan-in's read of its senders' pending items goes
   straight to them, not through the inbox's whole backlog (200 fan-ins on one inbox).
+- `wave_docs` (version 4): per-wave documents (`wave_docs.py`), one row per (wave, kind),
+  changed under a transaction-scoped advisory lock on the pair.
 - `mcp_tasks` (version 2): tasks of the MCP Tasks extension; `status` is a column so a
   change of status is one conditional UPDATE.
 """
@@ -23,7 +25,7 @@ from psycopg import AsyncConnection, sql
 from ..errors import BusError
 from . import pg_queries as q
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 #: version -> statements; append new versions, never edit an applied one.
 MIGRATIONS: dict[int, tuple[str, ...]] = {
@@ -71,6 +73,14 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
             record jsonb NOT NULL)""",
     ),
     3: ("CREATE INDEX items_pending_from ON items (inbox, sender, seq) WHERE claimed_by IS NULL",),
+    4: (
+        """CREATE TABLE wave_docs (
+            wave text NOT NULL,
+            kind text NOT NULL,
+            updated_at double precision NOT NULL,
+            doc jsonb NOT NULL,
+            PRIMARY KEY (wave, kind))""",
+    ),
 }
 
 

@@ -53,6 +53,7 @@ from ..model import SYSTEM_EVENTS_KEPT, SYSTEM_ITEM_TYPES, Agent, Item, ItemRef,
 from ..proc import alive, hostname
 from ..watch import Fanout, Keyed
 from . import pg_queries as q
+from . import wave_docs
 from .keys import arrival_key, interest
 from .pg_batch import Batcher
 from .pg_schema import SCHEMA_VERSION, current_version, migrate
@@ -830,6 +831,34 @@ class PostgresBus:
             q.PUT_RESOLUTION,
             [check_id(key, "id"), json.dumps(value)],
         )
+
+    # ------------------------------------------------------------------ wave documents
+    async def get_wave_doc(self, wave: str, kind: str) -> dict[str, Any] | None:
+        rows = await self._rows(q.GET_WAVE_DOC, list(wave_docs.doc_key(wave, kind)))
+        return rows[0][0] if rows else None
+
+    async def update_wave_doc(self, wave: str, kind: str, change: wave_docs.DocChange) -> dict[str, Any] | None:
+        wave, kind = wave_docs.doc_key(wave, kind)
+
+        async def go(conn: AsyncConnection) -> dict[str, Any] | None:
+            async with conn.transaction():
+                await conn.execute(q.LOCK_WAVE_DOC, [f"{self.channel}:wave:{wave}~{kind}"])
+                cur = await conn.execute(q.GET_WAVE_DOC, [wave, kind])
+                row = await cur.fetchone()
+                current = row[0] if row else None
+                new = change(current)
+                if new is None or new == current:
+                    return current
+                await conn.execute(q.PUT_WAVE_DOC, [wave, kind, now(), wave_docs.encode(new, wave, kind)])
+                await conn.execute(q.NOTIFY, [self.channel, [wave_docs.payload(wave)]])
+                return new
+
+        return await self._run(go)
+
+    async def subscribe_waves(self, wave: str | None = None) -> Keyed:
+        if wave is None:
+            return await self.subscribe_payloads(prefixes=[wave_docs.payload("")])
+        return await self.subscribe_payloads(keys=[wave_docs.payload(check_id(wave, "wave"))])
 
     # ------------------------------------------------------------------ MCP tasks
     async def put_mcp_task(self, task: McpTask) -> None:

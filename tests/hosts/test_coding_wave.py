@@ -11,11 +11,13 @@ The user's own set-up is what the presets add to: a home with the model's addres
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
 import subprocess
 import threading
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -23,6 +25,7 @@ from hostkit import CLAUDE, CODEX, TRANSCRIPTS, VENV_BIN, first_turn_sees, insta
 from modelserver import Call, ModelServer, Say, Turn
 
 from wavewait.core import agents, flights, messages, wait
+from wavewait.core.bus import Bus
 from wavewait.core.bus.file import FileBus
 
 from conftest import until
@@ -34,6 +37,23 @@ CWD = re.compile(r"Primary working directory: ([^\s\\\"]+)")
 
 def git(cwd: Path | str, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout
+
+
+@contextlib.asynccontextmanager
+async def open_bus(kind: str, folder: Path) -> AsyncIterator[Bus]:
+    """The bus a test's flights share: the directory bus in `folder`, or a fresh PostgreSQL
+    schema (its URL, given to every flight as WAVEWAIT_BUS, names the schema)."""
+    if kind == "file":
+        bus = FileBus(folder)
+        try:
+            yield bus
+        finally:
+            await bus.close()
+        return
+    from pg.pgtools import pg_bus  # PostgreSQL helpers live with its tests
+
+    async with pg_bus() as pg:
+        yield pg
 
 
 def flight_of(turn: Turn) -> str:
@@ -82,9 +102,13 @@ def user_setup(home: Path, model_url: str) -> dict[str, str]:
     }
 
 
-@pytest.mark.parametrize(("n_claude", "n_codex"), [(1, 1), (3, 2)], ids=["one-each", "wave-of-five"])
+@pytest.mark.parametrize(
+    ("n_claude", "n_codex", "bus_kind"),
+    [(1, 1, "file"), (3, 2, "file"), (3, 2, "postgres")],
+    ids=["one-each", "wave-of-five", "wave-of-five-postgres"],
+)
 def test_a_wave_of_claude_and_codex_flights_edits_in_worktrees_and_reports_by_itself(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, n_claude: int, n_codex: int
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, n_claude: int, n_codex: int, bus_kind: str
 ) -> None:
     claude_exe, codex_exe = install(CLAUDE), install(CODEX)
     home = tmp_path / "home"
@@ -104,7 +128,7 @@ def test_a_wave_of_claude_and_codex_flights_edits_in_worktrees_and_reports_by_it
         env = user_setup(home, m.url)
         for k in ("WAVEWAIT_WORKTREES", "HOME"):
             monkeypatch.setenv(k, env[k])
-        reports, records = asyncio.run(run_wave(tmp_path / "bus", repo, presets_file, names, env))
+        reports, records = asyncio.run(run_wave(bus_kind, tmp_path / "bus", repo, presets_file, names, env))
     assert not m.failures, m.failures
 
     # one fan-in returned every report: the agent's own final text and the files its branch changed
@@ -142,7 +166,7 @@ def test_a_wave_of_claude_and_codex_flights_edits_in_worktrees_and_reports_by_it
             assert u.cost_usd is None  # Codex reports tokens, not money
         # wavewait's tools reached the flight's model on its first turn (the preset's own MCP config)
         assert first_turn_sees(turns[name][0]) in ("callable", "named"), name
-    keep_transcript(f"wave-{n_claude}-claude-{n_codex}-codex", names, turns, reports)
+    keep_transcript(f"wave-{n_claude}-claude-{n_codex}-codex-{bus_kind}", names, turns, reports)
 
 
 def keep_transcript(label: str, names: list[str], turns: dict[str, list[Turn]], reports: list) -> None:
@@ -159,9 +183,8 @@ def keep_transcript(label: str, names: list[str], turns: dict[str, list[Turn]], 
     (folder / f"{label}.json").write_text(json.dumps(out, indent=1))
 
 
-async def run_wave(bus_dir: Path, repo: Path, presets_file: Path, names: list[str], env: dict[str, str]):
-    bus = FileBus(bus_dir)
-    try:
+async def run_wave(bus_kind: str, bus_dir: Path, repo: Path, presets_file: Path, names: list[str], env: dict[str, str]):
+    async with open_bus(bus_kind, bus_dir) as bus:
         await agents.register(bus, "orchestrator")
         started = []
         for name in names:
@@ -190,13 +213,13 @@ async def run_wave(bus_dir: Path, repo: Path, presets_file: Path, names: list[st
             await until(ended, timeout=120, what=f"{a.name} to end")
             records[a.name] = await bus.get_agent(a.id)
         return fan.results, records
-    finally:
-        await bus.close()
 
 
-@pytest.mark.parametrize("kind", ["claude", "codex"])
+@pytest.mark.parametrize(
+    ("kind", "bus_kind"), [("claude", "file"), ("codex", "file"), ("codex", "postgres")], ids=lambda v: v
+)
 def test_a_real_flight_killed_mid_run_is_dead_with_its_last_event_and_keeps_its_worktree(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str, bus_kind: str
 ) -> None:
     """The model holds the flight's second request until the test has killed it."""
     exe = install(CLAUDE if kind == "claude" else CODEX)
@@ -226,32 +249,38 @@ def test_a_real_flight_killed_mid_run_is_dead_with_its_last_event_and_keeps_its_
             monkeypatch.setenv(k, env[k])
 
         async def go():
-            bus = FileBus(tmp_path / "bus")
-            try:
-                await agents.register(bus, "orchestrator")
-                a = await flights.start(
-                    bus,
-                    name,
-                    parent_id="orchestrator",
-                    preset=kind,
-                    presets_file=str(presets_file),
-                    prompt=f"FLIGHT<{name}> Write {name}.txt.",
-                    wave="coding",
-                    cwd=str(repo),
-                    env={**os.environ, **env, "WAVEWAIT_BUS": bus.url},
-                )
-                assert await asyncio.to_thread(held.wait, 300), "the flight never reached its second request"
-                await agents.kill(bus, await bus.get_agent(a.id), by="orchestrator")
+            async with open_bus(bus_kind, tmp_path / "bus") as bus:
+                try:
+                    await agents.register(bus, "orchestrator")
+                    a = await flights.start(
+                        bus,
+                        name,
+                        parent_id="orchestrator",
+                        preset=kind,
+                        presets_file=str(presets_file),
+                        prompt=f"FLIGHT<{name}> Write {name}.txt.",
+                        wave="coding",
+                        cwd=str(repo),
+                        env={**os.environ, **env, "WAVEWAIT_BUS": bus.url},
+                    )
+                    assert await asyncio.to_thread(held.wait, 300), "the flight never reached its second request"
+                    if kind == "codex":  # its turn has not completed: the tokens so far come from its rollout file
 
-                async def dead_with_reason() -> bool:
-                    got = await bus.get_agent(a.id)
-                    return got.exit_code is not None and "last:" in (got.reason or "")
+                        async def spent_so_far() -> bool:
+                            u = (await bus.get_agent(a.id)).usage
+                            return u is not None and (u.input_tokens, u.output_tokens) == (10, 5)
 
-                await until(dead_with_reason, timeout=60, what="the killed flight dead with its last event")
-                return await bus.get_agent(a.id)
-            finally:
-                release.set()
-                await bus.close()
+                        await until(spent_so_far, timeout=30, what="the running Codex flight's tokens so far")
+                    await agents.kill(bus, await bus.get_agent(a.id), by="orchestrator")
+
+                    async def dead_with_reason() -> bool:
+                        got = await bus.get_agent(a.id)
+                        return got.exit_code is not None and "last:" in (got.reason or "")
+
+                    await until(dead_with_reason, timeout=60, what="the killed flight dead with its last event")
+                    return await bus.get_agent(a.id)
+                finally:
+                    release.set()
 
         done = asyncio.run(go())
     assert done.status == "dead"
@@ -259,14 +288,26 @@ def test_a_real_flight_killed_mid_run_is_dead_with_its_last_event_and_keeps_its_
     assert done.reason.startswith("killed by orchestrator") and last in done.reason, done.reason
     assert Path(done.worktree.path).is_dir()  # kept until pruned
     assert git(repo, "show", f"{done.worktree.branch}:{name}.txt") == f"made by {name}\n"  # what it left, committed
-    # what it had spent: Claude Code reports usage per model message; Codex only when a turn completes
-    assert done.usage is not None
-    assert done.usage.input_tokens >= 10 if kind == "claude" else done.usage.input_tokens == 0
+    # what it had spent before the kill: every model response it received (all but the held one),
+    # read from its CLI's session file (Codex's events count only completed turns; Claude Code's
+    # give a message's output count as it starts, and money only at the end)
+    answered = len([t for t in m.turns if flight_of(t) == name]) - 1
+    assert answered >= 1
+    u = done.usage
+    assert u is not None and (u.input_tokens, u.output_tokens) == (10 * answered, 5 * answered), (u, answered)
+    if kind == "claude":
+        assert u.cost_usd is not None and u.cost_usd > 0  # its cost-state, written as it ended on TERM
+    else:
+        assert u.cost_usd is None
 
 
-@pytest.mark.parametrize("answer", ["allow", "deny use the Write tool instead"])
+@pytest.mark.parametrize(
+    ("answer", "bus_kind"),
+    [("allow", "file"), ("deny use the Write tool instead", "file"), ("allow", "postgres")],
+    ids=["allow", "deny", "allow-postgres"],  # the bus carries the question and its answer, not the verdict
+)
 def test_a_claude_flights_permission_prompt_is_its_question_and_the_answer_decides(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, answer: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, answer: str, bus_kind: str
 ) -> None:
     """The model asks for a shell command that needs approval: the flight needs input until
     the orchestrator answers; allow runs it, deny tells the model why not."""
@@ -293,8 +334,7 @@ def test_a_claude_flights_permission_prompt_is_its_question_and_the_answer_decid
             monkeypatch.setenv(k, env[k])
 
         async def go():
-            bus = FileBus(tmp_path / "bus")
-            try:
+            async with open_bus(bus_kind, tmp_path / "bus") as bus:
                 await agents.register(bus, "orchestrator")
                 a = await flights.start(
                     bus,
@@ -311,8 +351,6 @@ def test_a_claude_flights_permission_prompt_is_its_question_and_the_answer_decid
                 await messages.answer(bus, "orchestrator", a.id, answer)
                 fan = await wait.wait_fan_in(bus, "orchestrator", 300, [a.id])
                 return asked.to_json(), asking, fan.results[0], await bus.get_agent(a.id)
-            finally:
-                await bus.close()
 
         asked, asking, report, after = asyncio.run(go())
     assert not m.failures, m.failures

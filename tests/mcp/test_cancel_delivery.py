@@ -71,17 +71,23 @@ async def test_a_call_cancelled_after_its_wait_took_a_message_loses_nothing(bus,
     async def deliver() -> None:
         sent.append((await messages.send(bus, "sender", "orchestrator", f"m{len(sent)}")).id)
 
+    calls = []  # how each call ended, for the failure message
     async with mcp_client(bus) as c:
-        for _ in range(20):
+        while len(sent) < 20 and len(calls) < 30:
+            before = len(sent)
             done = await _cancelled_on_receipt(c, tool, args, deliver)
             if done is None:  # cancelled: its message comes back to the inbox
                 cancelled += 1
                 await until(lambda: _pending_count(bus, 1), what="the message back in the inbox")
             else:  # the answer overtook the cancel: it carries the message
                 received.append(key(data(done)))
-            received += await _drain(c, tool, instant, key)
-    assert cancelled >= 15  # nearly every call was cancelled as its wait took a message
-    assert received == sent and len(sent) == 20  # all of them, once, in order
+            drained = await _drain(c, tool, instant, key)
+            received += drained
+            calls.append(("cancelled" if done is None else "answered", len(sent) - before, len(drained)))
+    # a call that sent nothing (its progress callback ran late or failed) is not a loss; an
+    # item sent and not received once, in order, is
+    assert received == sent and len(sent) == 20, calls  # all of them, once, in order
+    assert cancelled >= 15, calls  # nearly every call was cancelled as its wait took a message
 
 
 async def test_a_fan_in_cancelled_after_it_completed_gives_every_message_back(bus):

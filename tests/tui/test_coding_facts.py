@@ -33,11 +33,18 @@ async def test_a_coding_flights_changes_and_cost_show_in_the_panel_and_follow_it
         await file_bus.update_agent(IDS["doc-writer"], usage=Usage(input_tokens=20, output_tokens=10))
         await until(lambda: re.search(r"\+12 −3 2f +30  ", screen_text(app)) is not None, what="the new count")
         assert "wave-1 30 tok  " in screen_text(app)  # no money reported: none shown
-        await pilot.resize_terminal(80, 24)  # no room for the columns: the header keeps the totals
-        await until(lambda: "changes" not in screen_text(app), what="the columns left out")
+        await pilot.resize_terminal(80, 24)  # a newcomer's terminal: the facts stay, brief
+        await until(
+            lambda: re.search(r"doc-writer .* \+12 −3 +30 *$", screen_text(app), re.M) is not None, what="brief"
+        )
+        assert "changes" in screen_text(app) and "2f" not in screen_text(app)
         assert "wave-1 30 tok" in screen_text(app)
+        await file_bus.update_agent(IDS["doc-writer"], usage=Usage(input_tokens=20, output_tokens=10, cost_usd=0.25))
+        await until(lambda: re.search(r"\+12 −3 +\$0\.25 *$", screen_text(app), re.M) is not None, what="money, brief")
+        await pilot.resize_terminal(60, 24)  # narrower than any layout with them: they lead the detail (not shown)
+        await until(lambda: "changes" not in screen_text(app), what="the columns left out")
         await pilot.resize_terminal(200, 30)
-        await until(lambda: "changes" in screen_text(app), what="the columns back")
+        await until(lambda: re.search(r"\+12 −3 2f +30 \$0\.2500", screen_text(app)) is not None, what="whole again")
 
 
 async def test_the_header_totals_each_wave_apart(file_bus):
@@ -80,6 +87,27 @@ def test_the_cells_read_as_people_count() -> None:
     assert flight_detail(a, False) == "killed by orchestrator; last: tool Write"  # the facts have their columns
     assert flight_detail(Agent(id="b1", name="m", last_message="hi"), False) == "hi"
     assert (changed_cell(Agent(id="c1", name="p")), spent_cell(Agent(id="c1", name="p"))) == ("", "")
+
+
+def test_the_brief_cells_fit_a_narrow_column_and_unknown_is_not_zero() -> None:
+    from wavewait.core.model import Agent
+    from wavewait.tui.state import changed_brief, spent_brief, spent_cell
+    from wavewait.tui.widgets.flights import CHANGES_BRIEF, COST_BRIEF
+
+    a = Agent(id="a1", name="n", changes=ChangeSummary(files=3, added=120, deleted=45), usage=Usage(input_tokens=9))
+    assert (changed_brief(a), spent_brief(a)) == ("+120 −45", "9")
+    a.changes = ChangeSummary(files=40, added=123_456, deleted=9_999)
+    a.usage = Usage(input_tokens=38_200, output_tokens=4_100, cost_usd=0.2114)
+    assert (changed_brief(a), spent_brief(a)) == ("+123k −9.9k", "$0.21")
+    for usd, shown in ((0.005, "$0.0050"), (12.5, "$12.50"), (1234.0, "$1234")):
+        a.usage = Usage(cost_usd=usd)
+        assert spent_brief(a) == shown
+    for cell in ("+999 −999", "+99k −9.9k", "$0.0050", "999.9k", "$12.50"):
+        assert len(cell) <= (CHANGES_BRIEF if cell.startswith("+") else COST_BRIEF), cell
+    # a coding flight that ended without any usage known (a Codex flight killed in its first turn)
+    gone = Agent(id="b1", name="m", events="codex", status="dead", ended_at=1.0)
+    assert (spent_cell(gone), spent_brief(gone)) == ("?", "?")
+    assert spent_cell(Agent(id="c1", name="p", events="codex")) == ""  # running: nothing yet
 
 
 async def test_spawn_with_a_preset_starts_a_coding_flight_in_its_own_worktree(file_bus, tmp_path, monkeypatch):

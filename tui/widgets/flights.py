@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.binding import Binding
 from textual.coordinate import Coordinate
@@ -15,16 +16,13 @@ from ..messages import Toast
 from ..state import FlightView, role_styles
 from .cell_cache import ContentCachedTable
 
-COLUMNS = (  # always shown
-    ("state", 13),
-    ("name", 14),
-    ("id", 8),
-    ("wave", 7),
-    ("elapsed", 7),
-    ("quiet", 6),
-)
+Layout = tuple[tuple[str, int], ...]  # the columns shown: (label, width), in order
+STATE, ID, ELAPSED, QUIET = ("state", 13), ("id", 8), ("elapsed", 7), ("quiet", 6)
+NAME, NAME_NARROW = 14, 10  # the name column, and on a terminal too narrow for the coding facts
+WAVE_MIN, WAVE_MAX, WAVE_NARROW = 4, 16, 8  # the wave column fits the longest wave shown, within these
 CHANGES = ("changes", 13)  # a coding flight's `+12 −3 2f`, shown once a flight has some
 COST = ("cost", 13)  # and its `1.2k $0.0123`
+CHANGES_BRIEF, COST_BRIEF = 10, 7  # the same facts, narrow: `+12 −3` and `$0.01` (or its tokens)
 DETAIL = "last message / reason"  # the one column whose width follows the screen
 NARROW_BELOW = 100  # terminal columns under which the detail column is left out
 DETAIL_MIN = 20
@@ -33,12 +31,15 @@ DETAIL_MIN = 20
 class FlightsTable(ContentCachedTable):
     """Flights with fixed column widths; only changed cells are updated, never widths.
 
-    Once a coding flight shows changes or cost, a column each comes in before the detail
-    column, as long as the panel has room for them; one left out leads the detail instead.
-    The detail column takes the width the others leave (a wide terminal shows more of each
-    message) and is left out below NARROW_BELOW columns, where it would only be cut off.
-    The columns change when the terminal is resized or the first coding facts come (or the
-    last go), never with the content otherwise.
+    The wave column fits the longest wave name shown (within WAVE_MIN..WAVE_MAX). Once a
+    coding flight shows changes or cost, a column each comes in before the detail column:
+    whole (`+12 −3 2f`, `1.2k $0.0123`) where there is room, else brief (`+12 −3`,
+    `$0.01`); on a terminal too narrow even for those, `quiet` is left out, then the name
+    and wave columns narrow (and under 80 columns the id goes), so at 80 columns each
+    flight still shows its state, name, id, changes and cost. The detail column takes the width the others leave (a wide terminal
+    shows more of each message) and is left out below NARROW_BELOW columns, where it would
+    only be cut off. The columns change when the terminal is resized, the first coding facts
+    come (or the last go) or the longest wave name changes, never with the content otherwise.
     """
 
     HELP = """
@@ -46,9 +47,10 @@ class FlightsTable(ContentCachedTable):
 One row per flight: state (glyph and word: running, idle, needs input, closed, dead), name,
 short id, wave, time since it started, time since its last message, for a coding flight
 what it changed (`+12 −3 2f`: lines added, deleted, files) and what it cost (`1.2k $0.0123`:
-tokens in and out, money where its agent reports it), and its last message (✉ once it
-reported to you), its open question, or why it died. On a narrow terminal the columns that
-do not fit are left out (changes and cost then lead the message).
+tokens in and out, money where its agent reports it; `?` when it ended without saying), and
+its last message (✉ once it reported to you), its open question, or why it died. On a
+narrow terminal changes and cost are brief (`+12 −3`, `$0.01` or tokens), and the columns
+that do not fit are left out: the message first, then the time since the last message.
 
 - **Enter** (or a second click) opens the flight: its messages, events and output log;
   on a flight that needs input, it starts `/reply ID ` on the command line instead.
@@ -77,45 +79,67 @@ do not fit are left out (changes and cost then lead the message).
         self._shown: dict[str, FlightView] = {}
         self._painted: dict[str, dict[str, tuple[str, str]]] = {}  # what each row's cells hold
         self._coding: set[str] = set()  # the flights shown with changes or cost
-        self._extra: tuple[tuple[str, int], ...] = ((DETAIL, DETAIL_MIN + 10),)  # the columns after `quiet`
+        self._layout: Layout = (STATE, ("name", NAME), ID, ("wave", WAVE_MIN), ELAPSED, QUIET)
         self._t = 0.0  # the time the rows were last painted for
 
     def on_mount(self) -> None:
-        for label, width in COLUMNS + self._extra:
+        for label, width in self._layout:
             self.add_column(label, width=width, key=_key(label))
 
     def on_resize(self) -> None:
         self._fit()
 
-    def _want(self) -> tuple[tuple[str, int], ...]:
-        """The columns after `quiet` that the width allows: changes and cost (once a coding
-        flight is shown), then the detail with the width left (from NARROW_BELOW on)."""
+    def _want(self) -> Layout:
+        """The columns the width allows, the first layout that fits of: (once a coding flight is
+        shown) changes and cost whole, then brief, each with the detail (from NARROW_BELOW
+        columns on) and then without it; brief without `quiet`; brief with the name and wave
+        narrowed; then without the id. Without coding facts (or room for them): the detail
+        with the width left."""
         pad = 2 * self.cell_padding
-        room = self.size.width - int(self.styles.scrollbar_size_vertical) - sum(w + pad for _, w in COLUMNS)
-        out = []
+        width = self.size.width - int(self.styles.scrollbar_size_vertical)
+        wave = min(WAVE_MAX, max([WAVE_MIN, *(cell_len(v.wave or "—") for v in self._shown.values())]))
+        wide = self.app.size.width >= NARROW_BELOW
+
+        def base(name: int = NAME, wave: int = wave, quiet: bool = True) -> Layout:
+            return (STATE, ("name", name), ID, ("wave", wave), ELAPSED) + ((QUIET,) if quiet else ())
+
+        def room(cols: Layout) -> int:
+            return width - sum(w + pad for _, w in cols)
+
+        def with_detail(cols: Layout) -> Layout | None:
+            left = room(cols) - pad
+            return (*cols, (DETAIL, left)) if wide and left >= DETAIL_MIN else None
+
         if self._coding:
-            for label, width in (CHANGES, COST):
-                if room >= width + pad:
-                    out.append((label, width))
-                    room -= width + pad
-        if self.app.size.width >= NARROW_BELOW and (not out or room - pad >= DETAIL_MIN):
-            out.append((DETAIL, max(DETAIL_MIN, room - pad)))
-        return tuple(out)
+            whole, brief = (CHANGES, COST), (("changes", CHANGES_BRIEF), ("cost", COST_BRIEF))
+            for cols in (base() + whole, base() + brief):
+                if fits := with_detail(cols):
+                    return fits
+            narrow = base(NAME_NARROW, min(wave, WAVE_NARROW), quiet=False)
+            no_id = tuple(c for c in narrow if c != ID)  # under 80 columns: the id is in notices and /reply
+            for cols in (base() + whole, base() + brief, base(quiet=False) + brief, narrow + brief, no_id + brief):
+                if room(cols) >= 0:
+                    return cols
+        return with_detail(base()) or base()  # changes and cost, if any, lead the detail
 
     def _fit(self) -> None:
-        """Lay out the columns after `quiet` again if they should change, and repaint them."""
+        """Lay out the columns again if they should change: those from the first that differs
+        on are removed and added again (a table only appends columns), then repainted."""
         want = self._want()
-        if want == self._extra:
+        if want == self._layout:
             return
-        for label, _ in self._extra:
+        first = next((i for i, (a, b) in enumerate(zip(want, self._layout, strict=False)) if a != b), None)
+        if first is None:
+            first = min(len(want), len(self._layout))
+        for label, _ in self._layout[first:]:
             self.remove_column(_key(label))
-        self._extra = want
-        for label, width in want:
+        for label, width in want[first:]:
             self.add_column(label, width=width, key=_key(label), default=Text(""))
+        self._layout = want
         for v in self._shown.values():
             painted = self._painted[v.id]
-            for key in ("changes", "cost", "last"):
-                painted.pop(key, None)
+            for label, _ in want[first:]:
+                painted.pop(_key(label), None)
             self._paint(v, self._t)
 
     def show(self, views: Sequence[FlightView], t: float) -> None:
@@ -167,7 +191,7 @@ do not fit are left out (changes and cost then lead the message).
 
     def _keys(self) -> list[str]:
         """The cell keys of the columns shown, in order."""
-        return [_key(label) for label, _ in COLUMNS + self._extra]
+        return [_key(label) for label, _ in self._layout]
 
     def spin(self, t: float) -> None:
         """Bring the clocks and spinners of the rows on screen to time `t`."""
@@ -197,7 +221,11 @@ do not fit are left out (changes and cost then lead the message).
         stalled = v.stalled(t)
         dim = " dim" if stalled else ""
         state, name, sid, wave, elapsed, quiet, changed, spent, detail = v.cells(t)
-        shown = {label for label, _ in self._extra}
+        shown = dict(self._layout)
+        if shown.get(CHANGES[0], CHANGES[1]) < CHANGES[1]:
+            changed = v.changed_brief
+        if shown.get(COST[0], COST[1]) < COST[1]:
+            spent = v.spent_brief
         lead = [fact for fact, label in ((changed, CHANGES[0]), (spent, COST[0])) if fact and label not in shown]
         if lead:  # no room for their columns: the detail says them first
             detail = " · ".join([*lead, detail]) if detail else " · ".join(lead)
@@ -207,7 +235,7 @@ do not fit are left out (changes and cost then lead the message).
             "state": Text(state, style=roles.get(v.state, "")),
             "name": Text(name, style=("bold" + dim).strip(), no_wrap=True, overflow="ellipsis"),
             "id": Text(sid, style="dim"),
-            "wave": Text(wave, style=dim.strip()),
+            "wave": Text(wave, style=dim.strip(), no_wrap=True, overflow="ellipsis"),
             "elapsed": Text(elapsed, justify="right"),
             "quiet": Text(quiet, justify="right", style=roles["warn"] if stalled else ""),
             "changes": Text(changed, justify="right", no_wrap=True, overflow="ellipsis"),
