@@ -18,7 +18,6 @@ merging anything twice.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import inspect
 import os
 import shutil
@@ -30,12 +29,12 @@ import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 from . import agents, flights, git, messages, presets, wait, worktrees
-from .bus import Bus
+from .bus import Bus, wave_docs
 from .errors import BadInput, WavewaitError
 from .ids import check_name, new_id
 from .limits import check_text
@@ -54,6 +53,10 @@ DOC_KIND = "merge"
 CHECK_TIMEOUT = 3600.0  # seconds one check may run
 CHECK_TAIL_LINES = 40  # lines of a failing check's output kept
 CHECK_TAIL_BYTES = 64 << 10
+CHECK_OUTPUT_CHARS = 4000  # characters of those lines kept (a wave's progress document is bounded)
+FILES_KEPT = 200  # conflicting files kept per flight
+OVERLAP_KEPT = 500  # overlapping files listed
+VIEW_OUTPUT_CHARS = 1000  # of a check's output, in the result kept on the bus for views
 QUESTION_FILES = 50  # conflicting files named in a question
 MAX_CHECK_LEN = 4000
 LOCK_WAIT = 5.0  # seconds a merge waits for another merge of the same repository
@@ -112,58 +115,10 @@ class MergeResult(Result):
 
 
 # --------------------------------------------------------------------------- progress on the bus
-Change = Callable[[dict[str, Any] | None], dict[str, Any]]
-
-
-class ProgressStore(Protocol):
-    """Where a wave's merge progress lives: one document per wave, changed atomically."""
-
-    async def get(self, wave: str) -> dict[str, Any] | None: ...
-    async def update(self, wave: str, change: Change) -> dict[str, Any]: ...
-
-
-class WaveDocStore:
-    """The bus's per-wave documents (kind `merge`), where the bus has them."""
-
-    def __init__(self, bus: Any) -> None:
-        self.bus = bus
-
-    async def get(self, wave: str) -> dict[str, Any] | None:
-        doc: dict[str, Any] | None = await self.bus.get_wave_doc(wave, DOC_KIND)
-        return doc
-
-    async def update(self, wave: str, change: Change) -> dict[str, Any]:
-        doc: dict[str, Any] = await self.bus.update_wave_doc(wave, DOC_KIND, change)
-        return doc
-
-
-class ResolutionStore:
-    """A bus without per-wave documents: the stored-resolution record, read-modify-written
-    under the merge's own lock (one merge per repository at a time holds it)."""
-
-    def __init__(self, bus: Bus) -> None:
-        self.bus = bus
-
-    @staticmethod
-    def key(wave: str) -> str:
-        return "merge-" + hashlib.sha256(wave.encode()).hexdigest()[:32]
-
-    async def get(self, wave: str) -> dict[str, Any] | None:
-        return await self.bus.get_resolution(self.key(wave))
-
-    async def update(self, wave: str, change: Change) -> dict[str, Any]:
-        doc = change(await self.get(wave))
-        await self.bus.put_resolution(self.key(wave), doc)
-        return doc
-
-
-def progress_store(bus: Bus) -> ProgressStore:
-    return WaveDocStore(bus) if hasattr(bus, "update_wave_doc") else ResolutionStore(bus)
-
-
 async def stored(bus: Bus, wave: str) -> dict[str, Any] | None:
-    """The wave's merge progress as the last run left it (for a view)."""
-    return await progress_store(bus).get(check_name(wave, "wave"))
+    """The wave's merge progress as the last run left it: per target, each flight's outcome,
+    and `result`, the last run's whole result (what a view shows)."""
+    return await bus.get_wave_doc(check_name(wave, "wave"), DOC_KIND)
 
 
 # --------------------------------------------------------------------------- planning
@@ -299,7 +254,7 @@ def overlap(touched: dict[str, list[str]], order: Sequence[Flight]) -> list[Over
     for f in order:
         for path in touched.get(f.agent.id, []):
             who.setdefault(path, []).append(f.agent.name)
-    return [Overlap(path=p, flights=names) for p, names in sorted(who.items()) if len(names) > 1]
+    return [Overlap(path=p, flights=names) for p, names in sorted(who.items()) if len(names) > 1][:OVERLAP_KEPT]
 
 
 def _checked_out_at(repo: worktrees.Repo, branch: str) -> str | None:
@@ -375,7 +330,7 @@ class Scratch:
         if r.code == 0:
             return None
         raw = git.run(["diff", "--name-only", "-z", "--diff-filter=U"], self.path).out
-        files = [p for p in raw.decode("utf-8", "replace").split("\0") if p]
+        files = [p for p in raw.decode("utf-8", "replace").split("\0") if p][:FILES_KEPT]
         git.run(["merge", "--abort"], self.path)
         if not files:
             raise MergeError(f"git merge of {tip[:12]} failed without a conflict: {r.err.strip()[-600:]}")
@@ -420,7 +375,7 @@ def run_check(command: str, cwd: str, timeout: float = CHECK_TIMEOUT) -> tuple[i
     if timed_out.is_set():
         lines.append(f"[wavewait: the check took longer than {timeout:g} s and was stopped]")
         code = code or 124
-    return code, "\n".join(lines)
+    return code, "\n".join(lines)[-CHECK_OUTPUT_CHARS:]
 
 
 def _move_target(repo: worktrees.Repo, target: str, new: str, old: str, checked_out: str | None, name: str) -> None:
@@ -459,7 +414,6 @@ class Run:
     target: str
     repo: worktrees.Repo
     check: str | None
-    store: ProgressStore
     flights: list[Flight]
     overlap: list[Overlap]
     on_change: OnChange | None = None
@@ -480,9 +434,20 @@ class Run:
             flights=outs,
         )
 
-    async def changed(self) -> None:
+    async def changed(self, *, done: bool = False) -> None:
+        """The result so far to the caller's `on_change`, and on the bus for every view."""
+        result = self.result()
+        view = result.to_json() | {"done": done, "pid": os.getpid(), "at": now()}
+        for f in view["flights"]:
+            if "output" in f:
+                f["output"] = f["output"][-VIEW_OUTPUT_CHARS:]
+
+        def change(doc: dict[str, Any] | None) -> dict[str, Any]:
+            return (doc or {"v": 1, "targets": {}}) | {"result": view}
+
+        await self.bus.update_wave_doc(self.wave, DOC_KIND, change)
         if self.on_change is not None:
-            got = self.on_change(self.result())
+            got = self.on_change(result)
             if inspect.isawaitable(got):
                 await got
 
@@ -498,10 +463,10 @@ class Run:
             targets[target] = {"flights": flights, "updated_at": now()}
             return doc | {"targets": targets, "last_target": target}
 
-        await self.store.update(self.wave, change)
+        await self.bus.update_wave_doc(self.wave, DOC_KIND, change)
 
     async def saved(self, f: Flight) -> dict[str, Any]:
-        doc = await self.store.get(self.wave) or {}
+        doc = await self.bus.get_wave_doc(self.wave, DOC_KIND) or {}
         entry = (((doc.get("targets") or {}).get(self.target) or {}).get("flights") or {}).get(f.agent.id)
         return entry if isinstance(entry, dict) else {}
 
@@ -556,6 +521,7 @@ class Run:
                 await self.changed()
         finally:
             await asyncio.to_thread(scratch.close)
+        await self.changed(done=True)
         return self.result()
 
     def _not_merged(self, agent_id: str) -> bool:
@@ -673,6 +639,7 @@ async def merge_wave(
     if resolve_with is not None:
         presets.get(resolve_with, presets_file)  # an unknown one is refused before anything moves
     name = await _pick_wave(bus, wave)
+    wave_docs.doc_key(name, DOC_KIND)  # a wave its progress cannot be kept for is refused before anything moves
     planned = await plan(bus, name)
     repo = await asyncio.to_thread(_repo_of, planned)
     with _merge_lock(repo):
@@ -688,7 +655,6 @@ async def merge_wave(
             target=target,
             repo=repo,
             check=check,
-            store=progress_store(bus),
             flights=planned,
             overlap=overlap(touched, [f for f in planned if f.out is None]),
             on_change=on_change,

@@ -74,6 +74,14 @@ async def test_five_branches_merge_in_report_order_and_two_need_input_then_a_fix
     assert all(passes_check(repo, c, tmp_path) for c in merges)
     assert (repo / "alpha.txt").read_text() == "alpha\n"  # main is checked out: its files followed
     assert git(repo, "status", "--porcelain", "--untracked-files=no") == ""
+    # the progress is on the bus: per flight, and the whole result for any view
+    doc = await merge.stored(bus, WAVE)
+    kept = doc["targets"]["main"]["flights"]
+    assert kept[fl["broken"].id]["status"] == "check_failed" and kept[fl["alpha"].id]["status"] == "merged"
+    assert kept[fl["alpha"].id]["commit"] == first_parents(repo)[2]
+    assert doc["result"]["done"] is True and [f["status"] for f in doc["result"]["flights"]] == [
+        f.status for f in first.flights
+    ]
     # the two that stopped need input, with the files / the check's lines as their question
     two = await bus.get_agent(fl["pair-two"].id)
     broken = await bus.get_agent(fl["broken"].id)
