@@ -51,7 +51,7 @@ COMMANDS: tuple[SlashCommand, ...] = (
         "/merge",
         "/merge [WAVE] [--check CMD] [--into B] [--dry-run]",
         "merge a wave's branches in order, a check after each, and watch it live; --resolve-with claude|codex "
-        "hands conflicts to a flight (docs/merging.md)",
+        "hands conflicts to a flight; --watch follows a merge run elsewhere (docs/merging.md)",
         runs_bare=True,
     ),
     SlashCommand("/help", "/help", "show commands and keys", runs_bare=True),
@@ -125,8 +125,8 @@ def _parse_merge(cmd: SlashCommand, words: list[str]) -> Parsed:
     i = 0
     while i < len(words):
         w = words[i]
-        if w == "--dry-run":
-            options["dry_run"] = True
+        if w in ("--dry-run", "--watch"):
+            options[w[2:].replace("-", "_")] = True
         elif w in ("--into", "--check", "--resolve-with"):
             if i + 1 >= len(words):
                 raise usage_error(cmd, f"give a value after {w}")

@@ -5,6 +5,7 @@ check output; a snapshot of the view at the end of the five-branch merge."""
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from wavewait.tui import scenes
 from wavewait.tui.commands import Usage, parse
 from wavewait.tui.screens.merge import MergeScreen
 
-from conftest import until
+from conftest import env_for, until, wavewait_cmd
 from gittools import git, make_repo
 from mergetools import CHECK, WAVE, five_flights, preset_file
 from tuitools import SIZE, deterministic_textual, make_app, screen_text, scrollback, type_command  # noqa: F401
@@ -111,3 +112,43 @@ def test_merge_view_snapshot(snap_compare, tmp_path: Path, monkeypatch: pytest.M
     asyncio.run(five_flights(bus, repo, preset_file(tmp_path)))
     monkeypatch.chdir(repo)
     assert snap_compare(scenes.frozen_app(bus), run_before=merged_view, terminal_size=SIZE)
+
+
+@pytest.mark.anyio
+async def test_watch_follows_a_merge_run_by_the_cli_in_another_process(bus, tmp_path, monkeypatch) -> None:
+    repo = wave_repo(tmp_path, monkeypatch)
+    await five_flights(bus, repo, preset_file(tmp_path))
+    gate = tmp_path / "gate"
+    app = make_app(bus)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(lambda: app.main.read_count > 0, what="the first read")
+        await type_command(pilot, f"/merge {WAVE} --watch")
+        await until(lambda: isinstance(app.screen, MergeScreen), what="the merge view")
+        view = app.screen
+        await pilot.pause()
+        assert "No merge of w5 yet" in screen_text(app)
+        env = env_for(bus, WAVEWAIT_WORKTREES=os.environ["WAVEWAIT_WORKTREES"], MERGE_GATE=str(gate))
+        cli = await asyncio.create_subprocess_exec(
+            *wavewait_cmd("merge", WAVE, "--check", "sh check.sh"), cwd=repo, env=env, stdout=asyncio.subprocess.PIPE
+        )
+        try:
+            # live, from the bus: omega's check runs while the four before it show how they ended
+            await until(lambda: rows(view)[:1] == [("alpha", "✔ merged")] and not view.done, 60, what="alpha merged")
+            await until(
+                lambda: len(rows(view)) == 5 and rows(view)[3] == ("pair-two", "✖ conflict"), 60, what="pair-two"
+            )
+            assert not view.done and rows(view)[4] == ("omega", "· pending")
+            gate.write_text("")
+            await until(lambda: view.done, 60, what="the merge to end")
+        finally:
+            out, _ = await cli.communicate()
+        assert cli.returncode == 6
+        await pilot.pause()
+        assert rows(view) == [
+            ("alpha", "✔ merged"),
+            ("pair-one", "✔ merged"),
+            ("broken", "✖ check failed"),
+            ("pair-two", "✖ conflict"),
+            ("omega", "✔ merged"),
+        ]
+        assert "stopped: flights need input" in screen_text(app)

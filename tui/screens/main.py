@@ -634,7 +634,14 @@ received. **F1** shows the help of the focused part.
             self.say(line)
 
     async def cmd_merge(self, p: Parsed) -> None:
-        """Merge a wave (the core's merge queue) and show it live in the merge view."""
+        """Merge a wave (the core's merge queue) and show it live in the merge view; with
+        --watch, only follow the wave's merge as the bus keeps it (run anywhere)."""
+        if p.options.get("watch"):
+            if not p.args:
+                self.say_bad("/merge --watch: name the wave to follow")
+                return
+            self.app.push_screen(MergeScreen(p.args[0], watch=self.bus))
+            return
         if self.merging:
             self.say_bad("a merge is already running; wait for it (its view: /merge shows it again when done)")
             return

@@ -3,13 +3,18 @@
 and the selected flight's conflicting files or its check's last lines (docs/merging.md).
 
 The merge itself runs in the main screen's worker (`/merge`), so closing this view does not
-stop it; the view only shows the results the merge reports after each step.
+stop it; the view only shows the results the merge reports after each step. With `/merge
+WAVE --watch` the view runs nothing: it follows the wave's merge document on the bus, so a
+merge run anywhere (`wavewait merge` in another terminal, an agent's `merge_wave`) shows live.
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 from rich.text import Text
-from textual import events
+from textual import events, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -17,6 +22,8 @@ from textual.coordinate import Coordinate
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
+from ...core import merge
+from ...core.bus import Bus
 from ...core.merge import FlightMerge, MergeResult
 from ..typed_app import wave_app
 
@@ -28,6 +35,7 @@ ROLE = {
     "skipped": "warn",
     "pending": "closed",
 }
+READ_EVERY = 0.1  # a burst of changes is read at most ten times a second
 DETAIL_MIN = 20  # columns of the detail column at least (it takes what the terminal has left)
 NAVIGATION = {"up", "down", "pageup", "pagedown", "home", "end"}
 HEADLINE = {"merged": "merged", "needs_input": "stopped: flights need input", "planned": "planned (dry run)"}
@@ -37,9 +45,10 @@ class MergeScreen(Screen[None]):
     CSS_PATH = "merge.tcss"
     BINDINGS = [Binding("escape,q", "dismiss", "Close")]
 
-    def __init__(self, what: str) -> None:
+    def __init__(self, what: str, *, watch: Bus | None = None) -> None:
         super().__init__()
-        self.what = what  # the wave as asked (or "the wave"), until the first result names it
+        self.what = what
+        self.watching = watch  # follow the wave's merge document on this bus (run nothing)  # the wave as asked (or "the wave"), until the first result names it
         self.result: MergeResult | None = None
         self.done = False
         self.failed: str | None = None
@@ -61,10 +70,29 @@ class MergeScreen(Screen[None]):
         for label, width in (*widths.items(), ("detail", rest)):
             table.add_column(label, width=width, key=label)
         self.query_one("#merge-title", Static).update(Text(f"Merging {self.what}…", style="bold"))
+        if self.watching is not None:
+            self.query_one("#merge-title", Static).update(Text(f"No merge of {self.what} yet", style="bold"))
+            self.follow(self.watching)
+
+    @work(exclusive=True, group="merge-watch", exit_on_error=False)
+    async def follow(self, bus: Bus) -> None:
+        """Subscribe, then read; read again after every change of the wave's documents."""
+        changes = await bus.subscribe_waves(self.what)
+        try:
+            while True:
+                started = time.monotonic()
+                doc = await merge.stored(bus, self.what)
+                if doc is not None and isinstance(doc.get("result"), dict):
+                    kept = doc["result"]
+                    self.show(MergeResult.model_validate(kept), done=bool(kept.get("done")))
+                await changes.wait()
+                await asyncio.sleep(max(0.0, READ_EVERY - (time.monotonic() - started)))
+        finally:
+            changes.close()
 
     def show(self, result: MergeResult, *, done: bool = False) -> None:
         """Show the merge as it stands (called by the merge after every step, and at its end)."""
-        self.result, self.done = result, done or self.done
+        self.result, self.done = result, done if self.watching is not None else done or self.done
         self.shows += 1
         if not self.is_attached:
             return
