@@ -47,6 +47,8 @@ async def merged_view(pilot) -> None:
     await type_command(pilot, COMMAND)
     await until(lambda: isinstance(pilot.app.screen, MergeScreen) and pilot.app.screen.done, 120, what="the merge")
     await pilot.pause()
+    pilot.app.clear_notifications()  # the toasts of the two flights that need input name their random ids
+    await pilot.pause()
 
 
 def test_the_merge_command_parses_its_options() -> None:
@@ -152,3 +154,32 @@ async def test_watch_follows_a_merge_run_by_the_cli_in_another_process(bus, tmp_
             ("omega", "✔ merged"),
         ]
         assert "stopped: flights need input" in screen_text(app)
+
+
+@pytest.mark.anyio
+async def test_m_on_a_flight_and_enter_on_a_stopped_one_open_its_waves_merge(bus, tmp_path, monkeypatch) -> None:
+    from wavewait.core import merge
+    from wavewait.tui.widgets.flights import FlightsTable
+
+    repo = wave_repo(tmp_path, monkeypatch)
+    fl = await five_flights(bus, repo, preset_file(tmp_path))
+    await merge.merge_wave(bus, WAVE, caller="orchestrator", check="sh check.sh")
+    app = make_app(bus)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(lambda: app.main.read_count > 0, what="the first read")
+        table = app.main.query_one(FlightsTable)
+        await until(lambda: table.row_count == 5, what="the five flights")
+        table.focus()
+        await pilot.press("m")
+        await until(lambda: isinstance(app.screen, MergeScreen) and app.screen.done, what="the merge view")
+        assert [s for _, s in rows(app.screen)] == ["✔ merged", "✔ merged", "✖ check failed", "✖ conflict", "✔ merged"]
+        await pilot.press("escape")
+        await until(lambda: not isinstance(app.screen, MergeScreen), what="the view to close")
+        table.move_cursor(row=table.get_row_index(fl["pair-two"].id))
+        await pilot.press("enter")  # it needs input because the merge stopped on it: its merge shows
+        await until(lambda: isinstance(app.screen, MergeScreen) and app.screen.done, what="the merge view again")
+        assert "pair-two: merge: wavewait/w5/pair-two conflicts with main in src/app.py" in scrollback(app)
+        # its notice says where to look, not to reply
+        assert any(n.startswith("pair-two (") and n.endswith(f"/merge {WAVE} --watch") for n in app.notices), (
+            app.notices
+        )

@@ -277,7 +277,7 @@ received. **F1** shows the help of the focused part.
                     deaths.append(a)
             if a.last_message_at != old.last_message_at and a.last_message:
                 events.add(a.id, Text(f"✉ {tag}: {a.last_message}"))
-            if a.question_id and a.question_id != old.question_id and not a.finished:
+            if a.question_id and a.question_id != old.question_id and a.state == "needs_input":
                 asks.append(a)
         old_waits = {w.id for w in self.waits}
         new_waits = {w.id for w in waits}
@@ -302,7 +302,8 @@ received. **F1** shows the help of the focused part.
                 events.add(w.waiter, Text(f"⧗ wait {short(w.id)} of {who} ended", style="dim"))
         self._first_read = False
         for a in asks:
-            said = f"{a.name} ({short(a.id)}) needs input: {a.question} · /reply {short(a.id)} ANSWER"
+            what = f"/merge {a.wave} --watch" if a.asked_by == "merge" else f"/reply {short(a.id)} ANSWER"
+            said = f"{a.name} ({short(a.id)}) needs input: {a.question} · {what}"
             events.add(a.id, Text(f"? {said}", style=roles["needs_input"]))
             self.wave_app.notice(said, severity="warning")
         if len(deaths) > DEATH_TOASTS:
@@ -514,12 +515,19 @@ received. **F1** shows the help of the focused part.
         else:
             self.prefill(f"/reply {short(event.agent_id)} deny ")
 
+    def on_flights_table_merge_view_requested(self, event: FlightsTable.MergeViewRequested) -> None:
+        self.run_command(f"/merge {event.wave} --watch")
+
     def on_mirror_table_interrupt_requested(self, event: MirrorTable.InterruptRequested) -> None:
         self.interrupt_other_wait(event.wait_id)
 
     def open_flight(self, agent_id: str) -> None:
         """Enter on a flight: open it, or, when it needs input, offer a reply on the command line."""
         agent = next((a for a in self.agents if a.id == agent_id), None)
+        if agent is not None and agent.state == "needs_input" and agent.asked_by == "merge" and agent.wave:
+            self.say(Text(f"{agent.name}: {agent.question}", style=self.wave_app.roles["needs_input"]))
+            self.run_command(f"/merge {agent.wave} --watch")  # its branch stopped the merge: show it
+            return
         if agent is not None and agent.state == "needs_input":
             self.prefill(f"/reply {short(agent_id)} ")
             self.say(Text(f"{agent.name} asks: {agent.question}", style=self.wave_app.roles["needs_input"]))
