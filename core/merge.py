@@ -434,10 +434,13 @@ class Run:
             flights=outs,
         )
 
-    async def changed(self, *, done: bool = False) -> None:
-        """The result so far to the caller's `on_change`, and on the bus for every view."""
+    async def changed(self, *, done: bool = False, error: str | None = None) -> None:
+        """The result so far to the caller's `on_change`, and on the bus for every view
+        (`done` once the run ended; `error` when it could not go on)."""
         result = self.result()
         view = result.to_json() | {"done": done, "pid": os.getpid(), "at": now()}
+        if error is not None:
+            view["error"] = error
         for f in view["flights"]:
             if "output" in f:
                 f["output"] = f["output"][-VIEW_OUTPUT_CHARS:]
@@ -506,6 +509,7 @@ class Run:
 
     async def go(self) -> MergeResult:
         at = await asyncio.to_thread(_refuse_dirty, self.repo, self.target)
+        await self.changed()
         scratch = Scratch(self.repo)
         try:
             for f in self.flights:
@@ -543,7 +547,8 @@ class Run:
         before = await self.saved(f)
         if await asyncio.to_thread(_is_ancestor, self.repo, tip, onto):
             ours = before.get("status") in ("merged", "checking") and before.get("tip") == tip
-            commit = before.get("commit") if ours and _is_ancestor(self.repo, str(before.get("commit")), onto) else None
+            kept = str(before.get("commit"))
+            commit = kept if ours and await asyncio.to_thread(_is_ancestor, self.repo, kept, onto) else None
             await self.merged(f, tip, commit, None if commit else "its branch is already in the target")
             return
         if (
@@ -554,7 +559,7 @@ class Run:
             and (before.get("status") == "conflict" or before.get("check") == self.check)
             and not (self.resolve_with and before.get("status") == "conflict")
         ):  # nothing changed since it stopped: the same answer, without running it again
-            fields = {k: before[k] for k in ("files", "output") if before.get(k) is not None}
+            fields = {k: before[k] for k in ("files", "output", "why") if before.get(k) is not None}
             await self.stop(f, before["status"], tip, onto, **fields)
             return
         if not scratch.path:
@@ -671,11 +676,15 @@ async def merge_wave(
                 elif f.out is None:
                     f.result("pending", files=touched.get(f.agent.id), why="planned")
             return run.result(dry_run=True)
-        await run.changed()
         try:
             return await run.go()
         except git.GitError as e:  # what merged stays merged: a run again continues
-            raise MergeError(f"{e}; what merged so far stays merged, run merge again to continue") from e
+            error: WavewaitError = MergeError(f"{e}; what merged so far stays merged, run merge again to continue")
+            await run.changed(done=True, error=str(error))
+            raise error from e
+        except MergeError as e:
+            await run.changed(done=True, error=str(e))
+            raise
 
 
 @contextmanager

@@ -13,6 +13,7 @@ import pytest
 from wavewait.core import merge, messages
 from wavewait.core.errors import BadInput
 
+from conftest import until
 from gittools import git, make_repo
 from mergetools import CHECK, WAVE, first_parents, five_flights, flight, preset_file, subjects
 
@@ -236,3 +237,41 @@ async def test_queue_flights_merge_in_dependency_order_and_a_stopped_one_holds_b
         f"Merge {lib.worktree.branch} (lib) into main",
         f"Merge {docs.worktree.branch} (docs) into main",
     ]
+
+
+async def test_a_target_moved_during_the_check_is_never_overwritten(bus, repo, tmp_path) -> None:
+    import anyio
+
+    from wavewait.core import agents
+
+    presets = preset_file(tmp_path)
+    await agents.register(bus, "orchestrator")
+    alpha = await flight(bus, repo, presets, "alpha", {"alpha.txt": "alpha\n"})
+    git(repo, "branch", "integration")
+    running, gate = tmp_path / "running", tmp_path / "gate"
+    check = f"touch {running}; while [ ! -e {gate} ]; do sleep 0.05; done"  # holds the merge in its check
+    failed: list[BaseException] = []
+
+    async def run() -> None:
+        try:
+            await merge.merge_wave(bus, WAVE, caller="orchestrator", into="integration", check=check)
+        except merge.MergeError as e:
+            failed.append(e)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        await until(running.exists, 30, "the check to start")
+        (repo / "other.txt").write_text("someone else\n")
+        git(repo, "add", "other.txt")
+        git(repo, "commit", "--quiet", "-m", "someone else")
+        someone = git(repo, "rev-parse", "HEAD").strip()
+        git(repo, "update-ref", "refs/heads/integration", someone)  # the target moves under the merge
+        gate.write_text("")
+    assert failed and "integration moved during the merge" in str(failed[0])
+    assert git(repo, "rev-parse", "integration").strip() == someone  # not overwritten
+    assert (await merge.stored(bus, WAVE))["result"]["error"].startswith("integration moved")
+    # run again: it merges onto where the target is now
+    again = await merge.merge_wave(bus, WAVE, caller="orchestrator", into="integration", check=check)
+    assert statuses(again) == [("alpha", "merged")]
+    assert git(repo, "rev-parse", "integration^1").strip() == someone
+    assert git(repo, "rev-parse", "integration^2").strip() == git(repo, "rev-parse", alpha.worktree.branch).strip()

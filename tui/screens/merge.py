@@ -85,6 +85,8 @@ class MergeScreen(Screen[None]):
                 if doc is not None and isinstance(doc.get("result"), dict):
                     kept = doc["result"]
                     self.show(MergeResult.model_validate(kept), done=bool(kept.get("done")))
+                    if kept.get("error"):
+                        self.show_error(str(kept["error"]))
                 await changes.wait()
                 await asyncio.sleep(max(0.0, READ_EVERY - (time.monotonic() - started)))
         finally:
