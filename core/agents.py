@@ -20,13 +20,13 @@ import weakref
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from . import worktrees
+from . import budgets, worktrees
 from .bus import Bus
 from .errors import BadInput, WavewaitError
 from .identity import SECRET_ENV, new_secret, supervised_flight_id, supervisor_argv
 from .ids import check_id, check_name, is_id, new_id, resolve
 from .model import Agent, Item, now
-from .proc import alive, hostname
+from .proc import alive, group_members, hostname
 from .results import iso
 
 KILL_GRACE = 2.0
@@ -152,17 +152,20 @@ async def spawn(
     env: dict[str, str] | None = None,
     cwd: str | None = None,
     agent_id: str | None = None,
+    budget: budgets.BudgetArgs | None = None,
     **fields: Any,
 ) -> Agent:
     """Run `command` as a supervised agent in its own process group; return its record.
 
     `agent_id` (new if None) and `fields` (more of the record: a preset, a worktree) come from
-    a caller that prepared the flight first (core/flights.py)."""
+    a caller that prepared the flight first (core/flights.py); `budget`, the wave's budget
+    to keep and the flight's own cap (core/budgets.py): a wave that spent its budget is refused."""
     check_name(name)
     if not command or not all(isinstance(c, str) and c for c in command):
         raise BadInput("command: give the program and its arguments as a non-empty list of strings")
     if wave is not None:
         check_name(wave, "wave")
+    await budgets.admit(bus, wave, budget.wave if budget else None)  # before anything starts
     parent_id = caller_id(parent_id)
     agent_id = new_id() if agent_id is None else check_id(agent_id, "agent_id")
     secret, digest = new_secret()  # its credential: in its environment only, hashed on the bus
@@ -175,6 +178,7 @@ async def spawn(
         command=list(command),
         log_path=bus.log_path(agent_id),
         secret_hash=digest,
+        budget=budget.flight if budget else None,
         **fields,
     )
     await bus.put_agent(agent)
@@ -284,25 +288,39 @@ async def kill(bus: Bus, agent: Agent, by: str | None = None) -> Agent:
     """
     if agent.host not in (None, hostname()) and agent.pid:
         raise BadInput(f"agent: {agent.name} runs on host {agent.host}; kill it from there")
-    dead = await bus.transition(
-        agent.id,
-        "dead",
-        ("running", "idle"),
-        reason=f"killed by {by or 'request'}",
-        ended_at=now(),
-    )
-    if dead is not None:
-        await _announce_death(bus, dead)
+    return await stop(bus, agent, f"killed by {by or 'request'}")
+
+
+async def stop(bus: Bus, agent: Agent, reason: str) -> Agent:
+    """Mark a flight on this host dead for `reason` (once), then end its process group.
+
+    `kill` is this for a person or an agent; a flight's own supervisor calls it when the
+    flight spent its budget (core/budgets.py), and then leaves itself out of the group it leads."""
+    await mark_dead(bus, agent.id, reason)
     pgid = agent.supervisor_pid or agent.pid
     if pgid and alive(agent.pid, agent.pid_start):
         await _end_group(pgid, agent)
     return await bus.get_agent(agent.id) or agent
 
 
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    """Signal every process of the group, except this one when it is in it (a supervisor
+    stopping its own flight stays to record how it ended)."""
+    if pgid != os.getpgrp():
+        os.killpg(pgid, sig)
+        return
+    for pid in group_members(pgid):
+        if pid != os.getpid():
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                continue
+
+
 async def _end_group(pgid: int, agent: Agent) -> None:
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
-            os.killpg(pgid, sig)
+            _signal_group(pgid, sig)
         except ProcessLookupError:
             return
         except PermissionError as e:

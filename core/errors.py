@@ -27,3 +27,7 @@ class BusError(WavewaitError):
 
 class ForgedSender(BadInput):
     """A process claimed to send as an agent it does not belong to (`identity.py`); nothing was sent."""
+
+
+class BudgetSpent(BadInput):
+    """A spawn into a wave whose budget is spent was refused; nothing was started."""

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import agent_sessions, agents, changes, messages, presets, watch, worktrees
+from . import agent_sessions, agents, budgets, changes, messages, presets, watch, worktrees
 from .agent_events import LINE_LIMIT, EventReader
 from .bus import Bus
 from .errors import BadInput, WavewaitError
@@ -54,12 +54,15 @@ async def start(
     env: dict[str, str] | None = None,
     server_env: dict[str, str] | None = None,
     agent_id: str | None = None,
+    budget: budgets.BudgetArgs | None = None,
 ) -> Agent:
     """Start a flight: a preset's agent on `prompt`, or a plain `command`; in its own worktree
     when asked (`worktree=True`) or by default for a preset in a git repository.
 
     `server_env` goes to the MCP server a preset gives its agent (a task's binding);
-    `agent_id`, when the flight's id was chosen before (the queue runner names it in the task)."""
+    `agent_id`, when the flight's id was chosen before (the queue runner names it in the task);
+    `budget`, the wave's budget to keep and the flight's own cap (core/budgets.py): a wave
+    that spent its budget is refused once the rest was checked, before a worktree is made."""
     check_name(name)
     if wave is not None:
         check_name(wave, "wave")
@@ -82,6 +85,7 @@ async def start(
         if worktree:
             raise BadInput(f"worktree: {folder} is not in a git repository; run without --worktree, or in a repository")
         use_worktree = False
+    await budgets.admit(bus, wave, budget.wave if budget else None)  # all else checked; nothing made yet
     flight_id = agent_id or new_id()
     info = None
     run_dir = folder
@@ -98,8 +102,18 @@ async def start(
         fields |= {"preset": chosen.name, "events": chosen.events}
     assert command is not None
     try:
+        cap = budgets.BudgetArgs(flight=budget.flight) if budget else None  # the wave's is kept already
         return await agents.spawn(
-            bus, name, command, wave=wave, parent_id=parent_id, env=child_env, cwd=run_dir, agent_id=flight_id, **fields
+            bus,
+            name,
+            command,
+            wave=wave,
+            parent_id=parent_id,
+            env=child_env,
+            cwd=run_dir,
+            agent_id=flight_id,
+            budget=cap,
+            **fields,
         )
     except BaseException:
         if info is not None:  # nothing ran in it: leave no worktree or branch behind
@@ -235,10 +249,11 @@ class Relay:
     """The agent's stdout, read by its supervisor: every byte to the output log, every line to
     an EventReader. A thread reads the pipe, so the supervisor's loop stays free."""
 
-    def __init__(self, fmt: str, log_file: Any) -> None:
+    def __init__(self, fmt: str, log_file: Any, on_usage: Callable[[], object] | None = None) -> None:
         self.reader = EventReader(fmt)  # type: ignore[arg-type]
         self.log = log_file
         self.dirty = False  # usage changed since the record was last updated
+        self.on_usage = on_usage  # called (in the reading thread) when it changed: the supervisor wakes
         self._thread: threading.Thread | None = None
 
     def start(self, pipe: Any) -> None:
@@ -252,7 +267,10 @@ class Relay:
                 self.log.write(line)
                 whole = line.endswith(b"\n")
                 if not partial and whole:
-                    self.dirty |= self.reader.feed(line)
+                    if self.reader.feed(line):
+                        self.dirty = True
+                        if self.on_usage is not None:
+                            self.on_usage()
                 elif not partial:
                     self.reader.skipped += 1
                 partial = not whole
@@ -273,11 +291,15 @@ async def tick(
 ) -> float | None:
     """While the flight runs: its usage when it changed, its changes when its worktree was
     `edited` (at most every RECOUNT_GAP seconds) or else every LIVE_CHANGES_EVERY seconds
-    (only written when they differ). Returns the seconds until a count it had to put off
-    may run (edits came too soon after the last count), else None."""
+    (only written when they differ). A flight whose usage took it past a budget is stopped
+    at once (core/budgets.py). Returns the seconds until a count it had to put off may run
+    (edits came too soon after the last count), else None."""
     if relay is not None and relay.dirty:
         relay.dirty = False
-        await bus.update_agent(agent.id, usage=relay.reader.usage)
+        usage = relay.reader.usage
+        await bus.update_agent(agent.id, usage=usage)
+        if not relay.reader.ended:  # a run that reached its end is not stopped: it is ending
+            await enforce_budget(bus, agent.id, usage)
     elif relay is not None:
         await live_codex_usage(bus, agent, relay.reader, last)
     if agent.worktree is None:
@@ -323,6 +345,18 @@ async def live_codex_usage(bus: Bus, agent: Agent, reader: EventReader, last: di
     if found is not None and found != last.get("session_usage") and not reader.ended:
         last["session_usage"] = found
         await bus.update_agent(agent.id, usage=found)
+        await enforce_budget(bus, agent.id, found)
+
+
+async def enforce_budget(bus: Bus, agent_id: str, usage: Usage) -> str | None:
+    """Stop the flight if `usage` took it past its own cap or its wave's budget; the reason, if so."""
+    current = await bus.get_agent(agent_id)
+    if current is None or current.finished:
+        return None
+    why = await budgets.crossed(bus, current, usage)
+    if why is not None:
+        await agents.stop(bus, current, why)
+    return why
 
 
 class WorktreeWatch:

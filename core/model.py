@@ -78,6 +78,13 @@ class Usage(Record):
     turns: int | None = None
 
 
+class FlightBudget(Record):
+    """One flight's own cap (core/budgets.py): past either, its supervisor stops it."""
+
+    tokens: int | None = None  # input + output tokens
+    usd: float | None = None  # money, where its agent reports it
+
+
 class Agent(Record):
     v: int = AGENT_VERSION
     id: str
@@ -113,6 +120,7 @@ class Agent(Record):
     worktree: WorktreeInfo | None = None
     changes: ChangeSummary | None = None
     usage: Usage | None = None
+    budget: FlightBudget | None = None  # its own cap; its wave's budget is the wave's (core/waves.py)
 
     @property
     def finished(self) -> bool:

@@ -60,6 +60,17 @@ def ancestors(pid: int | None = None) -> list[tuple[int, str | None]]:
     return out
 
 
+def group_members(pgid: int) -> list[int]:
+    """The processes of process group `pgid` on this host, as /proc lists them."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            rest = _stat(int(entry))
+            if rest is not None and len(rest) > 2 and rest[2] == str(pgid):
+                out.append(int(entry))
+    return out
+
+
 def cmdline(pid: int) -> list[str]:
     """The arguments `pid` was started with (empty if it is gone or they cannot be read)."""
     try:

@@ -28,11 +28,11 @@ from typing import Any
 import anyio
 from pydantic import BaseModel, Field
 
-from . import agents, flights, presets
+from . import agents, budgets, flights, presets
 from .bus import Changes
-from .errors import BadInput
+from .errors import BadInput, BudgetSpent
 from .ids import new_id
-from .model import Agent, now
+from .model import Agent, FlightBudget, now
 from .tasks import Task, TaskQueue, task_prompt
 
 DEFAULT_MAX_PARALLEL = 4
@@ -67,6 +67,11 @@ class RunSummary(BaseModel):
 Report = Callable[[str], None]
 
 
+def queue_wave(queue: str) -> str:
+    """The wave a queue's agents are spawned into: its budget is theirs (docs/budgets.md)."""
+    return f"queue-{queue}"
+
+
 class Runner:
     """Runs one queue to the end; see the module's docstring."""
 
@@ -81,9 +86,11 @@ class Runner:
         presets_file: str | None = None,
         env: dict[str, str] | None = None,
         report: Report | None = None,
+        flight_budget: FlightBudget | None = None,
     ) -> None:
         """`agent_command` runs the tasks whose type names no preset (None when every type
-        names one); a type's preset must exist (built in, or in `presets_file`)."""
+        names one); a type's preset must exist (built in, or in `presets_file`);
+        `flight_budget` caps each task's agent (core/budgets.py)."""
         if agent_command is not None and (
             not agent_command or not all(isinstance(c, str) and c for c in agent_command)
         ):
@@ -107,6 +114,7 @@ class Runner:
         self.types_file = os.path.abspath(task_types_file) if task_types_file else None
         self.base_env = dict(os.environ if env is None else env)
         self.report = report or (lambda _: None)
+        self.budget = budgets.BudgetArgs(flight=flight_budget)  # the wave's budget is kept by whoever set it
         self.started = 0
 
     def _env(self, task: Task) -> dict[str, str]:
@@ -251,7 +259,8 @@ class Runner:
             prompt = await task_prompt(self.q, marked, tasks)  # the queue as this round read it
             agent = await self._spawn(marked, prompt, agent_id)
         except BadInput as e:
-            final = marked.attempts >= self.q.limits.max_attempts
+            # a wave that spent its budget starts nothing more: another attempt cannot help
+            final = isinstance(e, BudgetSpent) or marked.attempts >= self.q.limits.max_attempts
             self.report(f"{task.type} {task.id[:8]}: cannot start its agent: {e}")
             return await self.q.store.update(
                 task.id, ("running",), status="failed" if final else "queued", note=f"cannot start its agent: {e}"
@@ -263,7 +272,7 @@ class Runner:
     async def _spawn(self, task: Task, prompt: str, agent_id: str) -> Agent:
         """The task's agent: its type's preset on the prompt (a coding flight, in its own
         worktree in a repository), else the agent command with the prompt as its last word."""
-        name, wave, env = f"{task.type}-{task.id[:8]}", f"queue-{self.q.name}", self._env(task)
+        name, wave, env = f"{task.type}-{task.id[:8]}", queue_wave(self.q.name), self._env(task)
         preset = self.q.types[task.type].preset if task.type in self.q.types else None
         if preset is None:
             return await agents.spawn(
@@ -274,6 +283,7 @@ class Runner:
                 parent_id=self.runner_id,
                 env=env,
                 agent_id=agent_id,
+                budget=self.budget,
             )
         binding = {k: v for k, v in env.items() if k.startswith(("WAVEWAIT_TASK", "WAVEWAIT_QUEUE", "WAVEWAIT_MAX_"))}
         return await flights.start(
@@ -288,6 +298,7 @@ class Runner:
             env=env,
             server_env=binding,
             agent_id=agent_id,
+            budget=self.budget,
         )
 
     async def summary(self) -> RunSummary:

@@ -8,6 +8,7 @@ it happens, so every wait on the agent learns of a death at once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
@@ -73,7 +74,15 @@ async def _supervise(bus: Bus, agent_id: str, command: list[str]) -> int:
     # 0600 whatever the umask: an agent's output is as private as the bus it came from
     fd = os.open(agent.log_path or os.devnull, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
     log = open(fd, "ab", buffering=0)  # noqa: SIM115 -- held while the child runs
-    relay = flights.Relay(agent.events, log) if agent.events else None  # its events: read, then logged
+    loop = asyncio.get_running_loop()
+    usage_seen = asyncio.Event()  # its events said it spent more: keep the record, check its budgets now
+
+    def wake() -> None:  # in the reading thread
+        # RuntimeError: the loop has closed, so the end was recorded already, with the final usage
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(usage_seen.set)
+
+    relay = flights.Relay(agent.events, log, on_usage=wake) if agent.events else None  # its events: read, then logged
     watch = None
     if agent.worktree is not None:  # watched before the agent starts: its every edit is counted within a second
         watch = flights.WorktreeWatch(
@@ -121,13 +130,15 @@ async def _supervise(bus: Bus, agent_id: str, command: list[str]) -> int:
         while leased or live:
             waits: set[asyncio.Future[Any]] = {ended_task}
             edited_wait = asyncio.ensure_future(watch.edited.wait()) if watch is not None else None
-            if edited_wait is not None:
-                waits.add(edited_wait)
+            usage_wait = asyncio.ensure_future(usage_seen.wait()) if relay is not None else None
+            waits |= {w for w in (edited_wait, usage_wait) if w is not None}
             done, _ = await asyncio.wait(
                 waits, timeout=beat if put_off is None else put_off, return_when="FIRST_COMPLETED"
             )
-            if edited_wait is not None and not edited_wait.done():
-                edited_wait.cancel()
+            for w in (edited_wait, usage_wait):
+                if w is not None and not w.done():
+                    w.cancel()
+            usage_seen.clear()
             if ended_task in done:
                 break
             edited = put_off is not None or (watch is not None and watch.edited.is_set())

@@ -325,21 +325,57 @@ class Panel:
         """The tokens the coding flights shown spent, all waves together."""
         return sum(self.tokens.values())
 
-    def by_wave(self, most: int = WAVES_SHOWN) -> str:
+    def shown_waves(self, most: int = WAVES_SHOWN) -> list[str]:
+        """The waves the header names (at most `most`), in its order."""
+        return sorted(self.waves)[:most]
+
+    def by_wave(self, most: int = WAVES_SHOWN, budgets: Mapping[str, Budget] | None = None) -> str:
         """Each wave shown and what its coding flights spent, so the totals are never a sum
         across waves: `refactor 48.1k tok $0.4210 · docs 2.0k tok · lint` (flights in no
-        wave that spent: `no wave 1.2k tok`); past `most` waves, how many more."""
+        wave that spent: `no wave 1.2k tok`); a wave with a budget (`budgets`: tokens, money)
+        shows spent / budget: `refactor 48.1k/200.0k tok $0.42/$5.00`; past `most` waves,
+        how many more."""
+        return " · ".join(text for text, _ in self.wave_parts(most, budgets))
+
+    def wave_parts(
+        self, most: int = WAVES_SHOWN, budgets: Mapping[str, Budget] | None = None
+    ) -> list[tuple[str, bool]]:
+        """`by_wave`'s parts, each with whether that wave has spent its budget (shown as bad)."""
         names = sorted(self.waves) + ([""] if self.tokens[""] else [])
-        parts = [(w or "no wave") + spent(self.tokens[w], self.cost[w]) for w in names[:most]]
+        caps = budgets or {}
+        parts = [
+            (
+                (w or "no wave") + spent(self.tokens[w], self.cost[w], caps.get(w)),
+                over(self.tokens[w], self.cost[w], caps.get(w)),
+            )
+            for w in names[:most]
+        ]
         more = len(names) - most
-        return " · ".join(parts) + (f" · +{more} more waves" if more > 0 else "")
+        return parts + ([(f"+{more} more waves", False)] if more > 0 else [])
 
 
-def spent(n: int, usd: float) -> str:
-    """` 48.1k tok $0.4210`, or nothing when no tokens were spent."""
-    if not n:
-        return ""
-    return f" {tokens(n)} tok" + (f" {money(usd)}" if usd > 0 else "")
+#: a wave's budget as the header shows it: tokens, money (None: not set)
+Budget = tuple[int | None, float | None]
+
+
+def over(n: int, usd: float, budget: Budget | None) -> bool:
+    """Whether a wave that spent `n` tokens and `usd` has spent its budget (what refuses its spawns)."""
+    cap_tokens, cap_usd = budget or (None, None)
+    return (cap_tokens is not None and n >= cap_tokens) or (cap_usd is not None and usd >= cap_usd)
+
+
+def spent(n: int, usd: float, budget: Budget | None = None) -> str:
+    """` 48.1k tok $0.4210`, or nothing when no tokens were spent; against a budget,
+    spent / budget: ` 48.1k/200.0k tok $0.4210/$5.00`."""
+    cap_tokens, cap_usd = budget or (None, None)
+    if cap_tokens is None and cap_usd is None:
+        return "" if not n else f" {tokens(n)} tok" + (f" {money(usd)}" if usd > 0 else "")
+    out = f" {tokens(n)}/{tokens(cap_tokens)} tok" if cap_tokens is not None else (f" {tokens(n)} tok" if n else "")
+    if cap_usd is not None:
+        out += f" {money(usd)}/{money(cap_usd)}"
+    elif usd > 0:
+        out += f" {money(usd)}"
+    return out
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, NoReturn
 import anyio
 
 from .core import agents as agents_mod
-from .core import changes, flights, merge, messages, wait
+from .core import budgets, changes, flights, merge, messages, wait
 from .core.agents import agent_view
 from .core.bus import Bus, bus_url, open_bus
 from .core.delivery import ClaimLost
@@ -44,8 +44,8 @@ from .core.results import (
 )
 from .mcp.hosts import HOSTS
 from .queue_cli import COMMANDS as QUEUE_COMMANDS
+from .queue_cli import add_budget_flags, add_queue_flags, budget_args, mcp_settings
 from .queue_cli import add_commands as add_queue_commands
-from .queue_cli import add_queue_flags, mcp_settings
 
 if TYPE_CHECKING:
     from .mcp.front import Front
@@ -204,6 +204,7 @@ async def cmd_spawn(bus: Bus, args: argparse.Namespace) -> int:
     cwd = os.path.realpath(os.path.expanduser(args.cwd)) if args.cwd else os.getcwd()
     if not os.path.isdir(cwd):
         raise BadInput(f"--cwd: {args.cwd!r} is not a directory")
+    given = budgets.check(args.wave, **budget_args(args))
     await agents_mod.ensure_agent(bus, parent)
     agent = await flights.start(
         bus,
@@ -219,6 +220,7 @@ async def cmd_spawn(bus: Bus, args: argparse.Namespace) -> int:
         base=args.base,
         cwd=cwd,
         env=env,
+        budget=given,
     )
     return _print(SpawnResult(agent_id=agent.id, name=agent.name, pid=agent.pid))
 
@@ -496,6 +498,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--cwd", metavar="DIR", help="where it runs (in a worktree: the same folder of it; default: here)")
     s.add_argument("--env", action="append", default=[], metavar="K=V", help="add to its environment (repeatable)")
+    add_budget_flags(s)
     s.add_argument("cmd", nargs="*", help="the command, or a preset's prompt (everything after --)")
     s = cmd("diff", "show what a flight changed against its base (its worktree, uncommitted work included)")
     s.add_argument("id", help="flight id or unique prefix")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 import shlex
 import signal
@@ -21,11 +22,11 @@ from typing import Any
 import anyio
 from pydantic import BaseModel
 
-from .core import agents
+from .core import agents, budgets, waves
 from .core.bus import Bus
 from .core.errors import BadInput
 from .core.results import EXIT_CODES
-from .core.runner import DEFAULT_MAX_PARALLEL, Runner, RunSummary
+from .core.runner import DEFAULT_MAX_PARALLEL, Runner, RunSummary, queue_wave
 from .core.tasks import (
     HandoffList,
     Limits,
@@ -80,6 +81,38 @@ def add_queue_flags(p: argparse.ArgumentParser, limits: bool = True) -> None:
         )
 
 
+def _amount(value: str) -> float:
+    try:
+        usd = float(value)
+    except ValueError:
+        usd = -1.0
+    if not math.isfinite(usd) or usd <= 0:
+        raise argparse.ArgumentTypeError(f"must be an amount of US dollars above 0, got {value!r}")
+    return usd
+
+
+def add_budget_flags(p: argparse.ArgumentParser) -> None:
+    """The wave's budget and a flight's own cap (docs/budgets.md), on spawn and run-queue."""
+    p.add_argument(
+        "--budget-tokens", type=_count(1), metavar="N", help="the wave's budget: tokens its flights may spend together"
+    )
+    p.add_argument("--budget-usd", type=_amount, metavar="X", help="the wave's budget in US dollars")
+    p.add_argument(
+        "--flight-budget-tokens", type=_count(1), metavar="N", help="no one flight may spend more tokens than this"
+    )
+    p.add_argument("--flight-budget-usd", type=_amount, metavar="X", help="no one flight may spend more US dollars")
+
+
+def budget_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The budget flags given, as core/budgets.check takes them."""
+    return {
+        "budget_tokens": args.budget_tokens,
+        "budget_usd": args.budget_usd,
+        "flight_budget_tokens": args.flight_budget_tokens,
+        "flight_budget_usd": args.flight_budget_usd,
+    }
+
+
 def _limits(args: argparse.Namespace) -> Limits:
     return Limits.from_env(
         max_tasks=getattr(args, "max_tasks", None),
@@ -123,6 +156,7 @@ def add_commands(cmd: AddCommand) -> None:
         metavar="N",
         help=f"agents running at once (default {DEFAULT_MAX_PARALLEL})",
     )
+    add_budget_flags(p)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p = cmd("enqueue", "add a task: enqueue TYPE --input key=value ... --reason R")
     add_queue_flags(p)
@@ -235,6 +269,7 @@ def summary_text(s: RunSummary) -> str:
 async def cmd_run_queue(bus: Bus, args: argparse.Namespace) -> int:
     command = args.agent_command or os.environ.get("WAVEWAIT_AGENT_COMMAND")
     q = _queue(bus, args, need_types=True)
+    cap = budgets.flight_cap(args.flight_budget_tokens, args.flight_budget_usd)
     runner = Runner(
         q,
         shlex.split(command) if command else None,
@@ -242,8 +277,11 @@ async def cmd_run_queue(bus: Bus, args: argparse.Namespace) -> int:
         task_types_file=task_types_path(args.task_types),
         presets_file=args.presets or os.environ.get("WAVEWAIT_PRESETS") or None,
         runner_id=args.agent,
+        flight_budget=cap,
         report=lambda line: print(f"run-queue: {line}", file=sys.stderr, flush=True),
     )
+    # the queue's flights are the wave queue-NAME: its budget is theirs (docs/budgets.md)
+    await waves.set_settings(bus, queue_wave(q.name), budget_tokens=args.budget_tokens, budget_usd=args.budget_usd)
     loop = asyncio.get_running_loop()
     with anyio.CancelScope() as scope:  # Ctrl+C or SIGTERM: stop running the queue, say where it is
         for sig in (signal.SIGINT, signal.SIGTERM):

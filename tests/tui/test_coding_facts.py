@@ -241,3 +241,49 @@ async def test_spawn_a_command_in_its_own_worktree_from_the_tui(file_bus, tmp_pa
         await until(lambda: "branch wavewait/no-wave/job" in scrollback(app), what="the spawn said")
         await until(lambda: "+1 −0 1f" in screen_text(app), 30, what="its changes")
     assert status(repo) == "" and git(repo, "show", "wavewait/no-wave/job:made.txt") == "made\n"
+
+
+async def test_the_header_shows_each_waves_spend_against_its_budget(file_bus):
+    """A wave's budget, kept on the bus, shows as spent / budget after the wave's name, and
+    follows the settings when they change; a wave without one keeps its plain totals."""
+    from textual.widgets import Static
+
+    from wavewait.core import waves
+    from wavewait.core.model import Agent
+
+    await register(file_bus, "orchestrator")
+    for i, (name, wave, usd) in enumerate((("parser", "refactor", 0.25), ("cli", "lint", None))):
+        await file_bus.put_agent(
+            Agent(
+                id=IDS[name],
+                name=name,
+                wave=wave,
+                parent_id="orchestrator",
+                created_at=1000.0 + i,
+                usage=Usage(input_tokens=1000 * (i + 1), output_tokens=100, cost_usd=usd),
+            )
+        )
+    await waves.set_settings(file_bus, "refactor", budget_tokens=200_000, budget_usd=5)
+    async with running(file_bus, size=(200, 30)) as (app, _pilot):
+        want = "lint 2.1k tok · refactor 1.1k/200.0k tok $0.2500/$5.00"
+        await until(lambda: want in screen_text(app), what="the budget beside the wave's spend")
+        await waves.set_settings(file_bus, "lint", budget_tokens=2000)  # a budget set while it shows
+        await until(lambda: "lint 2.1k/2.0k tok · refactor" in screen_text(app), what="lint's new budget")
+        head = app.main.query_one("#summary", Static).content
+        styled = {head.plain[s.start : s.end]: str(s.style) for s in head.spans}
+        assert styled["lint 2.1k/2.0k tok"] == app.roles["bad"]  # a spent budget stands out
+        assert styled[" · refactor 1.1k/200.0k tok $0.2500/$5.00"] == "dim"
+        await file_bus.put_agent(
+            Agent(id=IDS["api"], name="api", wave="docs", parent_id="orchestrator", created_at=1002.0)
+        )
+        await waves.set_settings(file_bus, "docs", budget_usd=1)
+        await until(lambda: "docs $0.0000/$1.00 · lint" in screen_text(app), what="a new wave's budget")
+
+
+def test_spend_against_a_budget_reads_as_spent_over_budget() -> None:
+    from wavewait.tui.state import spent
+
+    assert spent(48_100, 0.42, (200_000, 5.0)) == " 48.1k/200.0k tok $0.4200/$5.00"
+    assert spent(0, 0.0, (200_000, None)) == " 0/200.0k tok"
+    assert spent(1200, 0.0, (None, 2.0)) == " 1.2k tok $0.0000/$2.00"
+    assert spent(1200, 0.01, None) == " 1.2k tok $0.0100"

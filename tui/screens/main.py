@@ -26,11 +26,11 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
 from ...core import agents as agents_mod
-from ...core import flights, merge, messages
-from ...core.bus import Bus
+from ...core import flights, merge, messages, waves
+from ...core.bus import Bus, Changes
 from ...core.bus.keys import inbox_key
 from ...core.errors import WavewaitError
-from ...core.ids import resolve, short
+from ...core.ids import is_id, resolve, short
 from ...core.model import AGENT_ITEM_TYPES, Agent, McpTask, WaitRecord, now
 from ...core.results import Result
 from ...core.wait import Control, Progress, check_timeout, wait_fan_in, wait_next
@@ -38,7 +38,7 @@ from ..commands import Parsed, Usage, parse
 from ..demo import launch
 from ..messages import WaitEnded, WaitProgressed
 from ..result_view import received_from, render_result
-from ..state import GLYPH, FlightView, Panel, mirror_view, one_line, received_ids, word
+from ..state import GLYPH, Budget, FlightView, Panel, mirror_view, one_line, received_ids, word
 from ..typed_app import wave_app
 from ..widgets.command import CommandLine
 from ..widgets.eventlog import EventLog
@@ -97,6 +97,9 @@ received. **F1** shows the help of the focused part.
         self._stale: set[str] | None = None  # flights read since the panel's views; None: all
         self._unpainted: dict[str, FlightView] | None = None  # views the table lacks; None: all
         self._full_gc_at = time.monotonic()
+        self.budgets: dict[str, Budget] = {}  # the shown waves' budgets, kept on the bus (core/waves.py)
+        self._budgets_of: set[str] = set()  # the waves whose budgets were read
+        self._wave_changes: Changes | None = None
         # the person's own wait
         self.control: Control | None = None
         self.wait_targets: list[tuple[str, str]] = []
@@ -147,6 +150,7 @@ received. **F1** shows the help of the focused part.
             Text(f"wavewait · you are {self.me} · bus {self.wave_app.bus_label} · /help for commands", style="dim")
         )
         self.follow_bus()
+        self.follow_budgets()
         if settings.timed_repaint:
             self.set_interval(REPAINT_EVERY, self.tick)
         if settings.sweep_every:
@@ -193,6 +197,34 @@ received. **F1** shows the help of the focused part.
                 if rest > 0:
                     await asyncio.sleep(rest)
         finally:
+            changes.close()
+
+    @work(exclusive=True, group="budgets", exit_on_error=False, description="following the waves' budgets")
+    async def follow_budgets(self) -> None:
+        """The budgets of the waves the header shows: read again when a wave's settings change
+        (subscribed first) or a wave is shown that was not read (`repaint` pokes)."""
+        changes = await self.bus.subscribe_waves()
+        self._wave_changes = changes
+        try:
+            while True:
+                names = self._panel.shown_waves()
+                shown = [w for w in names if is_id(w)]  # a wave whose name is no id keeps no settings
+                try:
+                    found = {w: await waves.get_settings(self.bus, w) for w in shown}
+                except WavewaitError as e:  # the header keeps what it showed; the next change reads again
+                    log.warning("reading the waves' budgets failed: %s", e)
+                else:
+                    self.budgets = {
+                        w: (s.budget_tokens, s.budget_usd)
+                        for w, s in found.items()
+                        if s.budget_tokens is not None or s.budget_usd is not None
+                    }
+                    self._budgets_of = set(names)
+                    self._dirty = True
+                    self._repaint_unless_timed()
+                await changes.wait()
+        finally:
+            self._wave_changes = None
             changes.close()
 
     async def read_bus(self, changed: set[str] | None = None) -> None:
@@ -398,12 +430,21 @@ received. **F1** shows the help of the focused part.
             table.show_changed(list(unpainted.values()), t)
         head = Text()
         head.append(self._panel.summary(), style="bold")
-        waves = self._panel.by_wave()
-        if waves:
-            head.append(f"  ·  {waves}", style="dim")
+        if self._wave_changes is not None and not set(self._panel.shown_waves()) <= self._budgets_of:
+            self._wave_changes.poke()  # a wave newly shown: read its budget
+        dim = ""  # dim text is appended in one piece, so the header renders as it always did
+        for i, (part, spent_all) in enumerate(self._panel.wave_parts(budgets=self.budgets)):
+            dim += "  ·  " if i == 0 else " · "
+            if spent_all:  # a wave that spent its budget stands out
+                head.append(dim, style="dim")
+                head.append(part, style=self.wave_app.roles["bad"])
+                dim = ""
+            else:
+                dim += part
+        head.append(dim, style="dim")
         head.append(f"  ·  you: {self.me}", style="dim")
         summary = self.query_one("#summary", Static)
-        summary.set_class(bool(self._panel.spent()), "-totals")
+        summary.set_class(bool(self._panel.spent() or self.budgets), "-totals")
         summary.update(head)
         others_recs = [w for w in self.waits if w.id not in self.own_waits]
         names = {a.id: a.name for a in self.agents} if others_recs else {}

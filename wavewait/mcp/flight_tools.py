@@ -85,6 +85,23 @@ SpawnBase = Annotated[
 ]
 
 
+BudgetTokens = Annotated[
+    int | None,
+    Field(
+        gt=0,
+        description="The wave's budget in tokens (in and out, all its flights together); needs wave. Kept for the "
+        "wave: a spawn once it is spent is refused, a flight still spending then is stopped.",
+    ),
+]
+BudgetUsd = Annotated[
+    float | None, Field(gt=0, description="The wave's budget in US dollars (where the agents report money).")
+]
+FlightBudgetTokens = Annotated[
+    int | None, Field(gt=0, description="This flight's own cap in tokens: past it, it is stopped (dead, budget).")
+]
+FlightBudgetUsd = Annotated[float | None, Field(gt=0, description="This flight's own cap in US dollars.")]
+
+
 def wants_flight(preset: str | None, model: str | None, worktree: bool | None, base: str | None) -> bool:
     """Whether spawn_agent starts a coding flight (core/flights.py) rather than a plain spawn."""
     return preset is not None or model is not None or worktree is not None or base is not None

@@ -20,7 +20,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
-from ..core import agents, flights, messages, wait
+from ..core import agents, budgets, flights, messages, wait
 from ..core.bus import Bus
 from ..core.errors import BadInput
 from ..core.model import now
@@ -44,6 +44,10 @@ from ..core.results import (
 from . import front
 from .delivery import Deliveries
 from .flight_tools import (
+    BudgetTokens,
+    BudgetUsd,
+    FlightBudgetTokens,
+    FlightBudgetUsd,
     SpawnBase,
     SpawnCwd,
     SpawnEnv,
@@ -154,7 +158,10 @@ SPAWN_DOC = (
     "named wave. Returns {agent_id, name, pid} at once; the agent runs on, with WAVEWAIT_BUS, "
     "WAVEWAIT_AGENT_ID and WAVEWAIT_PARENT_ID (you) in its environment. With "
     "preset ('claude' or 'codex') and prompt, it runs that coding agent headless in its own git "
-    "worktree; it reports by itself with its answer, changed files and tokens."
+    "worktree; it reports by itself with its answer, changed files and tokens. budget_tokens / "
+    "budget_usd set the wave's budget (a spawn once it is spent is an error naming it); "
+    "flight_budget_tokens / flight_budget_usd cap this flight: past a cap it is stopped, dead with "
+    "a reason starting 'budget:'."
 )
 LIST_DOC = (
     "List agents with id, name, wave, status (running|idle|closed|dead), age, last message and "
@@ -547,8 +554,20 @@ def register(server: MCPServer, bus: Bus, s: Settings, deliveries: Deliveries) -
         model: SpawnModel = None,
         worktree: SpawnWorktree = None,
         base: SpawnBase = None,
+        budget_tokens: BudgetTokens = None,
+        budget_usd: BudgetUsd = None,
+        flight_budget_tokens: FlightBudgetTokens = None,
+        flight_budget_usd: FlightBudgetUsd = None,
     ) -> Annotated[CallToolResult, SpawnResult]:
         where, child_env = spawn_place(s, cwd, env)
+        argv = spawn_argv(s, command, prompt) if preset is None else None  # checked before the budget is kept
+        given = budgets.check(
+            wave,
+            budget_tokens=budget_tokens,
+            budget_usd=budget_usd,
+            flight_budget_tokens=flight_budget_tokens,
+            flight_budget_usd=flight_budget_usd,
+        )
         await agents.ensure_agent(bus, s.caller)
         if wants_flight(preset, model, worktree, base):
             a = await flights.start(
@@ -556,7 +575,7 @@ def register(server: MCPServer, bus: Bus, s: Settings, deliveries: Deliveries) -
                 name,
                 parent_id=s.caller,
                 prompt=prompt,
-                command=command if preset is not None else spawn_argv(s, command, prompt),
+                command=command if preset is not None else argv,
                 preset=preset,
                 presets_file=s.presets,
                 wave=wave,
@@ -565,11 +584,12 @@ def register(server: MCPServer, bus: Bus, s: Settings, deliveries: Deliveries) -
                 base=base,
                 cwd=where,
                 env=child_env,
+                budget=given,
             )
             spawned.append(a.id)
             return reply(SpawnResult(agent_id=a.id, name=a.name, pid=a.pid))
-        argv = spawn_argv(s, command, prompt)
-        a = await agents.spawn(bus, name, argv, wave=wave, parent_id=s.caller, cwd=where, env=child_env)
+        assert argv is not None
+        a = await agents.spawn(bus, name, argv, wave=wave, parent_id=s.caller, cwd=where, env=child_env, budget=given)
         spawned.append(a.id)
         return reply(SpawnResult(agent_id=a.id, name=a.name, pid=a.pid))
 
