@@ -67,7 +67,7 @@ ANSWER = "answer"  # the item type of a reply to a question; the asker waits for
 async def _mark_question(bus: Bus, item: Item) -> None:
     """The asker needs input until its question is answered (`Agent.state`)."""
     preview = item.body if len(item.body) <= PREVIEW else item.body[: PREVIEW - 1] + "…"
-    await bus.update_agent(item.sender, question=preview, question_id=item.id)
+    await bus.update_agent(item.sender, question=preview, question_id=item.id, asked_by=None)
 
 
 async def ask(bus: Bus, asker: str, question: str, to: str | None = None) -> Item:
@@ -93,6 +93,31 @@ async def ask(bus: Bus, asker: str, question: str, to: str | None = None) -> Ite
         raise
 
 
+async def ask_for(bus: Bus, flight: Agent, question: str, asked_by: str, to: str) -> Item:
+    """A question asked for `flight` by wavewait itself (`asked_by`, e.g. the merge queue, which
+    stopped on its branch): the flight needs input (even once ended) and `to` gets the question."""
+    recipient = await ensure_agent(bus, check_id(to, "to"))
+    qid = new_id()
+    body = question if len(question) <= 30_000 else question[:29_999] + "…"
+    item = Item(
+        id=qid,
+        type="question",
+        to=recipient.id,
+        sender=flight.id,
+        body=body,
+        data={"question_id": qid, "asked_by": asked_by},
+    )
+    preview = body if len(body) <= PREVIEW else body[: PREVIEW - 1] + "…"
+    await bus.update_agent(flight.id, question=preview, question_id=qid, asked_by=asked_by)
+    return await _deliver(bus, item)
+
+
+async def withdraw(bus: Bus, flight: Agent, asked_by: str) -> None:
+    """Clear the question `asked_by` asked for `flight` (its branch merged, say); its own stays."""
+    if flight.asked_by == asked_by and flight.question_id is not None:
+        await bus.update_agent(flight.id, question=None, question_id=None, asked_by=None)
+
+
 async def answer(bus: Bus, sender: str, asker: str, text: str, question_id: str | None = None) -> Item:
     """Answer the open question of `asker` (id or prefix): an `answer` item to its inbox.
 
@@ -101,6 +126,11 @@ async def answer(bus: Bus, sender: str, asker: str, text: str, question_id: str 
     """
     check_text(text, "answer")
     agent = await resolve_agent(bus, asker, "agent")
+    if agent.asked_by == "merge" and agent.question_id is not None:
+        raise BadInput(
+            f"agent: {agent.name} ({agent.id[:8]}) was stopped by the merge queue ({agent.question}); "
+            "fix its branch (commit on it) and run `wavewait merge` again"
+        )
     if agent.question_id is None or agent.finished:
         raise BadInput(f"agent: {agent.name} ({agent.id[:8]}) has no open question; send it a message instead")
     if question_id is not None and question_id != agent.question_id:
@@ -164,4 +194,6 @@ async def notify_completion(
         ),
     )
     await bus.transition(worker.id, "idle", ("running",))
+    if worker.reported_at is None:  # the first report orders the merge queue (core/merge.py)
+        await bus.update_agent(worker.id, reported_at=item.sent_at)
     return item

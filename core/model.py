@@ -112,6 +112,10 @@ class Agent(Record):
     last_message_at: float | None = None
     question: str | None = None  # an open question this agent asked (shortened); None once answered
     question_id: str | None = None
+    #: who asked `question` for the flight: None (the flight itself) or `merge` (the merge queue
+    #: stopped on its branch, core/merge.py); a merge question keeps an ended flight `needs_input`
+    asked_by: str | None = None
+    reported_at: float | None = None  # when it first reported (`notify_completion`): the merge order
     # coding flights (docs/coding-waves.md); absent on records written before them
     preset: str | None = None  # the agent preset it runs (core/presets.py)
     events: str | None = None  # the format of its machine-readable events (core/agent_events.py)
@@ -137,7 +141,9 @@ class Agent(Record):
     @property
     def state(self) -> FlightState:
         """The word every face shows: `needs_input` while it waits for an answer, else its status."""
-        return "needs_input" if self.question_id and not self.finished else self.status
+        if self.question_id and (not self.finished or (self.asked_by and self.status == "closed")):
+            return "needs_input"
+        return self.status
 
 
 class Item(Record):

@@ -169,6 +169,12 @@ def _identity(cwd: str) -> dict[str, str]:
     }
 
 
+def identity_env(cwd: str) -> dict[str, str]:
+    """The environment for a commit wavewait makes in `cwd` (a merge, say): the user's git
+    identity where they have one, else a neutral one."""
+    return _identity(cwd)
+
+
 def commit_subject(report: str, fallback: str) -> str:
     first = next((line.strip() for line in report.splitlines() if line.strip()), "")
     subject = first or fallback
@@ -277,6 +283,7 @@ __all__ = [
     "create",
     "delete_branch",
     "find_repo",
+    "identity_env",
     "is_clean",
     "is_merged",
     "ref_part",

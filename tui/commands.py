@@ -47,6 +47,13 @@ COMMANDS: tuple[SlashCommand, ...] = (
     SlashCommand(
         "/tasks", "/tasks", "open the task queue's view (Ctrl+T; start with --queue NAME to have one)", runs_bare=True
     ),
+    SlashCommand(
+        "/merge",
+        "/merge [WAVE] [--check CMD] [--into B] [--dry-run]",
+        "merge a wave's branches in order, a check after each, and watch it live; --resolve-with claude|codex "
+        "hands conflicts to a flight; --watch follows a merge run elsewhere (docs/merging.md)",
+        runs_bare=True,
+    ),
     SlashCommand("/help", "/help", "show commands and keys", runs_bare=True),
 )
 BY_NAME = {c.name: c for c in COMMANDS}
@@ -100,6 +107,8 @@ def parse(line: str) -> Parsed:
         if len(words) != 1:
             raise usage_error(cmd, "give exactly one id")
         return Parsed(cmd, words)
+    if cmd.name == "/merge":
+        return _parse_merge(cmd, words)
     if cmd.name == "/log":
         if len(words) > 1:
             raise usage_error(cmd, "give at most one flight id")
@@ -107,6 +116,28 @@ def parse(line: str) -> Parsed:
     if words:
         raise usage_error(cmd, f"{cmd.name} takes no arguments")
     return Parsed(cmd)
+
+
+def _parse_merge(cmd: SlashCommand, words: list[str]) -> Parsed:
+    """[WAVE], then --into B, --check CMD (quoted if it has spaces), --dry-run, --resolve-with P."""
+    options: dict[str, str | bool] = {}
+    args: list[str] = []
+    i = 0
+    while i < len(words):
+        w = words[i]
+        if w in ("--dry-run", "--watch"):
+            options[w[2:].replace("-", "_")] = True
+        elif w in ("--into", "--check", "--resolve-with"):
+            if i + 1 >= len(words):
+                raise usage_error(cmd, f"give a value after {w}")
+            options[w[2:].replace("-", "_")] = words[i + 1]
+            i += 1
+        elif w.startswith("--") or args:
+            raise usage_error(cmd, f"unexpected {w!r}")
+        else:
+            args.append(w)
+        i += 1
+    return Parsed(cmd, args, options=options)
 
 
 def _parse_spawn(cmd: SlashCommand, words: list[str]) -> Parsed:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 import anyio
 
-from .core import admission, budgets, changes, flights, messages, wait, waves
+from .core import admission, budgets, changes, flights, merge, messages, wait, waves
 from .core import agents as agents_mod
 from .core.agents import agent_view
 from .core.bus import Bus, bus_url, open_bus
@@ -245,6 +245,21 @@ async def cmd_prune(bus: Bus, args: argparse.Namespace) -> int:
     return _print(PruneResult(**done))
 
 
+async def cmd_merge(bus: Bus, args: argparse.Namespace) -> int:
+    """Merge a wave's branches in order onto a branch (docs/merging.md); exit 6 if one stopped."""
+    result = await merge.merge_wave(
+        bus,
+        args.wave,
+        caller=agents_mod.caller_id(args.agent),
+        into=args.into,
+        check=args.check,
+        dry_run=args.dry_run,
+        resolve_with=args.resolve_with,
+        presets_file=args.presets or os.environ.get("WAVEWAIT_PRESETS") or None,
+    )
+    return _print(result)
+
+
 async def cmd_agents(bus: Bus, args: argparse.Namespace) -> int:
     found = await admission.list_swept(bus, args.wave)
     return _print(AgentList(agents=[AgentInfo(**agent_view(a)) for a in found]))
@@ -315,6 +330,7 @@ COMMANDS: dict[str, Callable[[Bus, argparse.Namespace], Awaitable[int]]] = {
     "spawn": cmd_spawn,
     "diff": cmd_diff,
     "prune": cmd_prune,
+    "merge": cmd_merge,
     "agents": cmd_agents,
     "kill": cmd_kill,
     "close": cmd_close,
@@ -499,6 +515,19 @@ def build_parser() -> argparse.ArgumentParser:
     s = cmd("prune", "remove the worktrees of ended flights, and their branches once merged")
     s.add_argument("--wave", help="only flights of this wave")
     s.add_argument("--force", action="store_true", help="also uncommitted worktrees and branches not merged")
+    s = cmd("merge", "merge a wave's branches, in order, onto a branch; a check after each (docs/merging.md)")
+    s.add_argument("wave", nargs="?", help="the wave (default: the only wave with branches)")
+    s.add_argument("--into", metavar="BRANCH", help="the branch to merge into (default: the one checked out)")
+    s.add_argument(
+        "--check", metavar="CMD", help="a shell command run after each merge; the branch moves only if it passes"
+    )
+    s.add_argument("--dry-run", action="store_true", help="only show the order and the overlap; move nothing")
+    s.add_argument(
+        "--resolve-with", metavar="PRESET", help="hand each conflict to a new flight of this preset (claude, codex)"
+    )
+    s.add_argument(
+        "--presets", metavar="FILE", help="a TOML file that changes or adds presets (default: $WAVEWAIT_PRESETS)"
+    )
     s = cmd("agents", "list agents")
     s.add_argument("--wave")
     s = cmd("kill", "kill an agent's process group and mark it dead")
@@ -712,6 +741,9 @@ def main(argv: list[str] | None = None, front: Front | None = None) -> None:
     except ClaimLost as e:
         print(f"wavewait {args.command}: {e}", file=sys.stderr)
         sys.exit(NOT_DELIVERED)
+    except merge.MergeError as e:
+        print(f"wavewait {args.command}: error: {e}", file=sys.stderr)
+        sys.exit(merge.EXIT_MERGE_ERROR)
     except WavewaitError as e:
         if args.command == "notify":
             print(f"wavewait notify: {e}; nothing sent", file=sys.stderr)

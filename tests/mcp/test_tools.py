@@ -44,6 +44,7 @@ async def test_tools_list_publishes_schemas_and_honest_annotations(bus):
         "reply",
         "ask",
         "approve",
+        "merge_wave",
     }
     for t in tools.values():
         if t.name == "approve":  # Claude Code's permission tool contract: one text block, no structured result

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import os
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
@@ -24,7 +25,7 @@ from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
-from ...core import admission, flights, messages, waves
+from ...core import admission, flights, merge, messages, waves
 from ...core import agents as agents_mod
 from ...core.bus import Bus, Changes
 from ...core.bus.keys import inbox_key
@@ -47,6 +48,7 @@ from ..widgets.hints import CommandHints
 from ..widgets.mirror import MirrorTable
 from ..widgets.status import WaitStatus
 from .flight import FlightScreen
+from .merge import MergeScreen
 
 if TYPE_CHECKING:
     from ..app import WaveApp
@@ -108,6 +110,7 @@ received. **F1** shows the help of the focused part.
         self.last_wait_received: set[str] = set()
         self.last_result: Result | None = None  # the app's exit value
         self.own_waits: set[str] = set()  # ids of the person's waits: not mirrored
+        self.merging = False  # a /merge runs (one at a time)
 
     @property
     def wave_app(self) -> WaveApp:
@@ -306,7 +309,7 @@ received. **F1** shows the help of the focused part.
                     deaths.append(a)
             if a.last_message_at != old.last_message_at and a.last_message:
                 events.add(a.id, Text(f"✉ {tag}: {a.last_message}"))
-            if a.question_id and a.question_id != old.question_id and not a.finished:
+            if a.question_id and a.question_id != old.question_id and a.state == "needs_input":
                 asks.append(a)
         old_waits = {w.id for w in self.waits}
         new_waits = {w.id for w in waits}
@@ -331,7 +334,8 @@ received. **F1** shows the help of the focused part.
                 events.add(w.waiter, Text(f"⧗ wait {short(w.id)} of {who} ended", style="dim"))
         self._first_read = False
         for a in asks:
-            said = f"{a.name} ({short(a.id)}) needs input: {a.question} · /reply {short(a.id)} ANSWER"
+            what = f"/merge {a.wave} --watch" if a.asked_by == "merge" else f"/reply {short(a.id)} ANSWER"
+            said = f"{a.name} ({short(a.id)}) needs input: {a.question} · {what}"
             events.add(a.id, Text(f"? {said}", style=roles["needs_input"]))
             self.wave_app.notice(said, severity="warning")
         if len(deaths) > DEATH_TOASTS:
@@ -552,12 +556,19 @@ received. **F1** shows the help of the focused part.
         else:
             self.prefill(f"/reply {short(event.agent_id)} deny ")
 
+    def on_flights_table_merge_view_requested(self, event: FlightsTable.MergeViewRequested) -> None:
+        self.run_command(f"/merge {event.wave} --watch")
+
     def on_mirror_table_interrupt_requested(self, event: MirrorTable.InterruptRequested) -> None:
         self.interrupt_other_wait(event.wait_id)
 
     def open_flight(self, agent_id: str) -> None:
         """Enter on a flight: open it, or, when it needs input, offer a reply on the command line."""
         agent = next((a for a in self.agents if a.id == agent_id), None)
+        if agent is not None and agent.state == "needs_input" and agent.asked_by == "merge" and agent.wave:
+            self.say(Text(f"{agent.name}: {agent.question}", style=self.wave_app.roles["needs_input"]))
+            self.run_command(f"/merge {agent.wave} --watch")  # its branch stopped the merge: show it
+            return
         if agent is not None and agent.state == "needs_input":
             self.prefill(f"/reply {short(agent_id)} ")
             self.say(Text(f"{agent.name} asks: {agent.question}", style=self.wave_app.roles["needs_input"]))
@@ -670,6 +681,41 @@ received. **F1** shows the help of the focused part.
             line.append(f" {a.wave or '—':<8} ")
             line.append(one_line(a.reason) if a.status == "dead" and a.reason else (a.last_message or ""), style="dim")
             self.say(line)
+
+    async def cmd_merge(self, p: Parsed) -> None:
+        """Merge a wave (the core's merge queue) and show it live in the merge view; with
+        --watch, only follow the wave's merge as the bus keeps it (run anywhere)."""
+        if p.options.get("watch"):
+            if not p.args:
+                self.say_bad("/merge --watch: name the wave to follow")
+                return
+            self.app.push_screen(MergeScreen(p.args[0], watch=self.bus))
+            return
+        if self.merging:
+            self.say_bad("a merge is already running; wait for it (its view: /merge shows it again when done)")
+            return
+        view = MergeScreen(p.args[0] if p.args else "the wave")
+        self.merging = True
+        self.app.push_screen(view)
+        try:
+            result = await merge.merge_wave(
+                self.bus,
+                p.args[0] if p.args else None,
+                caller=self.me,
+                into=_text(p.options.get("into")),
+                check=_text(p.options.get("check")),
+                dry_run=bool(p.options.get("dry_run")),
+                resolve_with=_text(p.options.get("resolve_with")),
+                presets_file=os.environ.get("WAVEWAIT_PRESETS") or None,
+                on_change=view.show,
+            )
+        except WavewaitError as e:
+            view.show_error(str(e))
+            raise
+        finally:
+            self.merging = False
+        view.show(result, done=True)
+        self.say(result.summary())
 
     def cmd_help(self, p: Parsed) -> None:
         self.wave_app.action_help()

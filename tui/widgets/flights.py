@@ -53,16 +53,19 @@ narrow terminal changes and cost are brief (`+12 −3`, `$0.01` or tokens), and 
 that do not fit are left out: the message first, then the time since the last message.
 
 - **Enter** (or a second click) opens the flight: its messages, events and output log;
-  on a flight that needs input, it starts `/reply ID ` on the command line instead.
+  on a flight that needs input, it starts `/reply ID ` on the command line instead (on one
+  the merge queue stopped, it opens its wave's merge view).
 - **Shift+Tab** / **Tab** move between the command line and this panel.
 - **c** copies the flight's last message.
 - **a** / **d** on a flight that needs input (a Claude flight's permission request): allow it
   at once, or start `/reply ID deny ` so you can say why.
+- **m** opens the merge view of the flight's wave (`/merge WAVE --watch`).
 """
     BINDINGS = [
         Binding("c", "copy_last", "Copy message", show=False),
         Binding("a", "answer('allow')", "Allow", show=False),
         Binding("d", "answer('deny')", "Deny", show=False),
+        Binding("m", "merge_view", "Merge view", show=False),
     ]
 
     class AnswerRequested(Message):
@@ -258,6 +261,20 @@ that do not fit are left out: the message first, then the time since the last me
             self.post_message(Toast("select a flight that needs input to allow or deny", severity="warning"))
             return
         self.post_message(self.AnswerRequested(v.id, answer))
+
+    class MergeViewRequested(Message):
+        def __init__(self, wave: str) -> None:
+            super().__init__()
+            self.wave = wave
+
+    def action_merge_view(self) -> None:
+        """m: the merge view of the selected flight's wave (what its merge did, live)."""
+        agent_id = self.selected_id()
+        v = self._shown.get(agent_id) if agent_id else None
+        if v is None or not v.wave:
+            self.post_message(Toast("select a flight of a wave to see its merge", severity="warning"))
+            return
+        self.post_message(self.MergeViewRequested(v.wave))
 
     def action_copy_last(self) -> None:
         agent_id = self.selected_id()

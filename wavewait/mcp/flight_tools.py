@@ -6,13 +6,15 @@ so they add to it, not change it; server.py registers both.
 from __future__ import annotations
 
 import os
+import time
 from typing import Annotated
 
-from mcp.server.mcpserver import MCPServer
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
-from ..core import agents, messages
+from ..core import agents, merge, messages
 from ..core.bus import Bus
 from ..core.errors import BadInput
 from ..core.limits import check_env, check_path
@@ -31,6 +33,23 @@ REPLY_DOC = (
     "or question_id. The answer reaches the flight as an `answer` event it waits for, and "
     "clears needs_input. Returns {message_id}."
 )
+
+MERGE_WAVE_DOC = (
+    "Merge a wave's branches (its coding flights' results) one by one onto a branch, in order: "
+    "the task queue's dependencies where the flights are tasks, else the order they reported; "
+    "flights that did not report or are dead are left out (skipped, with why). Each branch is "
+    "merged with a merge commit (--no-ff: the flight's commits kept, one unit to revert) in a "
+    "scratch worktree, `check` (a shell command, e.g. 'pytest -q') runs there, and the target "
+    "moves only when it passed. A conflict or a failing check stops that flight, not the wave: "
+    "it becomes needs_input with the files or the check's last lines as its question; flights "
+    "that do not depend on it go on. Call it again after a fix: it continues and never merges a "
+    "flight twice. dry_run: only the order and the overlap (files two flights touched). "
+    "resolve_with 'claude'|'codex': a conflict goes to a new flight in that branch's worktree, "
+    "and the queue waits for it and tries again. Returns {status: merged|needs_input|planned, "
+    "target, overlap, flights: [{agent_id, name, branch, status: merged|conflict|check_failed|"
+    "skipped|pending, files?, output?, why?}]}."
+)
+PROGRESS_EVERY = 10.0  # seconds between two progress notifications while a merge runs
 
 AgentRef = Annotated[str, Field(description="Agent id or unique prefix.")]
 SpawnCwd = Annotated[
@@ -128,3 +147,73 @@ def register_flight_tools(server: MCPServer, bus: Bus, s: Settings) -> None:
         asker = agent or await messages.find_question_asker(bus, question_id or "")
         item = await messages.answer(bus, s.caller, asker, message, question_id)
         return reply(SendResult(message_id=item.id))
+
+    @tool("merge_wave", MERGE_WAVE_DOC, "Merge a wave's branches", read_only=False)
+    async def merge_wave(
+        ctx: Context,
+        wave: Annotated[str | None, Field(description="The wave (default: the only one with branches).")] = None,
+        into: Annotated[
+            str | None, Field(description="The branch to merge into (default: the one checked out).")
+        ] = None,
+        check: Annotated[
+            str | None, Field(description="A shell command run after each merge; the target moves only if it passes.")
+        ] = None,
+        dry_run: Annotated[bool, Field(description="Only show the order and the overlap; move nothing.")] = False,
+        resolve_with: Annotated[
+            str | None, Field(description="Hand each conflict to a new flight of this preset: 'claude' or 'codex'.")
+        ] = None,
+    ) -> Annotated[CallToolResult, merge.MergeResult]:
+        progress = _MergeProgress(ctx)
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(progress.beat)
+                try:
+                    result = await merge.merge_wave(
+                        bus,
+                        wave,
+                        caller=s.caller,
+                        into=into,
+                        check=check,
+                        dry_run=dry_run,
+                        resolve_with=resolve_with,
+                        presets_file=s.presets,
+                        on_change=progress.changed,
+                    )
+                finally:
+                    tg.cancel_scope.cancel()
+        except BaseExceptionGroup as group:  # the merge's own error, as the server reports errors
+            if len(group.exceptions) == 1:
+                raise group.exceptions[0] from None
+            raise
+        hint = None
+        if result.status == "needs_input":
+            hint = "fix the branches that stopped (commit on them), then call merge_wave again: it continues"
+        return reply(result, hint)
+
+
+class _MergeProgress:
+    """`notifications/progress` while a merge runs: at each flight's change, and every
+    PROGRESS_EVERY seconds (a check may run for minutes), when the caller gave a token."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx, self.started, self.last, self.said = ctx, time.monotonic(), -1.0, "merging"
+
+    def _wanted(self) -> bool:
+        meta = self.ctx.request_context.meta or {}
+        return meta.get("progressToken", meta.get("progress_token")) is not None
+
+    async def send(self) -> None:
+        if not self._wanted():
+            return
+        value = max(time.monotonic() - self.started, self.last + 0.001)
+        self.last = value
+        await self.ctx.report_progress(round(value, 3), None, self.said)
+
+    async def changed(self, result: merge.MergeResult) -> None:
+        self.said = result.summary()
+        await self.send()
+
+    async def beat(self) -> None:
+        while True:
+            await anyio.sleep(PROGRESS_EVERY)
+            await self.send()
