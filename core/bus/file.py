@@ -1060,22 +1060,25 @@ class FileBus:
     async def interrupted(self, wait_id: str) -> bool:
         return os.path.exists(self._wait_path(wait_id, ".interrupt"))
 
-    async def get_resolution(self, key: str) -> dict[str, Any] | None:
-        path = self.root / "resolutions" / f"{check_id(key, 'id')}.json"
+    def _read_object(self, path: Path, what: str, limit: int = MAX_ITEM_FILE_BYTES) -> dict[str, Any] | None:
+        """The JSON object at `path`; None when there is none, or it is not `what` (then quarantined)."""
         try:
-            value = json.loads(_read_file(path))
+            value = json.loads(_read_file(path, limit))
         except FileNotFoundError:
             return None
         except _Unfit as e:
             self._quarantine(path, e.code, e.detail)
             return None
         except ValueError:
-            self._quarantine(path, "malformed", "not a stored resolution")
+            self._quarantine(path, "malformed", f"not {what}")
             return None
         if not isinstance(value, dict):
-            self._quarantine(path, "malformed", "not a stored resolution (not an object)")
+            self._quarantine(path, "malformed", f"not {what} (not an object)")
             return None
         return value
+
+    async def get_resolution(self, key: str) -> dict[str, Any] | None:
+        return self._read_object(self.root / "resolutions" / f"{check_id(key, 'id')}.json", "a stored resolution")
 
     async def put_resolution(self, key: str, value: dict[str, Any]) -> None:
         self._write_json(self.root / "resolutions" / f"{check_id(key, 'id')}.json", json.dumps(value))
@@ -1086,20 +1089,7 @@ class FileBus:
         return self.root / "waves" / wave / f"{kind}.json"
 
     def _read_wave_doc(self, path: Path) -> dict[str, Any] | None:
-        try:
-            value = json.loads(_read_file(path, wave_docs.MAX_WAVE_DOC_BYTES))
-        except FileNotFoundError:
-            return None
-        except _Unfit as e:
-            self._quarantine(path, e.code, e.detail)
-            return None
-        except ValueError:
-            self._quarantine(path, "malformed", "not a wave document")
-            return None
-        if not isinstance(value, dict):
-            self._quarantine(path, "malformed", "not a wave document (not an object)")
-            return None
-        return value
+        return self._read_object(path, "a wave document", wave_docs.MAX_WAVE_DOC_BYTES)
 
     async def get_wave_doc(self, wave: str, kind: str) -> dict[str, Any] | None:
         return self._read_wave_doc(self._wave_doc_path(wave, kind))
