@@ -624,7 +624,7 @@ received. **F1** shows the help of the focused part.
 
     async def cmd_spawn(self, p: Parsed) -> None:
         if p.preset is None and not p.options:
-            agent = await agents_mod.spawn(self.bus, p.args[0], p.rest, wave=p.wave, parent_id=self.me)
+            agent = await admission.spawn(self.bus, p.args[0], p.rest, wave=p.wave, parent_id=self.me)
         else:  # a coding agent, or a command in its own worktree (docs/coding-waves.md)
             agent = await flights.start(
                 self.bus,
@@ -639,9 +639,9 @@ received. **F1** shows the help of the focused part.
                 worktree=_flag(p.options.get("worktree")),
             )
         where = f", branch {agent.worktree.branch}" if agent.worktree else ""
+        started = f"queued ({agent.reason})" if agent.status == "queued" else f"pid {agent.pid}"
         self.say(
-            f"spawned {agent.name} ({short(agent.id)}), pid {agent.pid}"
-            f"{', wave ' + agent.wave if agent.wave else ''}{where}"
+            f"spawned {agent.name} ({short(agent.id)}), {started}{', wave ' + agent.wave if agent.wave else ''}{where}"
         )
 
     async def cmd_reply(self, p: Parsed) -> None:
