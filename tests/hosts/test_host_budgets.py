@@ -2,7 +2,7 @@
 supervisor, take it past its cap mid-run, so it is stopped and dead with reason `budget`;
 then its wave, whose budget that spend used up, refuses the next spawn.
 
-Run with `python -m pytest -m hosts tests/hosts/test_budgets.py`. The model is
+Run with `python -m pytest -m hosts tests/hosts/test_host_budgets.py`. The model is
 tests/hosts/modelserver.py, which reports 10 tokens in and at least 1 out per model message;
 it holds the flight's second request, so the flight is still running when its first message's
 usage arrives.
