@@ -56,6 +56,21 @@ async def open_bus(kind: str, folder: Path) -> AsyncIterator[Bus]:
         yield pg
 
 
+def claude_project(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A home with a one-commit repository and a presets file whose `claude` is the pinned CLI."""
+    exe = install(CLAUDE)
+    home = tmp_path / "home"
+    repo = home / "project"
+    repo.mkdir(parents=True)
+    git(repo, "init", "--quiet", "-b", "main")
+    (repo / "README.md").write_text("a project\n")
+    git(repo, "add", "--all")
+    git(repo, "-c", "user.name=T", "-c", "user.email=t@e.invalid", "commit", "--quiet", "-m", "first")
+    presets_file = tmp_path / "presets.toml"
+    presets_file.write_text(f"[presets.claude]\nprogram = {json.dumps(str(exe))}\n")
+    return home, repo, presets_file
+
+
 def flight_of(turn: Turn) -> str:
     found = MARK.search(json.dumps(turn.body))
     return found.group(1) if found else "?"
@@ -311,16 +326,7 @@ def test_a_claude_flights_permission_prompt_is_its_question_and_the_answer_decid
 ) -> None:
     """The model asks for a shell command that needs approval: the flight needs input until
     the orchestrator answers; allow runs it, deny tells the model why not."""
-    exe = install(CLAUDE)
-    home = tmp_path / "home"
-    repo = home / "project"
-    repo.mkdir(parents=True)
-    git(repo, "init", "--quiet", "-b", "main")
-    (repo / "README.md").write_text("a project\n")
-    git(repo, "add", "--all")
-    git(repo, "-c", "user.name=T", "-c", "user.email=t@e.invalid", "commit", "--quiet", "-m", "first")
-    presets_file = tmp_path / "presets.toml"
-    presets_file.write_text(f"[presets.claude]\nprogram = {json.dumps(str(exe))}\n")
+    home, repo, presets_file = claude_project(tmp_path)
     command = "sh -c 'echo ran > bash.txt'"
 
     def script(turn: Turn) -> Call | Say:

@@ -11,16 +11,14 @@ usage arrives.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import re
 import threading
 from pathlib import Path
 
 import pytest
-from hostkit import CLAUDE, install
 from modelserver import Call, ModelServer, Say, Turn
-from test_coding_wave import editor, git, user_setup
+from test_coding_wave import claude_project, editor, git, user_setup
 
 from wavewait.core import agents, budgets, flights
 from wavewait.core.bus.file import FileBus
@@ -36,16 +34,7 @@ pytestmark = [pytest.mark.hosts, pytest.mark.timeout(300)]
 def test_a_real_flight_past_its_cap_is_stopped_and_its_spent_wave_refuses_the_next(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    exe = install(CLAUDE)
-    home = tmp_path / "home"
-    repo = home / "project"
-    repo.mkdir(parents=True)
-    git(repo, "init", "--quiet", "-b", "main")
-    (repo / "README.md").write_text("a project\n")
-    git(repo, "add", "--all")
-    git(repo, "-c", "user.name=T", "-c", "user.email=t@e.invalid", "commit", "--quiet", "-m", "first")
-    presets_file = tmp_path / "presets.toml"
-    presets_file.write_text(f"[presets.claude]\nprogram = {json.dumps(str(exe))}\n")
+    home, repo, presets_file = claude_project(tmp_path)
     release = threading.Event()
 
     def script(turn: Turn) -> Call | Say:
