@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import sys
+import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 import anyio
@@ -25,6 +27,35 @@ from wavewait.core.bus import Bus  # noqa: E402
 from wavewait.core.bus.file import FileBus  # noqa: E402
 
 PYTHON = sys.executable
+
+
+@pytest.fixture(autouse=True)
+def server_restart_gate(request: pytest.FixtureRequest) -> Iterator[None]:
+    """With the suite spread over workers (pytest-xdist), a `restarts_server` test runs alone.
+
+    It restarts the PostgreSQL server every other worker's tests talk to, so it takes a
+    run-wide lock exclusively while every other test holds it shared. A second lock, the gate,
+    is held by the restart while it waits, so that new tests queue behind it instead of
+    starving it. Without workers there is nothing to share and nothing is locked.
+    """
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if run is None:
+        yield
+        return
+    base = Path(tempfile.gettempdir()) / f"wavewait-tests-{run}"
+    exclusive = request.node.get_closest_marker("restarts_server") is not None
+    with open(f"{base}.gate", "a") as gate, open(f"{base}.lock", "a") as lock:
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        finally:
+            if not exclusive:
+                fcntl.flock(gate, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+            fcntl.flock(gate, fcntl.LOCK_UN)
 
 
 @pytest.fixture
@@ -152,6 +183,29 @@ def hosts_selected(config: pytest.Config) -> bool:
     )
 
 
+def runs_on_one_bus_only(item: pytest.Item) -> bool:
+    """The PostgreSQL variant of a test marked `one_bus` (and not `both_buses`).
+
+    Where the bus is not a test's subject (a face's argument checks, git, the screen), its
+    PostgreSQL variant adds minutes, not coverage: the bus contract runs on both buses in
+    tests/core and tests/pg, and each face keeps a few tests on both (`both_buses`).
+    """
+    callspec = getattr(item, "callspec", None)
+    return (
+        callspec is not None
+        and callspec.params.get("bus") == "postgres"
+        and item.get_closest_marker("one_bus") is not None
+        and item.get_closest_marker("both_buses") is None
+    )
+
+
+def longest_first(item: pytest.Item) -> tuple[bool, float]:
+    """The host suite's tests first, the longest (by its declared timeout) first among them:
+    spread over workers, a test of minutes started last would end the run alone."""
+    timeout = item.get_closest_marker("timeout")
+    return item.get_closest_marker("hosts") is None, -float(timeout.args[0] if timeout else 0)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Two opt-ins outside CI, each said once.
 
@@ -169,6 +223,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if item.get_closest_marker("hosts"):
                 item.add_marker(skip)
+    one_bus = [item for item in items if runs_on_one_bus_only(item)]
+    if one_bus:
+        config.hook.pytest_deselected(items=one_bus)
+        items[:] = [item for item in items if not runs_on_one_bus_only(item)]
+    items.sort(key=longest_first)
     if os.environ.get("CI") == "true" or os.environ.get("WAVEWAIT_TEST_RESTARTS") == "1":
         return
     keep, drop = [], []

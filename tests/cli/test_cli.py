@@ -11,7 +11,7 @@ import pytest
 
 from conftest import clean_env, env_for, has_progress, has_waits, register_crew, until, wavewait_cmd
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_bus]
 
 
 def run(bus, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -92,6 +92,7 @@ def test_a_read_only_command_never_creates_a_bus(tmp_path, command):
     assert not (tmp_path / ".wavebus").exists()
 
 
+@pytest.mark.both_buses
 async def test_exit_0_with_the_message_and_exit_3_on_timeout(crew):
     assert run(crew, "send", "orchestrator", "found 3 issues", "--agent", "f00dcafe01").returncode == 0
     got = run(crew, "wait", "5")
@@ -122,6 +123,7 @@ async def test_wait_max_takes_a_burst_at_once(crew):
     assert await crew.peek("orchestrator") == []
 
 
+@pytest.mark.both_buses
 async def test_wavewait_interrupt_makes_a_wait_in_another_process_exit_4_with_partial_state(crew):
     run(crew, "send", "orchestrator", "part one", "--agent", "f00dcafe01")
     proc = await anyio.open_process(wavewait_cmd("wait", "3600", "f00dcafe01", "f00dcafe02"), env=env_for(crew))

@@ -20,7 +20,7 @@ from wavewait.core.tasks import Limits, TaskQueue, enqueue_task, parse_task_type
 
 from conftest import env_for, until, wavewait_cmd
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_bus]
 REPLAY = str(Path(__file__).parents[1] / "core" / "replay_agent.py")
 WHOLE_RUN = "plan: " + json.dumps({"events": "claude-success.jsonl"})
 ONE_MESSAGE_THEN_HOLD = "plan: " + json.dumps({"events": "claude-success.jsonl", "lines": 2, "then": "block"})

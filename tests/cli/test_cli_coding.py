@@ -11,7 +11,7 @@ import pytest
 from conftest import env_for, until, wavewait_cmd
 from gittools import branches, make_repo, status
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_bus]
 
 
 def run(bus, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:

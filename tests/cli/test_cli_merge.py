@@ -16,7 +16,7 @@ from conftest import env_for, until, wavewait_cmd
 from gittools import git, make_repo
 from mergetools import CHECK, WAVE, first_parents, five_flights, preset_file, subjects
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_bus]
 
 
 @pytest.fixture

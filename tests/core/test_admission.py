@@ -23,7 +23,7 @@ from wavewait.core.proc import alive, hostname
 from conftest import PYTHON, Background, env_for, until, wavewait_cmd
 from gittools import branches, make_repo, status
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_bus]
 
 #: a flight: wait for its gate (a file), then report to its parent and exit cleanly
 GATED = 'while [ ! -e "$1" ]; do sleep 0.02; done; exec "$2" -m wavewait notify --message "$3 done"'
@@ -53,6 +53,7 @@ def max_overlap(flights) -> int:
     return most
 
 
+@pytest.mark.both_buses
 async def test_ten_spawns_with_max_parallel_2_run_two_at_a_time_and_all_ten_report(bus, tmp_path):
     """Ten real `wavewait spawn` processes at once into a wave capped at 2: eight are queued at
     once (their records exist, a fan-in waits on them), never more than two run, and the

@@ -22,7 +22,7 @@ from wavewait.core.errors import BadInput
 from conftest import until
 from gittools import branches, git, make_repo, status
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_bus]
 REPLAY = str(Path(__file__).with_name("replay_agent.py"))
 
 

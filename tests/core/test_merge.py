@@ -17,7 +17,7 @@ from conftest import until
 from gittools import git, make_repo
 from mergetools import CHECK, WAVE, first_parents, five_flights, flight, preset_file, subjects
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_bus]
 
 
 @pytest.fixture
@@ -41,6 +41,7 @@ def passes_check(repo: Path, commit: str, tmp: Path) -> bool:
         git(repo, "worktree", "remove", "--force", str(where))
 
 
+@pytest.mark.both_buses
 async def test_five_branches_merge_in_report_order_and_two_need_input_then_a_fix_continues(bus, repo, tmp_path) -> None:
     fl = await five_flights(bus, repo, preset_file(tmp_path))
     start = git(repo, "rev-parse", "main").strip()

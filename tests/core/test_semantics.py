@@ -254,6 +254,7 @@ async def test_timeout_zero_is_one_full_sweep_without_blocking(bus):
 BAD_TIMEOUTS = [-1, -0.001, math.nan, math.inf, "abc", "nan", None, True, [], "-3"]
 
 
+@pytest.mark.one_bus  # argument checks: before the bus
 @pytest.mark.parametrize("bad", BAD_TIMEOUTS, ids=repr)
 async def test_a_bad_timeout_is_a_validation_error_that_changes_nothing(bus, tmp_path, bad):
     await crew(bus)

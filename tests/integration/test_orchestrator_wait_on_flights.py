@@ -19,7 +19,7 @@ from mcp.client.stdio import StdioServerParameters
 from conftest import PYTHON
 from mcptools import data, server_env
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_bus]
 
 
 @asynccontextmanager
@@ -48,6 +48,7 @@ def flight(delay: float, name: str, *, report: bool = True, exit_code: int = 0) 
     return ["sh", "-c", " && ".join(steps)]
 
 
+@pytest.mark.both_buses
 async def test_orchestrator_dispatches_a_wave_and_waits_once_for_its_flights(bus, tmp_path):
     project = tmp_path / "proj"
     (project / "wavebus" / "wave-1" / "flights").mkdir(parents=True)

@@ -12,7 +12,7 @@ from wavewait.core import waves
 from conftest import PYTHON, register_crew, until
 from mcptools import data, error_text, mcp_client
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_bus]
 
 GATED = 'while [ ! -e "$1" ]; do sleep 0.02; done; exec "$2" -m wavewait notify --message done'
 

@@ -16,7 +16,7 @@ import pytest
 from conftest import until
 from mcptools import data, error_text, mcp_client
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_bus]
 REPLAY = str(Path(__file__).parents[1] / "core" / "replay_agent.py")
 WHOLE_RUN = "plan: " + json.dumps({"events": "claude-success.jsonl"})
 ONE_MESSAGE_THEN_HOLD = "plan: " + json.dumps({"events": "claude-success.jsonl", "lines": 2, "then": "block"})

@@ -17,7 +17,7 @@ from conftest import until
 from gittools import make_repo, status
 from mcptools import data, error_text, mcp_client
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_bus]
 REPLAY = str(Path(__file__).parents[1] / "core" / "replay_agent.py")
 
 

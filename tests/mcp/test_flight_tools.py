@@ -11,7 +11,7 @@ from wavewait.core import messages
 from conftest import register_crew, until
 from mcptools import data, error_text, mcp_client
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_bus]
 
 
 async def ended(bus, agent_id: str) -> bool:

@@ -18,7 +18,7 @@ from wavewait.core import messages
 from conftest import env_for, register_crew, until, wavewait_cmd
 from mcptools import data, error_text, mcp_client
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_bus]
 
 
 async def test_a_fan_in_over_the_output_budget_leaves_the_rest_queued_and_says_so(bus):

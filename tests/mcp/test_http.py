@@ -18,7 +18,7 @@ from wavewait.core import messages
 from conftest import has_waits, register_crew, until, wavewait_cmd
 from mcptools import server_env
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_bus]
 
 INIT = {
     "jsonrpc": "2.0",

@@ -12,7 +12,7 @@ from gittools import git, make_repo
 from mcptools import data, error_text, mcp_client
 from mergetools import CHECK, WAVE, five_flights, preset_file, subjects
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_bus]
 
 
 @pytest.fixture

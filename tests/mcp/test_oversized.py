@@ -22,7 +22,7 @@ from wavewait.mcp.front import Lines, Oversized, head_id, too_large
 from conftest import register_crew
 from mcptools import data, mcp_client
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_bus]
 
 BIG = 50_000_000  # bytes of message: the request line is a little longer
 

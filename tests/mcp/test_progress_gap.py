@@ -19,7 +19,7 @@ from wavewait.mcp.settings import PROGRESS_GAP
 from conftest import register_crew
 from mcptools import data, relayed
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_bus]
 
 #: the relay stamps a line when it reads it; a stall of the relay can only shrink what it sees
 TOLERANCE = 0.5

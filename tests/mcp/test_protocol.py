@@ -12,9 +12,10 @@ from wavewait.core import messages
 from conftest import has_waits, register_crew, until
 from mcptools import data, mcp_client
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_bus]
 
 
+@pytest.mark.both_buses
 async def test_a_call_cancelled_by_the_client_gives_back_its_claims_in_order(bus):
     await register_crew(bus, "file-reader", "test-runner")
     for body in ("reader-1", "reader-2"):
@@ -85,6 +86,7 @@ async def test_progress_arrives_at_least_every_15_seconds_during_a_20_second_wai
     assert max(gaps) < 15, gaps
 
 
+@pytest.mark.both_buses
 async def test_two_clients_waiting_on_one_inbox_get_disjoint_messages(bus):
     await register_crew(bus, "producer")
     got: dict[str, list[str]] = {"a": [], "b": []}

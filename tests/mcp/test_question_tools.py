@@ -11,7 +11,7 @@ from wavewait.core import agents, messages, wait
 
 from mcptools import data, mcp_client
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_bus]
 
 
 @pytest.mark.parametrize(

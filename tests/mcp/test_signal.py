@@ -11,7 +11,7 @@ import pytest
 from conftest import PYTHON, Background, has_progress, until
 from mcptools import data, error_text, mcp_client
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_bus]
 
 GLOB = "wavebus/wave-1/flights/*.done"
 

@@ -19,7 +19,7 @@ from wavewait.core import messages
 from conftest import PYTHON, Background, has_progress, has_waits, register_crew, until, wavewait_cmd
 from mcptools import data, error_text, mcp_client, server_env
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_bus]
 
 WAITS = ("wait", "wave_wait_for_signal", "wait_agent", "wait_for_event")
 
@@ -125,6 +125,7 @@ async def test_wait_fan_in_returns_early_when_the_rest_are_dead(bus):
     assert rest["message"] == "from someone not listed"  # others' messages stay queued
 
 
+@pytest.mark.both_buses
 async def test_wait_fan_in_timeout_keeps_partial_state_and_says_what_to_rewait(bus):
     await register_crew(bus, "file-reader", "test-runner")
     await messages.send(bus, "file-reader", "orchestrator", "found 3 issues")
@@ -191,6 +192,7 @@ async def test_ambiguous_prefix_is_an_error_naming_both(bus):
     assert "flight-one" in text and "flight-two" in text
 
 
+@pytest.mark.both_buses
 async def test_wait_is_registered_with_tool_and_caller_and_interrupt_returns_partial_state(bus):
     await register_crew(bus, "file-reader", "test-runner")
     await messages.send(bus, "file-reader", "orchestrator", "done reading")
@@ -232,6 +234,7 @@ async def test_max_block_returns_a_normal_timeout_that_says_to_call_again(bus):
 
 
 # --------------------------------------------------------------------------- wait_for_event
+@pytest.mark.both_buses
 async def test_wait_for_event_takes_by_type_fifo_and_leaves_others_queued(bus):
     await register_crew(bus, "fix-bug", "add-tests")
     await messages.send(bus, "fix-bug", "orchestrator", "a plain message")

@@ -11,7 +11,7 @@ from wavewait.core.tasks import enqueue_task
 from conftest import has_waits, until
 from mcptools import data, error_text, mcp_client
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_bus]
 QUEUE_TOOLS = {"enqueue_task", "complete_task", "read_handoffs", "list_tasks"}
 
 
@@ -44,6 +44,7 @@ async def test_the_queue_tools_exist_only_when_a_queue_is_named(bus, tmp_path):
     assert tools["list_tasks"].annotations.read_only_hint is True
 
 
+@pytest.mark.both_buses
 async def test_enqueue_list_complete_and_read_handoffs(bus, tmp_path):
     async with mcp_client(bus, *queue_flags(tmp_path)) as c:
         a = data(await c.call_tool("enqueue_task", {"type": "research", "inputs": {"topic": "auth"}, "reason": "r"}))

@@ -21,7 +21,7 @@ from wavewait.core import messages, waves
 
 from conftest import env_for, until, wavewait_cmd
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_bus]
 
 
 def run(bus, tmp_path: Path, *args: str, **env: str) -> tuple[int, dict | None, str]:
@@ -243,6 +243,7 @@ async def _status(q, task_id: str, status: str) -> bool:
     return t is not None and t.status == status
 
 
+@pytest.mark.both_buses
 async def test_two_run_queue_processes_on_one_queue_start_every_task_exactly_once(bus, tmp_path):
     """Two `wavewait run-queue` processes on one queue race for every task: each is started once.
 

@@ -19,7 +19,7 @@ from wavewait.core.tasks import Limits, TaskQueue, enqueue_task, parse_task_type
 from conftest import env_for, until
 from gittools import git, make_repo, status
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_bus]
 HERE = Path(__file__).parent
 
 TYPES = """

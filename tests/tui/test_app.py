@@ -42,7 +42,7 @@ from tuitools import (
     type_command,
 )
 
-pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("deterministic_textual")]
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("deterministic_textual"), pytest.mark.one_bus]
 
 
 async def test_command_line_has_focus_at_start(file_bus):
@@ -166,6 +166,7 @@ async def test_wait_without_ids_takes_the_next_message(bus):
         assert app.main.last_result.message == "hello there"
 
 
+@pytest.mark.both_buses
 async def test_escape_interrupts_the_wait_and_keeps_what_was_received(bus):
     await put_flight(bus, "file-reader", 1)
     await put_flight(bus, "test-runner", 2)
@@ -503,6 +504,7 @@ async def test_interrupting_a_mirrored_mcp_wait_makes_the_agents_call_return_int
     assert r["results"][0]["message"] == "found 3 issues"
 
 
+@pytest.mark.both_buses
 async def test_demo_spawns_a_real_wave_and_fans_in_on_it(bus):
     """A short demo wave: reports, a death, and a slow flight whose own wait the person interrupts."""
     from wavewait.tui.demo import DemoFlight, DemoPlan

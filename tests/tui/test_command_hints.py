@@ -14,7 +14,7 @@ from wavewait.tui.widgets.hints import CommandHints
 from conftest import until
 from tuitools import deterministic_textual, running, screen_text, scrollback, type_command  # noqa: F401
 
-pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("deterministic_textual")]
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("deterministic_textual"), pytest.mark.one_bus]
 
 
 def hints(app) -> CommandHints:

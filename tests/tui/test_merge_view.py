@@ -21,7 +21,7 @@ from gittools import git, make_repo
 from mergetools import CHECK, WAVE, five_flights, preset_file
 from tuitools import SIZE, deterministic_textual, make_app, screen_text, scrollback, type_command  # noqa: F401
 
-pytestmark = pytest.mark.usefixtures("deterministic_textual")
+pytestmark = [pytest.mark.usefixtures("deterministic_textual"), pytest.mark.one_bus]
 COMMAND = f"/merge {WAVE} --check 'sh check.sh'"
 
 
