@@ -19,6 +19,10 @@ import pytest
 # in the `python -m wavewait ...` children started from the repo root (`PYTHONSAFEPATH`, which
 # they inherit, is `python -P`).
 os.environ["PYTHONSAFEPATH"] = "1"
+# pytest-xdist's workers carry COLUMNS=80 and LINES=24, which a TUI started by a test in a tmux
+# pane of another size (200x50) would take over the pane's own size
+for _name in ("COLUMNS", "LINES"):
+    os.environ.pop(_name, None)
 sys.path[:] = [p for p in sys.path if Path(p or os.curdir).resolve() != Path(__file__).resolve().parents[1]]
 
 from wavewait.core import wait  # noqa: E402

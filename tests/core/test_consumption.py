@@ -36,6 +36,7 @@ async def test_eight_racing_consumer_processes_take_each_of_2000_messages_exactl
     assert await bus.pending("orchestrator") == []
 
 
+@pytest.mark.one_bus  # the overflow of the kernel's inotify queue; PostgreSQL bursts: tests/pg
 async def test_a_burst_of_20000_messages_is_all_delivered_in_fifo_order(bus):
     await crew(bus)
     async with anyio.create_task_group() as tg:

@@ -26,7 +26,7 @@ from wavewait.mcp.tasks_ext import poll_interval_ms
 from conftest import PYTHON, has_progress, has_waits, register_crew, until
 from mcptools import data, mcp_client, relayed, server_env
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_bus]
 
 TASKS = "io.modelcontextprotocol/tasks"
 MODERN = "2026-07-28"
@@ -140,6 +140,7 @@ async def test_a_task_augmented_wait_answers_with_a_task_and_its_result_carries_
     assert await bus.list_waits() == []
 
 
+@pytest.mark.both_buses
 async def test_another_server_process_on_the_bus_gets_the_same_result_by_task_id(bus):
     await register_crew(bus, "sender")
     await messages.send(bus, "sender", "orchestrator", "hello")
@@ -184,11 +185,13 @@ async def test_tasks_cancel_gives_back_what_a_running_fan_in_took(bus):
         await _cancel_on(s, s, bus)
 
 
+@pytest.mark.both_buses
 async def test_tasks_cancel_through_another_server_process_gives_it_back_too(bus):
     async with raw_server(bus) as owner, raw_server(bus) as other:
         await _cancel_on(other, owner, bus)
 
 
+@pytest.mark.both_buses
 async def test_a_server_killed_with_a_task_running_leaves_it_failed_and_loses_nothing(bus):
     await register_crew(bus, "file-reader", "test-runner")
     await messages.send(bus, "file-reader", "orchestrator", "survive me")
@@ -206,6 +209,7 @@ async def test_a_server_killed_with_a_task_running_leaves_it_failed_and_loses_no
     await until(lambda: _pending(bus, ["survive me"]), what="the dead task's claim returned")
 
 
+@pytest.mark.both_buses
 async def test_a_server_that_stops_with_a_task_running_cancels_it_and_gives_back_its_claims(bus):
     """stdin closed (the host's session ended): the running task's wait is cancelled, its
     message goes back, and the task reads `cancelled` from the next server."""

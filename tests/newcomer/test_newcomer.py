@@ -118,25 +118,16 @@ async def test_the_command_line_stays_visible_during_a_wait_with_the_mirror(tmp_
     cols, rows = size
     tmux = ["tmux", "-S", sock]
     slow = run(env, "spawn", "slow", "--", "sh", "-c", "wavewait wait 120", cwd=tmp_path)
-    # the pane is made first and the TUI started in it once it has its size: started with the
-    # pane, the app could read the terminal's size before tmux set it (seen under load)
     subprocess.run(
         [*tmux, "new-session", "-d", "-x", str(cols), "-y", str(rows), "-e", f"PATH={env['PATH']}",
-         "-e", f"WAVEWAIT_BUS={bus_dir}", "cat"],
+         "-e", f"WAVEWAIT_BUS={bus_dir}", f"{WAVEWAIT} --bus {bus_dir}"],
         env=env, cwd=tmp_path, check=True,
     )  # fmt: skip
 
     def screen() -> str:
         return subprocess.run([*tmux, "capture-pane", "-p"], capture_output=True, text=True, env=env).stdout
 
-    def pane_size() -> str:
-        return subprocess.run(
-            [*tmux, "display", "-p", "#{pane_width}x#{pane_height}"], capture_output=True, text=True, env=env
-        ).stdout.strip()
-
     try:
-        await until(lambda: pane_size() == f"{cols}x{rows}", timeout=10, what="the pane's size")
-        subprocess.run([*tmux, "respawn-pane", "-k", f"{WAVEWAIT} --bus {bus_dir}"], env=env, check=True)
         await until(lambda: "you are orchestrator" in screen(), timeout=30, what="the TUI")
         subprocess.run([*tmux, "send-keys", f"/wait 60 {slow['agent_id'][:8]}", "Enter"], check=True, env=env)
         await until(lambda: "Waiting for sub-agents" in screen(), timeout=20, what="the wait's status")

@@ -21,7 +21,7 @@ from wavewait.core.tasks import TaskQueue, enqueue_task
 
 from conftest import env_for, until
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_bus]
 HERE = Path(__file__).parent
 AGENT = [sys.executable, str(HERE / "task_agent.py")]
 RUN_QUEUE = [sys.executable, str(HERE / "run_queue.py")]
@@ -121,6 +121,7 @@ async def test_an_agent_command_that_cannot_start_fails_the_task_with_why(bus, t
     assert "cannot start its agent" in (t.note or "")
 
 
+@pytest.mark.both_buses
 async def test_a_killed_runner_started_again_finishes_the_graph_without_rerunning_done_tasks(bus, tmp_path):
     q = make_queue(bus, tmp_path)
     a = await step(q, "a")
@@ -165,6 +166,7 @@ async def test_a_killed_runner_started_again_finishes_the_graph_without_rerunnin
     assert_nothing_ran_after_it_was_done(log)
 
 
+@pytest.mark.both_buses
 async def test_two_runners_on_one_queue_start_each_task_once(bus, tmp_path):
     """Two `run-queue`s on the same queue (a person started a second one): every task runs
     once; a task the other runner is starting (marked running, its agent not yet recorded)
