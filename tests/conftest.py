@@ -217,7 +217,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     WAVEWAIT_TEST_RESTARTS=1, and are otherwise deselected, so a plain `pytest` never drops
     other sessions' connections. `hosts` tests drive the real agent CLIs (installed from npm
     on first use): they run as `hosts_selected` says, and are otherwise skipped with the way
-    to run them.
+    to run them. Everywhere: the PostgreSQL variants of `one_bus` tests are deselected, and
+    the rest ordered `longest_first`.
     """
     if not hosts_selected(config):
         skip = pytest.mark.skip(
