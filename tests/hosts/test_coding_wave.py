@@ -56,9 +56,10 @@ async def open_bus(kind: str, folder: Path) -> AsyncIterator[Bus]:
         yield pg
 
 
-def claude_project(tmp_path: Path) -> tuple[Path, Path, Path]:
-    """A home with a one-commit repository and a presets file whose `claude` is the pinned CLI."""
-    exe = install(CLAUDE)
+def preset_project(tmp_path: Path, kind: str = "claude") -> tuple[Path, Path, Path]:
+    """A home with a one-commit repository and a presets file whose `kind` preset (claude or
+    codex) is the pinned CLI."""
+    exe = install(CLAUDE if kind == "claude" else CODEX)
     home = tmp_path / "home"
     repo = home / "project"
     repo.mkdir(parents=True)
@@ -67,7 +68,7 @@ def claude_project(tmp_path: Path) -> tuple[Path, Path, Path]:
     git(repo, "add", "--all")
     git(repo, "-c", "user.name=T", "-c", "user.email=t@e.invalid", "commit", "--quiet", "-m", "first")
     presets_file = tmp_path / "presets.toml"
-    presets_file.write_text(f"[presets.claude]\nprogram = {json.dumps(str(exe))}\n")
+    presets_file.write_text(f"[presets.{kind}]\nprogram = {json.dumps(str(exe))}\n")
     return home, repo, presets_file
 
 
@@ -237,16 +238,7 @@ def test_a_real_flight_killed_mid_run_is_dead_with_its_last_event_and_keeps_its_
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str, bus_kind: str
 ) -> None:
     """The model holds the flight's second request until the test has killed it."""
-    exe = install(CLAUDE if kind == "claude" else CODEX)
-    home = tmp_path / "home"
-    repo = home / "project"
-    repo.mkdir(parents=True)
-    git(repo, "init", "--quiet", "-b", "main")
-    (repo / "README.md").write_text("a project\n")
-    git(repo, "add", "--all")
-    git(repo, "-c", "user.name=T", "-c", "user.email=t@e.invalid", "commit", "--quiet", "-m", "first")
-    presets_file = tmp_path / "presets.toml"
-    presets_file.write_text(f"[presets.{kind}]\nprogram = {json.dumps(str(exe))}\n")
+    home, repo, presets_file = preset_project(tmp_path, kind)
     held = threading.Event()
     release = threading.Event()
 
@@ -326,7 +318,7 @@ def test_a_claude_flights_permission_prompt_is_its_question_and_the_answer_decid
 ) -> None:
     """The model asks for a shell command that needs approval: the flight needs input until
     the orchestrator answers; allow runs it, deny tells the model why not."""
-    home, repo, presets_file = claude_project(tmp_path)
+    home, repo, presets_file = preset_project(tmp_path)
     command = "sh -c 'echo ran > bash.txt'"
 
     def script(turn: Turn) -> Call | Say:

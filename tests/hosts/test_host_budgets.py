@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from modelserver import Call, ModelServer, Say, Turn
-from test_coding_wave import claude_project, editor, git, user_setup
+from test_coding_wave import editor, git, preset_project, user_setup
 
 from wavewait.core import agents, budgets, flights
 from wavewait.core.bus.file import FileBus
@@ -34,7 +34,7 @@ pytestmark = [pytest.mark.hosts, pytest.mark.timeout(300)]
 def test_a_real_flight_past_its_cap_is_stopped_and_its_spent_wave_refuses_the_next(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    home, repo, presets_file = claude_project(tmp_path)
+    home, repo, presets_file = preset_project(tmp_path)
     release = threading.Event()
 
     def script(turn: Turn) -> Call | Say:
