@@ -210,6 +210,32 @@ def longest_first(item: pytest.Item) -> tuple[bool, float]:
     return item.get_closest_marker("hosts") is None, -float(timeout.args[0] if timeout else 0)
 
 
+def deselect(
+    config: pytest.Config, items: list[pytest.Item], which: Callable[[pytest.Item], bool]
+) -> list[pytest.Item]:
+    """Take the items `which` names out of the run, as deselected; return them."""
+    drop = [item for item in items if which(item)]
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = [item for item in items if not which(item)]
+    return drop
+
+
+def restarts_selected() -> bool:
+    return os.environ.get("CI") == "true" or os.environ.get("WAVEWAIT_TEST_RESTARTS") == "1"
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    """Said once, by the process that reports: with the suite on workers (pytest-xdist) the
+    collection runs in them, and what they write is not shown."""
+    if restarts_selected():
+        return None
+    return (
+        "tests marked restarts_server are deselected: they restart the local PostgreSQL server; "
+        "set WAVEWAIT_TEST_RESTARTS=1 (or CI=true) to run them"
+    )
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Two opt-ins outside CI, each said once.
 
@@ -228,22 +254,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if item.get_closest_marker("hosts"):
                 item.add_marker(skip)
-    one_bus = [item for item in items if runs_on_one_bus_only(item)]
-    if one_bus:
-        config.hook.pytest_deselected(items=one_bus)
-        items[:] = [item for item in items if not runs_on_one_bus_only(item)]
+    deselect(config, items, runs_on_one_bus_only)
     items.sort(key=longest_first)
-    if os.environ.get("CI") == "true" or os.environ.get("WAVEWAIT_TEST_RESTARTS") == "1":
-        return
-    keep, drop = [], []
-    for item in items:
-        (drop if item.get_closest_marker("restarts_server") else keep).append(item)
-    if drop:
-        config.hook.pytest_deselected(items=drop)
-        items[:] = keep
-        reporter = config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is not None:
-            reporter.write_line(
-                f"deselected {len(drop)} test(s) marked restarts_server: they restart the local "
-                "PostgreSQL server; set WAVEWAIT_TEST_RESTARTS=1 (or CI=true) to run them"
-            )
+    if not restarts_selected():
+        deselect(config, items, lambda item: item.get_closest_marker("restarts_server") is not None)
