@@ -160,10 +160,25 @@ async def final_usage(reader: EventReader) -> Usage | None:
         return reader.usage
     found = await asyncio.to_thread(agent_sessions.usage_of, reader.format, reader.session_id)
     if found is not None:
-        return found
+        # the file may lag the events (a CLI killed before it wrote its last entry): a spend
+        # the events showed, and a budget stopped the flight on, is never taken back
+        return at_least(found, reader.usage)
     if reader.format == "codex" and not reader.usage.turns:  # Codex counts only completed turns
         return None
     return reader.usage
+
+
+def at_least(usage: Usage, seen: Usage) -> Usage:
+    """`usage` with each count raised to what `seen` already counted."""
+    costs = [c for c in (usage.cost_usd, seen.cost_usd) if c is not None]
+    return Usage(
+        input_tokens=max(usage.input_tokens, seen.input_tokens),
+        output_tokens=max(usage.output_tokens, seen.output_tokens),
+        cache_read_tokens=max(usage.cache_read_tokens, seen.cache_read_tokens),
+        cache_creation_tokens=max(usage.cache_creation_tokens, seen.cache_creation_tokens),
+        cost_usd=max(costs) if costs else None,
+        turns=max(usage.turns or 0, seen.turns or 0) or None,
+    )
 
 
 async def wrap_up(bus: Bus, agent_id: str, code: int, reader: EventReader | None) -> str | None:

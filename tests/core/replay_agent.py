@@ -5,7 +5,10 @@ events, committing, counting, reporting) be tested where the real CLIs are not i
 tests/hosts/test_coding_wave.py runs the real ones.
 
     python replay_agent.py '{"events": "claude-success.jsonl", "lines": 2, "write": {"f": "x"},
-                             "notify": "mine", "then": "block" | "exit", "code": 0}'
+                             "notify": "mine", "gate": "/tmp/fifo", "then": "block" | "exit", "code": 0}'
+
+`gate`: a named pipe (os.mkfifo) to read before printing anything, so a test decides when
+the run goes on (it writes to the pipe) without timing anything.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ for name, text in plan.get("write", {}).items():
     Path(name).write_text(text)
 if "notify" in plan:
     subprocess.run([sys.executable, "-m", "wavewait", "notify", "--message", plan["notify"]], check=True)
+if "gate" in plan:
+    Path(plan["gate"]).read_text()  # blocks until the test opens the pipe to write, and closes it
 lines = (HERE / plan["events"]).read_text().splitlines()
 for line in lines[: plan.get("lines", len(lines))]:
     print(line, flush=True)

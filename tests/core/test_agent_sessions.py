@@ -6,10 +6,13 @@ carry usage and a few around them; paths made neutral.
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 from pathlib import Path
 
+from wavewait.core.agent_events import EventReader
 from wavewait.core.agent_sessions import CHUNK, usage_of
+from wavewait.core.flights import final_usage
 
 HERE = Path(__file__).parent / "agent_sessions"
 CODEX_THREAD = "01a21407-1213-75b0-a29d-f5dceab3e6cd"
@@ -65,3 +68,22 @@ def test_no_file_or_an_id_that_is_not_one_is_unknown(tmp_path: Path) -> None:
     assert usage_of("codex", None, env) is None
     assert usage_of("codex", "../../*", env) is None  # never a path or a pattern
     assert usage_of("claude", CODEX_THREAD, env) is None
+
+
+def test_a_session_file_behind_the_events_never_lowers_the_spend_they_showed(tmp_path, monkeypatch) -> None:
+    """A CLI killed before it wrote its last message (a budget stopped it on that message's
+    usage): the final usage keeps what the events counted, the file adding only what they missed."""
+    events = (Path(__file__).parent / "agent_events" / "claude-success.jsonl").read_text().splitlines()
+    reader = EventReader(format="claude")
+    for line in events[:2]:  # the init line and one model message: 10 tokens in, 1 out
+        reader.feed(line)
+    assert not reader.ended and (reader.usage.input_tokens, reader.usage.output_tokens) == (10, 1)
+    behind = (HERE / "claude-killed.jsonl").read_text().replace(CLAUDE_SESSION, str(reader.session_id))
+    behind = behind.replace('"inputTokens":10', '"inputTokens":3').replace('"outputTokens":5', '"outputTokens":7')
+    folder = tmp_path / "claude" / "projects" / "p"
+    folder.mkdir(parents=True)
+    (folder / f"{reader.session_id}.jsonl").write_text(behind)
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude"))
+    u = asyncio.run(final_usage(reader))
+    assert u is not None and (u.input_tokens, u.output_tokens) == (10, 7)
+    assert u.cost_usd is not None and u.cost_usd > 0  # the file's money, which the events lack

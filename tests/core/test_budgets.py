@@ -8,7 +8,9 @@ final `result` line 20 in and 10 out. Their usage is what the supervisor reads f
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -152,9 +154,14 @@ async def test_a_queued_flight_whose_wave_spent_its_budget_meanwhile_never_start
     spends the wave's budget and ends; the second is then refused its start (dead, budget)."""
     await waves.set_settings(bus, "capped", max_parallel=1)
     wave_budget = budgets.check("capped", budget_tokens=25)
-    first = await start(bus, tmp_path, preset_file, "first", WHOLE_RUN, wave="capped", budget=wave_budget)
+    gate = tmp_path / "gate"
+    os.mkfifo(gate)  # the first spends nothing until the second is queued behind it
+    first = await start(
+        bus, tmp_path, preset_file, "first", {**WHOLE_RUN, "gate": str(gate)}, wave="capped", budget=wave_budget
+    )
     second = await start(bus, tmp_path, preset_file, "second", WHOLE_RUN, wave="capped")
     assert second.status == "queued"
+    await asyncio.to_thread(gate.write_text, "go")  # opens once the first reads it
     done = await ended(bus, first.id)
     assert done.usage.input_tokens + done.usage.output_tokens >= 25
 
