@@ -143,9 +143,16 @@ async def role_server(a: argparse.Namespace) -> None:
     from wavewait.core import wait
     from wavewait.core.bus import open_bus
 
+    try:
+        from wavewait.core.proc import settle_heap
+    except ImportError:  # older code (--code): its server did not
+        settle_heap = None
+
     if a.tracemalloc:
         tracemalloc.start()
     bus = await open_bus(a.bus)
+    if settle_heap is not None:
+        settle_heap()  # as `wavewait mcp` does once it is set up
     # fixed-size bookkeeping, made before the first RSS reading, so the bench's own lists do
     # not show as the server's growth: a latency histogram and one byte per message sent
     lat, window = Histogram(), Histogram()

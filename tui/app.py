@@ -29,6 +29,7 @@ from textual.notifications import SeverityLevel
 from ..core import agents as agents_mod
 from ..core.bus import Bus, open_bus
 from ..core.model import now
+from ..core.proc import settle_heap
 from . import demo_queue as queue_demo_mod
 from .demo import DemoPlan
 from .driver import hangup_safe
@@ -163,6 +164,7 @@ class WaveApp(App[dict[str, Any] | None]):
         if self.bus_label is None:
             self.bus_label = self._bus.url
         await agents_mod.ensure_agent(self._bus, self.settings.me)
+        settle_heap()
         self.bus_ready.set()
         if self.settings.queue:
             notice = partial(self.notice, severity="warning")

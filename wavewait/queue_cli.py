@@ -25,6 +25,7 @@ from pydantic import BaseModel
 from .core import agents, budgets, waves
 from .core.bus import Bus
 from .core.errors import BadInput
+from .core.proc import settle_heap
 from .core.results import EXIT_CODES
 from .core.runner import DEFAULT_MAX_PARALLEL, Runner, RunSummary, queue_wave
 from .core.tasks import (
@@ -288,6 +289,7 @@ async def cmd_run_queue(bus: Bus, args: argparse.Namespace) -> int:
     )
     # the queue's flights are the wave queue-NAME: its budget is theirs (docs/budgets.md)
     await waves.set_settings(bus, queue_wave(q.name), budget_tokens=args.budget_tokens, budget_usd=args.budget_usd)
+    settle_heap()
     loop = asyncio.get_running_loop()
     with anyio.CancelScope() as scope:  # Ctrl+C or SIGTERM: stop running the queue, say where it is
         for sig in (signal.SIGINT, signal.SIGTERM):

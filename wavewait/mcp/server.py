@@ -35,6 +35,7 @@ from pydantic import ValidationError
 from ..core.bus import Bus, open_bus
 from ..core.errors import WavewaitError
 from ..core.limits import MAX_REQUEST_BYTES
+from ..core.proc import settle_heap
 from .delivery import (
     Deliveries,
     LoopStdin,
@@ -176,6 +177,7 @@ async def serve(settings: Settings, front: Front | None = None) -> None:
         server = build(bus, settings)
         if settings.queue:
             server.hidden |= register_queue_tools(server, bus, settings, await open_queue(bus, settings))
+        settle_heap()
         if settings.transport == "http":
             async with server.deliveries.running(), server.tasks.running():
                 await serve_http(server, settings.host, settings.port, settings.token)
