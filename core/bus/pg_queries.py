@@ -80,10 +80,14 @@ CLAIM_MANY: Final = (
     "FOR UPDATE SKIP LOCKED) RETURNING seq, record"
 )
 #: {} is TYPE_FILTER or nothing
+#: The rows to claim are picked in a MATERIALIZED CTE, run once. Picked in `seq IN (SELECT ...
+#: LIMIT n FOR UPDATE SKIP LOCKED)`, a claim took more than n rows under concurrent claims
+#: once a VACUUM had changed the table's statistics (seen: a limit of 1 claiming 2-6 rows,
+#: bench_scale.py's 200 next-message waits on one inbox): the subquery ran again.
 CLAIM_NEXT: Final = sql.SQL(
-    "UPDATE items SET claimed_by = %(w)s WHERE seq IN (SELECT seq FROM items "
-    "WHERE inbox = %(inbox)s AND claimed_by IS NULL{} ORDER BY seq LIMIT %(n)s "
-    "FOR UPDATE SKIP LOCKED) RETURNING seq, record"
+    "WITH x AS MATERIALIZED (SELECT seq FROM items WHERE inbox = %(inbox)s AND claimed_by IS NULL{} "
+    "ORDER BY seq LIMIT %(n)s FOR UPDATE SKIP LOCKED) "
+    "UPDATE items SET claimed_by = %(w)s FROM x WHERE items.seq = x.seq RETURNING items.seq, items.record"
 )
 TYPE_FILTER: Final = sql.SQL(" AND type = ANY(%(types)s)")
 #: what a wait holds: on a retried claim, what the attempt whose answer was lost claimed
@@ -98,7 +102,7 @@ HELD_MANY: Final = (
 _SHARED_OUT = (
     "s AS (SELECT inbox, w, n, sum(n) OVER (PARTITION BY inbox ORDER BY k) - n AS lo FROM r), "
     "b AS (SELECT inbox, sum(n) AS total FROM r GROUP BY inbox HAVING sum(n) > 0), "
-    "x AS (SELECT b.inbox, y.seq, row_number() OVER (PARTITION BY b.inbox ORDER BY y.seq) AS i "
+    "x AS MATERIALIZED (SELECT b.inbox, y.seq, row_number() OVER (PARTITION BY b.inbox ORDER BY y.seq) AS i "
     "FROM b CROSS JOIN LATERAL (SELECT seq FROM items WHERE inbox = b.inbox AND claimed_by IS NULL{} "
     "ORDER BY seq LIMIT b.total FOR UPDATE SKIP LOCKED) y), "
     "c AS (SELECT s.w, x.seq FROM x JOIN s ON s.inbox = x.inbox AND x.i > s.lo AND x.i <= s.lo + s.n) "
@@ -115,7 +119,7 @@ CLAIM_NEXT_MANY: Final = sql.SQL(
 #: are claiming are skipped (that sender's next is taken). A row comes back with its wait.
 #: {} is TYPE_FILTER or nothing
 CLAIM_EACH: Final = sql.SQL(
-    "WITH c AS (SELECT r.w, x.seq FROM unnest(%(inboxes)s::text[], %(ws)s::text[], %(senders)s::text[]) "
+    "WITH c AS MATERIALIZED (SELECT r.w, x.seq FROM unnest(%(inboxes)s::text[], %(ws)s::text[], %(senders)s::text[]) "
     "AS r(inbox, w, sender) CROSS JOIN LATERAL (SELECT seq FROM items WHERE inbox = r.inbox "
     "AND sender = r.sender AND claimed_by IS NULL{} ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED) x) "
     "UPDATE items SET claimed_by = c.w FROM c WHERE items.seq = c.seq RETURNING items.seq, items.record, c.w"
@@ -181,9 +185,10 @@ TAKEN_BY_MANY: Final = (
 )
 #: {} is TYPE_FILTER or nothing
 TAKE_NEXT: Final = sql.SQL(
-    "WITH t AS (DELETE FROM items WHERE seq IN (SELECT seq FROM items "
-    "WHERE inbox = %(inbox)s AND claimed_by IS NULL{} ORDER BY seq LIMIT %(n)s "
-    "FOR UPDATE SKIP LOCKED) RETURNING seq, inbox, record) " + _TO_HISTORY
+    "WITH x AS MATERIALIZED (SELECT seq FROM items WHERE inbox = %(inbox)s AND claimed_by IS NULL{} "
+    "ORDER BY seq LIMIT %(n)s FOR UPDATE SKIP LOCKED), "
+    "t AS (DELETE FROM items USING x WHERE items.seq = x.seq RETURNING items.seq, items.inbox, items.record) "
+    + _TO_HISTORY
 )
 TAKEN_BY: Final = "SELECT seq, record, taken_by, taken_at FROM history WHERE inbox = %(inbox)s AND wait_id = %(w)s"
 HISTORY: Final = "SELECT seq, record, taken_by, taken_at FROM history WHERE inbox = %s ORDER BY seq DESC LIMIT %s"
@@ -197,9 +202,10 @@ REGISTER_WAIT: Final = sql.SQL(
     "VALUES (%(w)s, %(started)s, %(host)s, %(pid)s, %(pid_start)s, now() + make_interval(secs => %(lease)s), "
     "%(record)s::jsonb) ON CONFLICT (id) DO UPDATE SET record = excluded.record, "
     "lease_until = excluded.lease_until RETURNING pg_notify(%(channel)s, %(key)s)), "
-    "c AS (UPDATE items SET claimed_by = %(w)s WHERE seq IN (SELECT seq FROM items "
-    "WHERE inbox = %(inbox)s AND claimed_by IS NULL{} ORDER BY seq LIMIT %(n)s "
-    "FOR UPDATE SKIP LOCKED) RETURNING seq, record) SELECT seq, record FROM c"
+    "x AS MATERIALIZED (SELECT seq FROM items WHERE inbox = %(inbox)s AND claimed_by IS NULL{} "
+    "ORDER BY seq LIMIT %(n)s FOR UPDATE SKIP LOCKED), "
+    "c AS (UPDATE items SET claimed_by = %(w)s FROM x WHERE items.seq = x.seq "
+    "RETURNING items.seq, items.record) SELECT seq, record FROM c"
 )
 #: REGISTER_WAIT for several waits at once (pg_batch.py), each with its own inbox (or
 #: sharing one, its rows shared out) and claim limit; a claimed row comes back with its wait.

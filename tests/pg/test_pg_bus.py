@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import anyio
 import psycopg
@@ -306,3 +307,48 @@ async def test_the_schema_is_dropped_after_a_test_and_others_are_untouched():
             assert conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", [schema]).fetchone() is None
         assert [i.body for i in await other.peek("orchestrator")] == ["kept"]
     drop_schema(schema)  # dropping twice is harmless
+
+
+async def test_a_next_message_wait_takes_at_most_its_limit_while_the_table_is_vacuumed(monkeypatch):
+    """Many next-message waits of one process on one inbox (max_messages 1), a sender at full
+    speed and the bus's own VACUUM every half second: no wait takes a second message along
+    (each message is returned by exactly one wait, alone), and none is left in the inbox.
+
+    Before the claims picked their rows in a MATERIALIZED CTE, a VACUUM's new statistics
+    made `seq IN (SELECT ... LIMIT 1 FOR UPDATE SKIP LOCKED)` claim 2-6 rows for one wait."""
+    monkeypatch.setattr("wavewait.core.bus.postgres.VACUUM_EVERY", 0.5)
+    sent_n, waits_n = 8000, 200
+    got: list[str] = []
+    extra: list[str] = []
+    async with pg_bus() as bus:
+        sender_bus = await open_bus(bus.url)  # its own connections, as a sending process has
+        done = asyncio.Event()
+
+        async def consume() -> None:
+            while not done.is_set():
+                r = await wait.wait_next(bus, "orchestrator", 5)
+                if r.status == "received":
+                    got.append(r.message or "")
+                    extra.extend(m.message for m in r.more or [])
+
+        async def send(k: int) -> None:  # 1,000 messages/s in all: the inbox mostly empty, waits asleep
+            start = time.monotonic()
+            for n, i in enumerate(range(k, sent_n, 4)):
+                await anyio.sleep(max(0.0, start + n / 250 - time.monotonic()))  # pacing, not a wait for anything
+                await sender_bus.deliver(item("orchestrator", f"m{i}", sender=f"s{k}"))
+
+        consumers = [asyncio.create_task(consume()) for _ in range(waits_n)]
+        await asyncio.gather(*(send(k) for k in range(4)))
+        await sender_bus.close()
+
+        async def all_in() -> bool:
+            return len(got) + len(extra) >= sent_n
+
+        await until(all_in, 60, "every message returned by a wait")
+        done.set()
+        for c in consumers:
+            c.cancel()
+        await asyncio.gather(*consumers, return_exceptions=True)
+        assert extra == [], f"{len(extra)} messages came along with another (max_messages 1)"
+        assert sorted(got) == sorted(f"m{i}" for i in range(sent_n))
+        assert await bus.pending("orchestrator") == []

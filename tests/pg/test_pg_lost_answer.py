@@ -25,13 +25,13 @@ pytestmark = pytest.mark.anyio
 TYPES = ["message"]
 
 # pieces of each statement's text as it goes to the server (placeholders become $n)
-CLAIM_NEXT = "UPDATE items SET claimed_by = $1 WHERE seq IN (SELECT seq FROM items WHERE inbox"
+CLAIM_NEXT = "FOR UPDATE SKIP LOCKED) UPDATE items SET claimed_by = $"
 CLAIM_NEXT_MANY = "AS r(inbox, w, n, k)"
 REGISTER_WAIT = "c AS (UPDATE items SET claimed_by"
 REGISTER_WAITS = "AS r(w, started, host"
 TAKE_AND_END = "e AS (DELETE FROM waits WHERE id = $"
 TAKE_AND_END_MANY = "AS r(inbox, w, taker)"
-TAKE_NEXT = "WITH t AS (DELETE FROM items WHERE seq IN"
+TAKE_NEXT = "t AS (DELETE FROM items USING x"
 CLAIM_EACH = "AS r(inbox, w, sender)"
 
 
