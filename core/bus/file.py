@@ -85,6 +85,8 @@ TMP_KEPT = 600.0
 DEAD_WAIT_KEPT = 3600.0
 QUARANTINE_KEPT = 7 * 86400.0
 TIDY_EVERY = 60.0  # at most one tidy-up per bus and minute, whoever opens it
+#: the ended wait records a bus object keeps under tmp/ to write its next ones into (`_spares`)
+SPARE_RECORDS = 32
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 #: flush every write to disk before it is published (fsync file, rename, fsync folder), so a
 #: power cut cannot leave an empty item either. One sender on ext4 delivers 3-10x fewer
@@ -211,6 +213,29 @@ def _write_new(path: str | Path, data: bytes, *, durable: bool = True) -> None:
     os.close(fd)
 
 
+def _rewrite(path: str, data: bytes) -> bool:
+    """Replace the content of `path`, a file of ours under tmp/, with `data`; False (nothing
+    written) unless it is still our own plain file with no other name (never a symlink
+    followed, nor a FIFO or device opened for long)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_nlink != 1:
+            return False
+        os.ftruncate(fd, 0)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
 def _claim_path(box: str, wait_id: str, seq: int) -> str:
     return f"{box}/claims/{wait_id}{SEP}{seq:016d}"
 
@@ -320,6 +345,11 @@ class FileBus:
         #: update neither reads nor parses the file (a fan-in's record names every target)
         self._my_waits: dict[str, WaitRecord] = {}
         self._flagged: set[str] = set()  # ids whose interrupt flag the watcher saw (end_wait removes it)
+        #: files under tmp/ that held ended wait records of this object: the next registration
+        #: rewrites one and renames it in. A file made and removed per wait cost the kernel's
+        #: inode allocator (ext4 skips the inodes freed in the last seconds) 0.1 ms per
+        #: message with 200 fan-ins on one inbox, a third of the waiting process's time
+        self._spares: list[str] = []
         self._boxes: dict[str, tuple[str, str]] = {}  # inbox id -> (its folder, its new/)
         self._waits_dir = str(self.root / "waits")
         self._agent_paths: dict[str, Path] = {}
@@ -995,7 +1025,7 @@ class FileBus:
         types: Sequence[str] | None = None,
         limit: int = 1,
     ) -> list[Item]:
-        self._write_json(self._wait_path(record.id), record.model_dump_json(), durable=False)
+        self._write_wait(self._wait_path(record.id), record.model_dump_json().encode())
         self._my_waits[record.id] = record
         return [] if claim_from is None else await self.claim_next(claim_from, record.id, types, limit)
 
@@ -1020,12 +1050,40 @@ class FileBus:
         process flagged while the watcher ran was seen being flagged (`_flagged`); any other
         may have one. A flag the watcher had not yet reported is left to `tidy`."""
         ours = self._my_waits.pop(wait_id, None) is not None
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self._wait_path(wait_id))
+        self._remove_wait(self._wait_path(wait_id), spare=ours)
         if not ours or self._watcher is None or wait_id in self._flagged:
             self._flagged.discard(wait_id)
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self._wait_path(wait_id, ".interrupt"))
+
+    def _write_wait(self, dest: str, data: bytes) -> None:
+        """Publish a wait record (atomic, not flushed: it describes a running process) in a
+        spare file when one is left, else in a new one (`_write_json`)."""
+        while self._spares:
+            spare = self._spares.pop()
+            if _rewrite(spare, data):
+                try:
+                    os.rename(spare, dest)
+                    return
+                except OSError:
+                    pass
+            with contextlib.suppress(OSError):  # gone (tidied) or not ours to reuse: never mind it
+                os.unlink(spare)
+        self._write_json(dest, data.decode(), durable=False)
+
+    def _remove_wait(self, path: str, *, spare: bool) -> None:
+        """Take a wait record out of waits/: into tmp/ as a spare (a record this object wrote,
+        while it keeps fewer than SPARE_RECORDS), else gone."""
+        if spare and len(self._spares) < SPARE_RECORDS:
+            kept = f"{self.url}/tmp/spare-wait.{new_id()}"
+            try:
+                os.rename(path, kept)
+                self._spares.append(kept)
+            except FileNotFoundError:
+                pass
+            return
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
 
     async def list_waits(self) -> list[WaitRecord]:
         records = []
@@ -1368,6 +1426,10 @@ class FileBus:
             raise self._write_failed(e, what) from e
 
     async def close(self) -> None:
+        for spare in self._spares:
+            with contextlib.suppress(OSError):
+                os.unlink(spare)
+        self._spares.clear()
         for agent_id in list(self._previews):
             self._flush_preview(agent_id)
         if self._rotator is not None:

@@ -123,7 +123,8 @@ async def test_all_waits_of_a_process_share_one_watcher(file_bus):
 async def test_interrupt_flags_leave_with_their_waits_and_no_flag_means_one_unlink(file_bus, monkeypatch):
     """end_wait removes a flag it saw being set, from another process too (the waits here are
     interrupted by a separate bus object, as `wavewait interrupt` would), and skips the
-    unlink of a flag that was never set: one system call per ended wait, not two."""
+    unlink of a flag that was never set: one system call per ended wait, not two.
+    (The record leaves by a rename: this bus object keeps it as a spare for its next wait.)"""
     await crew(file_bus)
     other = FileBus(file_bus.root)
     async with anyio.create_task_group() as tg:
@@ -136,20 +137,25 @@ async def test_interrupt_flags_leave_with_their_waits_and_no_flag_means_one_unli
         await until(lambda: len(bg.results) == 5, 30, "every wait to return")
     assert all(r.status == "interrupted" for r in bg.results.values())
     assert os.listdir(file_bus.root / "waits") == []  # records and flags gone
-    unlinked: list[str] = []
-    real_unlink = os.unlink
+    removed: list[str] = []  # paths in waits/ that an unlink or a rename took away
+    real_unlink, real_rename = os.unlink, os.rename
 
     def counting_unlink(path, *args, **kwargs):
-        unlinked.append(str(path))
+        removed.append(str(path))
         return real_unlink(path, *args, **kwargs)
+
+    def counting_rename(src, dst, *args, **kwargs):
+        removed.append(str(src))
+        return real_rename(src, dst, *args, **kwargs)
 
     await messages.send(file_bus, "linter", "orchestrator", "hello")
     with monkeypatch.context() as m:
         m.setattr(os, "unlink", counting_unlink)
+        m.setattr(os, "rename", counting_rename)
         r = await wait.wait_next(file_bus, "orchestrator", 30)
     assert r.message == "hello"
-    (removed,) = [p for p in unlinked if "/waits/" in p]  # the record; no flag to remove
-    assert removed.endswith(".json")
+    (record,) = [p for p in removed if "/waits/" in p]  # the record (kept as a spare); no flag to remove
+    assert record.endswith(".json")
     assert os.listdir(file_bus.root / "waits") == []
     await other.close()
 
@@ -345,4 +351,47 @@ async def test_a_fan_ins_read_finds_its_senders_arrivals_without_listing_the_bac
     assert listings[0] == 2
     observer.close()
     await bus.close()
+    await other.close()
+
+
+async def test_ended_wait_records_are_rewritten_for_the_next_waits_never_through_a_swapped_spare(file_bus, tmp_path):
+    """A wait's record leaves waits/ into tmp/ as a spare, and the next wait of the same bus
+    object is written into it (no file made and removed per wait). What other processes see
+    is unchanged: each record whole, then gone. A spare someone replaced by a symlink or a
+    FIFO is never written through: the record goes to a new file, the target stays as it was."""
+    await crew(file_bus)
+    other = FileBus(file_bus.root)
+    tmp = file_bus.root / "tmp"
+    for i in range(3):
+        await messages.send(file_bus, "linter", "orchestrator", f"m{i}")
+        r = await wait.wait_next(file_bus, "orchestrator", 30)
+        assert r.message == f"m{i}"
+        assert await other.list_waits() == [] and os.listdir(file_bus.root / "waits") == []
+    (spare,) = [p for p in os.listdir(tmp) if p.startswith("spare-wait.")]  # one file, reused three times
+
+    async with anyio.create_task_group() as tg:  # a record written into the spare reads whole
+        bg = Background(tg)
+        bg.start("w", wait.wait_next, file_bus, "orchestrator", 30)
+        await until(lambda: has_waits(file_bus, 1), 30, "the wait to register")
+        (record,) = await other.list_waits()
+        assert record.kind == "next" and record.waiter == "orchestrator"
+        assert not (tmp / spare).exists()  # it is the record now
+        await messages.send(file_bus, "linter", "orchestrator", "last")
+        await until(lambda: "w" in bg.results, 30, "the wait to return")
+
+    (spare,) = [p for p in os.listdir(tmp) if p.startswith("spare-wait.")]
+    target = tmp_path / "not-the-bus.txt"
+    target.write_text("untouched")
+    os.unlink(tmp / spare)
+    os.symlink(target, tmp / spare)
+    await messages.send(file_bus, "linter", "orchestrator", "through a symlink?")
+    assert (await wait.wait_next(file_bus, "orchestrator", 30)).message == "through a symlink?"
+    assert target.read_text() == "untouched" and not (tmp / spare).exists()
+    (spare,) = [p for p in os.listdir(tmp) if p.startswith("spare-wait.")]
+    os.unlink(tmp / spare)
+    os.mkfifo(tmp / spare)
+    await messages.send(file_bus, "linter", "orchestrator", "through a FIFO?")
+    assert (await wait.wait_next(file_bus, "orchestrator", 30)).message == "through a FIFO?"
+    await file_bus.close()
+    assert [p for p in os.listdir(tmp) if p.startswith("spare-wait.")] == []  # closed: none left
     await other.close()
