@@ -331,10 +331,14 @@ async def test_a_next_message_wait_takes_at_most_its_limit_while_the_table_is_va
                     got.append(r.message or "")
                     extra.extend(m.message for m in r.more or [])
 
-        async def send(k: int) -> None:  # 1,000 messages/s in all: the inbox mostly empty, waits asleep
+        async def send(k: int) -> None:
+            """1,000 messages/s in all, on the clock: the inbox mostly empty, the waits asleep, as
+            a server sees senders. The clock is the load's shape, not a wait for anything (the
+            test waits on conditions); senders held back until the waits caught up (at most
+            8, 30 or 100 messages ahead) never made the old claim over-claim, in 6 runs."""
             start = time.monotonic()
             for n, i in enumerate(range(k, sent_n, 4)):
-                await anyio.sleep(max(0.0, start + n / 250 - time.monotonic()))  # pacing, not a wait for anything
+                await anyio.sleep(max(0.0, start + n / 250 - time.monotonic()))
                 await sender_bus.deliver(item("orchestrator", f"m{i}", sender=f"s{k}"))
 
         consumers = [asyncio.create_task(consume()) for _ in range(waits_n)]
