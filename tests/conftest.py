@@ -210,15 +210,14 @@ def longest_first(item: pytest.Item) -> tuple[bool, float]:
     return item.get_closest_marker("hosts") is None, -float(timeout.args[0] if timeout else 0)
 
 
-def deselect(
-    config: pytest.Config, items: list[pytest.Item], which: Callable[[pytest.Item], bool]
-) -> list[pytest.Item]:
-    """Take the items `which` names out of the run, as deselected; return them."""
-    drop = [item for item in items if which(item)]
+def deselect(config: pytest.Config, items: list[pytest.Item], which: Callable[[pytest.Item], bool]) -> None:
+    """Take the items `which` names out of the run, as deselected."""
+    keep, drop = [], []
+    for item in items:
+        (drop if which(item) else keep).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
-        items[:] = [item for item in items if not which(item)]
-    return drop
+        items[:] = keep
 
 
 def restarts_selected() -> bool:

@@ -1025,7 +1025,7 @@ class FileBus:
         types: Sequence[str] | None = None,
         limit: int = 1,
     ) -> list[Item]:
-        self._write_wait(self._wait_path(record.id), record.model_dump_json().encode())
+        self._write_wait(self._wait_path(record.id), record.model_dump_json())
         self._my_waits[record.id] = record
         return [] if claim_from is None else await self.claim_next(claim_from, record.id, types, limit)
 
@@ -1056,12 +1056,12 @@ class FileBus:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self._wait_path(wait_id, ".interrupt"))
 
-    def _write_wait(self, dest: str, data: bytes) -> None:
+    def _write_wait(self, dest: str, data: str) -> None:
         """Publish a wait record (atomic, not flushed: it describes a running process) in a
         spare file when one is left, else in a new one (`_write_json`)."""
         while self._spares:
             spare = self._spares.pop()
-            if _rewrite(spare, data):
+            if _rewrite(spare, data.encode()):
                 try:
                     os.rename(spare, dest)
                     return
@@ -1069,7 +1069,7 @@ class FileBus:
                     pass
             with contextlib.suppress(OSError):  # gone (tidied) or not ours to reuse: never mind it
                 os.unlink(spare)
-        self._write_json(dest, data.decode(), durable=False)
+        self._write_json(dest, data, durable=False)
 
     def _remove_wait(self, path: str, *, spare: bool) -> None:
         """Take a wait record out of waits/: into tmp/ as a spare (a record this object wrote,

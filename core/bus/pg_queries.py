@@ -84,9 +84,14 @@ CLAIM_MANY: Final = (
 #: LIMIT n FOR UPDATE SKIP LOCKED)`, a claim took more than n rows under concurrent claims
 #: once a VACUUM had changed the table's statistics (seen: a limit of 1 claiming 2-6 rows,
 #: bench_scale.py's 200 next-message waits on one inbox): the subquery ran again.
+#: x: the n oldest unclaimed rows of an inbox ({} is TYPE_FILTER or nothing), for CLAIM_NEXT,
+#: TAKE_NEXT and REGISTER_WAIT
+_OLDEST = (
+    "x AS MATERIALIZED (SELECT seq FROM items WHERE inbox = %(inbox)s AND claimed_by IS NULL{} "
+    "ORDER BY seq LIMIT %(n)s FOR UPDATE SKIP LOCKED)"
+)
 CLAIM_NEXT: Final = sql.SQL(
-    "WITH x AS MATERIALIZED (SELECT seq FROM items WHERE inbox = %(inbox)s AND claimed_by IS NULL{} "
-    "ORDER BY seq LIMIT %(n)s FOR UPDATE SKIP LOCKED) "
+    "WITH " + _OLDEST + " "
     "UPDATE items SET claimed_by = %(w)s FROM x WHERE items.seq = x.seq RETURNING items.seq, items.record"
 )
 TYPE_FILTER: Final = sql.SQL(" AND type = ANY(%(types)s)")
@@ -185,8 +190,7 @@ TAKEN_BY_MANY: Final = (
 )
 #: {} is TYPE_FILTER or nothing
 TAKE_NEXT: Final = sql.SQL(
-    "WITH x AS MATERIALIZED (SELECT seq FROM items WHERE inbox = %(inbox)s AND claimed_by IS NULL{} "
-    "ORDER BY seq LIMIT %(n)s FOR UPDATE SKIP LOCKED), "
+    "WITH " + _OLDEST + ", "
     "t AS (DELETE FROM items USING x WHERE items.seq = x.seq RETURNING items.seq, items.inbox, items.record) "
     + _TO_HISTORY
 )
@@ -202,9 +206,8 @@ REGISTER_WAIT: Final = sql.SQL(
     "VALUES (%(w)s, %(started)s, %(host)s, %(pid)s, %(pid_start)s, now() + make_interval(secs => %(lease)s), "
     "%(record)s::jsonb) ON CONFLICT (id) DO UPDATE SET record = excluded.record, "
     "lease_until = excluded.lease_until RETURNING pg_notify(%(channel)s, %(key)s)), "
-    "x AS MATERIALIZED (SELECT seq FROM items WHERE inbox = %(inbox)s AND claimed_by IS NULL{} "
-    "ORDER BY seq LIMIT %(n)s FOR UPDATE SKIP LOCKED), "
-    "c AS (UPDATE items SET claimed_by = %(w)s FROM x WHERE items.seq = x.seq "
+    + _OLDEST
+    + ", c AS (UPDATE items SET claimed_by = %(w)s FROM x WHERE items.seq = x.seq "
     "RETURNING items.seq, items.record) SELECT seq, record FROM c"
 )
 #: REGISTER_WAIT for several waits at once (pg_batch.py), each with its own inbox (or
