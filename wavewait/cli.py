@@ -225,6 +225,9 @@ async def cmd_spawn(bus: Bus, args: argparse.Namespace) -> int:
         env=env,
         budget=given,
     )
+    if args.quiet:  # the id alone, for a shell to collect: ids="$ids $(wavewait spawn -q ...)"
+        print(agent.id)
+        return 0
     return _print(agents_mod.spawn_result(agent))
 
 
@@ -236,7 +239,10 @@ async def cmd_diff(bus: Bus, args: argparse.Namespace) -> int:
             raise BadInput(f"agent: {agent.name} ({agent.id[:8]}) has no worktree, so nothing to count")
         summary = await asyncio.to_thread(changes.count, agent.worktree, final=agent.finished)
         return _print(DiffStat(agent_id=agent.id, name=agent.name, worktree=agent.worktree, changes=summary))
-    sys.stdout.write(await flights.diff(agent))
+    patch = await flights.diff(agent)
+    if not patch:  # an empty patch on stdout, and a word on stderr so an empty screen is not a riddle
+        print(f"wavewait diff: {agent.name} ({agent.id[:8]}) has no changes against its base", file=sys.stderr)
+    sys.stdout.write(patch)
     return 0
 
 
@@ -507,6 +513,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--cwd", metavar="DIR", help="where it runs (in a worktree: the same folder of it; default: here)")
     s.add_argument("--env", action="append", default=[], metavar="K=V", help="add to its environment (repeatable)")
+    s.add_argument("-q", "--quiet", action="store_true", help="print only the flight's id, not the JSON")
     add_budget_flags(s)
     s.add_argument("cmd", nargs="*", help="the command, or a preset's prompt (everything after --)")
     s = cmd("diff", "show what a flight changed against its base (its worktree, uncommitted work included)")

@@ -206,3 +206,26 @@ async def test_spawn_agents_kill_and_close_print_their_json(crew):
     assert killed.returncode == 0 and json.loads(killed.stdout) == {"agent_id": info["agent_id"], "status": "dead"}
     closed = run(crew, "close", "f00dcafe02")
     assert closed.returncode == 0 and json.loads(closed.stdout) == {"agentId": "f00dcafe02", "status": "closed"}
+
+
+@pytest.mark.both_buses
+async def test_spawn_quiet_prints_the_id_alone_so_a_shell_collects_a_wave_without_python(crew):
+    """The README's tour: ids="$ids $(wavewait spawn -q ...)", then one wait on them all."""
+    ww = " ".join(wavewait_cmd())
+    script = f"""set -e
+ids="$ids $({ww} spawn -q one --wave w -- sh -c '{ww} notify --message one')"
+ids="$ids $({ww} spawn --quiet two --wave w -- sh -c '{ww} notify --message two')"
+echo "ids:$ids"
+{ww} wait 60 $ids
+"""
+    done = subprocess.run(["bash", "-c", script], env=env_for(crew), capture_output=True, text=True, timeout=90)
+    assert done.returncode == 0, done.stderr
+    said, answer = done.stdout.splitlines()
+    ids = said.removeprefix("ids:").split()
+    assert len(ids) == 2 and all(len(i) >= 8 and i.isalnum() for i in ids), said
+    result = json.loads(answer)
+    assert result["status"] == "complete"
+    assert [(r["agent_id"], r["name"], r["status"], r["message"]) for r in result["results"]] == [
+        (ids[0], "one", "received", "one"),
+        (ids[1], "two", "received", "two"),
+    ]

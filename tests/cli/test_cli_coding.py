@@ -67,3 +67,19 @@ async def test_spawn_in_a_worktree_then_diff_and_prune(bus, tmp_path, monkeypatc
     assert branches(repo) == ["main"]
     r = run(bus, repo, "diff", "orchestrator")
     assert r.returncode == 2 and "has no worktree" in r.stderr  # the spawner's own record
+
+
+async def test_diff_of_a_flight_that_changed_nothing_says_so(bus, tmp_path, monkeypatch):
+    repo = make_repo(tmp_path / "project", monkeypatch)
+    r = run(bus, repo, "spawn", "idler", "--wave", "w", "--worktree", "--", "true")
+    assert r.returncode == 0, r.stderr
+    agent_id = json.loads(r.stdout)["agent_id"]
+
+    async def ended() -> bool:
+        a = await bus.get_agent(agent_id)
+        return a.finished and a.changes is not None and a.changes.final
+
+    await until(ended, 30, "the flight to end")
+    r = run(bus, repo, "diff", agent_id[:8])
+    assert (r.returncode, r.stdout) == (0, "")  # stdout stays a patch (an empty one) for a pipe
+    assert r.stderr == f"wavewait diff: idler ({agent_id[:8]}) has no changes against its base\n"
