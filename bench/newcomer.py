@@ -96,9 +96,10 @@ def demo(clone: Path, command: str, out: Path) -> None:
 
 
 def shell_wave(clone: Path, command: str) -> None:
-    """The README's fan-out from a shell, verbatim, with no venv on PATH: its flights call
-    plain `wavewait`; each must end as the README says (reader and tester received, the
-    crasher dead with its exit code)."""
+    """The README's fan-out from a shell, verbatim, from a shell with no venv on PATH (the
+    block puts the clone's own on it, as the README says); each flight must end as the README
+    says (reader and tester received, the crasher dead with its exit code). That flights reach
+    `wavewait` with no venv on PATH at all is tests/newcomer's."""
     began = time.monotonic()
     done = subprocess.run(
         ["bash", "-c", command], cwd=clone, env=newcomer_env(), capture_output=True, text=True, timeout=120
@@ -116,7 +117,7 @@ def shell_wave(clone: Path, command: str) -> None:
         and "code 7" in (results.get("crasher", {}).get("reason") or "")
     )
     words = ", ".join(f"{n} {r['status']}" for n, r in results.items())
-    step("the README's shell wave (flights call plain wavewait)", ok, words, began)
+    step("the README's shell wave", ok, words, began)
 
 
 def main() -> None:
@@ -136,7 +137,7 @@ def main() -> None:
     step("`.ci/run` runs the README's test command verbatim", test_cmd in ci.splitlines(), test_cmd, time.monotonic())
     demo(clone, demo_cmd, out)
     shell_wave(
-        clone, readme_command(readme, "A fan-out and fan-in from a shell (in the checkout, after the set-up above):")
+        clone, readme_command(readme, "Then a wave of your own, a fan-out and fan-in from a shell in the checkout:")
     )
     if args.tests:
         began = time.monotonic()
