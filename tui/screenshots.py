@@ -1,4 +1,4 @@
-"""Render the README's screenshots: `python -m wavewait.tui.screenshots [OUT_DIR]`.
+"""Render the screenshots of the README and docs/tui.md: `python -m wavewait.tui.screenshots [OUT_DIR]`.
 
 The same fixed scenes as the snapshot tests (`scenes.py`), at 120×36, one SVG each.
 """

@@ -1,6 +1,6 @@
 """What the TUI shows, computed from bus records: pure functions, no Textual.
 
-The panel's rule (also in the README and docs/words.md):
+The panel's rule (its words as docs/words.md defines them):
 
 * A flight's word is its state, the same word `wavewait agents`, `list_agents` and wait
   results give: `◷ queued` (its wave is at its limit; why it waits is beside it),
