@@ -325,8 +325,8 @@ async def tick(
     """While the flight runs: its usage when it changed, its changes when its worktree was
     `edited` (at most every RECOUNT_GAP seconds) or else every LIVE_CHANGES_EVERY seconds
     (only written when they differ). A flight whose usage took it past a budget is stopped
-    at once (core/budgets.py; `last["budget"]` then says why). Returns the seconds until a count it had to put off may run
-    (edits came too soon after the last count), else None."""
+    at once (core/budgets.py; `last["budget"]` then says why). Returns the seconds until a
+    count it had to put off may run (edits came too soon after the last count), else None."""
     if relay is not None and relay.dirty:
         relay.dirty = False
         usage = relay.reader.usage
