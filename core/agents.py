@@ -362,6 +362,15 @@ async def stop(bus: Bus, agent: Agent, reason: str) -> Agent:
     return await bus.get_agent(agent.id) or agent
 
 
+async def end_run(agent: Agent) -> None:
+    """End a flight's process group as `stop` does, recording nothing: for its own
+    supervisor, which records the death once the run has ended and its final usage is kept
+    (a budget stop, core/flights.py)."""
+    pgid = agent.supervisor_pid or agent.pid
+    if pgid and alive(agent.pid, agent.pid_start):
+        await _end_group(pgid, agent)
+
+
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
     """Signal every process of the group, except this one when it is in it (a supervisor
     stopping its own flight stays to record how it ended)."""

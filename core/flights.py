@@ -181,12 +181,16 @@ def at_least(usage: Usage, seen: Usage) -> Usage:
     )
 
 
-async def wrap_up(bus: Bus, agent_id: str, code: int, reader: EventReader | None) -> str | None:
+async def wrap_up(
+    bus: Bus, agent_id: str, code: int, reader: EventReader | None, *, stopped_at: Usage | None = None
+) -> str | None:
     """What a supervisor does when its agent's process ended, before it records the end.
 
     Keeps the final usage, commits the worktree's leftovers on the branch (the report's first
     line as the message), keeps the final changes, and sends the flight's `worker_complete`
-    from the agent's final event unless the flight reported by itself (it is idle then).
+    from the agent's final event unless the flight reported by itself (it is idle then) or
+    a budget stopped it (`stopped_at`: the usage it was stopped on, never taken back). A
+    final event that is not sent as a report is still the flight's `last_message`.
     Returns what the events say about a run that did not finish (for a death's reason).
     """
     agent = await bus.get_agent(agent_id)
@@ -194,6 +198,8 @@ async def wrap_up(bus: Bus, agent_id: str, code: int, reader: EventReader | None
         return None
     if reader is not None and reader.lines:
         usage = await final_usage(reader)
+        if stopped_at is not None:
+            usage = at_least(usage, stopped_at) if usage is not None else stopped_at
         if usage is not None:
             await bus.update_agent(agent_id, usage=usage)
     message = report_text(reader) if reader is not None and reader.ended else ""
@@ -203,7 +209,7 @@ async def wrap_up(bus: Bus, agent_id: str, code: int, reader: EventReader | None
         await asyncio.to_thread(worktrees.commit_leftovers, agent.worktree, subject)
         summary = await count_changes(bus, agent, final=True)
     current = await bus.get_agent(agent_id) or agent
-    if reader is not None and reader.ended and current.status == "running":
+    if reader is not None and reader.ended and current.status == "running" and stopped_at is None:
         await messages.notify_completion(
             bus,
             agent_id,
@@ -211,6 +217,8 @@ async def wrap_up(bus: Bus, agent_id: str, code: int, reader: EventReader | None
             message=message,
             changes=[c.path for c in summary.paths][:CHANGES_REPORTED] if summary else [],
         )
+    elif reader is not None and reader.ended and current.status != "idle":  # stopped, killed or closed
+        await bus.update_agent(agent_id, last_message=messages.preview(message), last_message_at=time.time())
     if current.status == "closed" and current.worktree is not None:
         await asyncio.to_thread(worktrees.remove, current.worktree)  # closed while it ran: tidy now
     return reader.reason() if reader is not None and not reader.ended else None
@@ -230,6 +238,13 @@ async def diff(agent: Agent) -> str:
         raise BadInput(f"agent: {agent.name} ({agent.id[:8]}) has no worktree, so no diff; spawn it with --worktree")
     if agent.host not in (None, hostname()) and not os.path.isdir(agent.worktree.repo):
         raise BadInput(f"agent: {agent.name} ran on host {agent.host}; its worktree is there")
+    if not os.path.isdir(agent.worktree.path) and os.path.isdir(agent.worktree.repo):
+        owner = (await asyncio.to_thread(worktrees.owners, agent.worktree.repo)).get(agent.worktree.branch)
+        if owner not in (None, agent.id):  # the name was reused: that branch is another flight's work
+            raise BadInput(
+                f"agent: the worktree and branch of {agent.name} ({agent.id[:8]}) are gone; "
+                f"{agent.worktree.branch} is now the branch of flight {owner[:8]}"
+            )
     return await asyncio.to_thread(changes.diff, agent.worktree)
 
 
@@ -237,10 +252,13 @@ async def prune(bus: Bus, *, force: bool = False, wave: str | None = None) -> di
     """Remove the worktrees of ended flights (of `wave`) and the branches that are merged.
 
     A worktree with uncommitted work, or a branch with commits not in HEAD, is kept (and
-    said why) unless `force`. Running flights are never touched.
+    said why) unless `force`. Running flights are never touched, nor a branch that is now a
+    later flight's (a reused name, core/worktrees.py).
     """
     done: dict[str, list[dict[str, str]]] = {"removed": [], "kept": [], "branches_deleted": [], "branches_kept": []}
-    for a in await admission.list_swept(bus, wave):
+    listed = await admission.list_swept(bus, wave)
+    taken = await asyncio.to_thread(worktrees.taken_branches, listed)
+    for a in listed:
         if a.worktree is None or not a.finished or a.host not in (None, hostname()):
             continue
         wt = a.worktree
@@ -251,7 +269,7 @@ async def prune(bus: Bus, *, force: bool = False, wave: str | None = None) -> di
             else:
                 done["kept"].append(who | {"why": "uncommitted work in it; --force removes it anyway"})
                 continue
-        if await asyncio.to_thread(worktrees.branch_exists, wt):
+        if a.id not in taken and await asyncio.to_thread(worktrees.branch_exists, wt):
             if await asyncio.to_thread(worktrees.delete_branch, wt, force=force):
                 done["branches_deleted"].append(who)
             else:
@@ -307,14 +325,14 @@ async def tick(
     """While the flight runs: its usage when it changed, its changes when its worktree was
     `edited` (at most every RECOUNT_GAP seconds) or else every LIVE_CHANGES_EVERY seconds
     (only written when they differ). A flight whose usage took it past a budget is stopped
-    at once (core/budgets.py). Returns the seconds until a count it had to put off may run
-    (edits came too soon after the last count), else None."""
+    at once (core/budgets.py; `last["budget"]` then says why). Returns the seconds until a
+    count it had to put off may run (edits came too soon after the last count), else None."""
     if relay is not None and relay.dirty:
         relay.dirty = False
         usage = relay.reader.usage
         await bus.update_agent(agent.id, usage=usage)
         if not relay.reader.ended:  # a run that reached its end is not stopped: it is ending
-            await enforce_budget(bus, agent.id, usage)
+            await enforce_budget(bus, agent.id, usage, last)
     elif relay is not None:
         await live_codex_usage(bus, agent, relay.reader, last)
     if agent.worktree is None:
@@ -360,18 +378,37 @@ async def live_codex_usage(bus: Bus, agent: Agent, reader: EventReader, last: di
     if found is not None and found != last.get("session_usage") and not reader.ended:
         last["session_usage"] = found
         await bus.update_agent(agent.id, usage=found)
-        await enforce_budget(bus, agent.id, found)
+        await enforce_budget(bus, agent.id, found, last)
 
 
-async def enforce_budget(bus: Bus, agent_id: str, usage: Usage) -> str | None:
-    """Stop the flight if `usage` took it past its own cap or its wave's budget; the reason, if so."""
+async def enforce_budget(bus: Bus, agent_id: str, usage: Usage, last: dict[str, Any]) -> str | None:
+    """End the flight's run if `usage` took it past its own cap or its wave's budget; the
+    reason, if so (kept in `last` as `budget`, with the usage as `budget_usage`).
+
+    Its death is recorded by its supervisor once the run has ended (`budget_stop`), from
+    the final usage then kept: the reason it states and every later count (a refused spawn,
+    the TUI's header) are the same record's."""
+    if "budget" in last:  # stopped already: its last events are still being read
+        return None
     current = await bus.get_agent(agent_id)
     if current is None or current.finished:
         return None
     why = await budgets.crossed(bus, current, usage)
     if why is not None:
-        await agents.stop(bus, current, why)
+        last["budget"], last["budget_usage"] = why, usage
+        await agents.end_run(current)
     return why
+
+
+async def budget_stop(bus: Bus, agent_id: str, stopped_for: str) -> str:
+    """The reason of a flight its supervisor stopped for a budget, stated from the usage on
+    its record once its run ended (`wrap_up` kept it): the count a spawn refused for the
+    same budget states. `stopped_for` stands when it no longer holds (the budget was raised
+    meanwhile) or the record is gone."""
+    current = await bus.get_agent(agent_id)
+    if current is None or current.usage is None:
+        return stopped_for
+    return await budgets.crossed(bus, current, current.usage) or stopped_for
 
 
 class WorktreeWatch:

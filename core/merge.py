@@ -106,10 +106,17 @@ class MergeResult(Result):
         return EXIT_NEEDS_INPUT if self.status == "needs_input" else 0
 
     def summary(self) -> str:
-        n = {s: sum(1 for f in self.flights if f.status == s) for s in ("merged", "conflict", "check_failed")}
-        head = "planned" if self.dry_run else self.status.replace("_", " ")
+        n = {
+            s: sum(1 for f in self.flights if f.status == s) for s in ("merged", "conflict", "check_failed", "pending")
+        }
+        if self.dry_run:  # a plan: what the run would say of each flight
+            return (
+                f"merge {self.wave} into {self.target}: planned · {n['pending']} would be merged or wait"
+                f" · {n['merged']} already merged · {n['conflict']} would conflict"
+                + (f" · {n['check_failed']} would fail the check again" if n["check_failed"] else "")
+            )
         return (
-            f"merge {self.wave} into {self.target}: {head} · {n['merged']} merged"
+            f"merge {self.wave} into {self.target}: {self.status.replace('_', ' ')} · {n['merged']} merged"
             f" · {n['conflict']} conflict · {n['check_failed']} check failed"
         )
 
@@ -185,11 +192,15 @@ def _order(flights: list[Flight]) -> list[Flight]:
 
 
 async def plan(bus: Bus, wave: str) -> list[Flight]:
-    """The wave's flights with branches, in merge order; those that cannot merge marked skipped."""
+    """The wave's flights with branches, in merge order; those that cannot merge marked skipped.
+
+    A flight's branch is its own by its id (core/worktrees.py): one whose branch was deleted
+    and made again for a later flight of the same name is skipped, never merged as that one."""
     flights: list[Flight] = []
     tasks = await _tasks_of(bus, wave)
     task_agent = {t.id: aid for aid, t in tasks.items()}
-    for a in await agents.list_swept(bus, wave):
+    listed = await agents.list_swept(bus, wave)
+    for a in listed:
         if a.worktree is None:
             continue
         task = tasks.get(a.id)
@@ -197,11 +208,16 @@ async def plan(bus: Bus, wave: str) -> list[Flight]:
         depends = [task_agent[d] for d in task.depends_on if d in task_agent] if task else []
         flights.append(Flight(agent=a, task=task, reported=reported, depends=depends))
     flights = _order(flights)
+    taken = await asyncio.to_thread(worktrees.taken_branches, listed)
+    names = {a.id: a.name for a in listed}
     for f in flights:
         if f.agent.status == "dead":
             f.result("skipped", why=f"dead: {f.agent.reason or 'its process ended without reporting'}")
         elif f.reported is None:
             f.result("skipped", why="it did not report (still running, or ended without a report)")
+        elif (holder := taken.get(f.agent.id)) is not None:
+            whose = f"{names[holder]} ({holder[:8]})" if holder in names else holder[:8]
+            f.result("skipped", why=f"its branch {f.branch} is gone: that name is now the branch of {whose}")
     return flights
 
 
@@ -246,6 +262,35 @@ def _touched(repo: worktrees.Repo, target: str, tip: str) -> list[str]:
     base = git.run(["merge-base", target, tip], repo.main).out.decode().strip() or target
     raw = git.check(["diff", "--name-only", "-z", "--no-renames", base, tip], repo.main)
     return [p for p in raw.decode("utf-8", "replace").split("\0") if p]
+
+
+def _would_merge(repo: worktrees.Repo, onto: str, tip: str) -> tuple[str, list[str]]:
+    """What merging `tip` onto `onto` would give, in git's objects alone (no worktree, no ref
+    moves): the merged tree, and the files that would conflict (none: it merges cleanly).
+
+    `git merge-tree --write-tree` runs the same merge (ort) as the `git merge` of a real run."""
+    r = git.run(["merge-tree", "--write-tree", "--name-only", "--no-messages", "-z", onto, tip], repo.main)
+    if r.code not in (0, 1):  # 1: conflicts
+        raise MergeError(f"git merge-tree of {tip[:12]} onto {onto[:12]} failed: {r.err.strip()[-600:]}")
+    tree, *rest = r.out.decode("utf-8", "replace").split("\0")
+    files = list(dict.fromkeys(p for p in rest if p))[:FILES_KEPT]
+    if r.code == 1 and not files:
+        raise MergeError(f"git merge-tree of {tip[:12]} failed without a conflict: {r.err.strip()[-600:]}")
+    return tree.strip(), files
+
+
+def _commit_tree(repo: worktrees.Repo, tree: str, onto: str, tip: str) -> str:
+    """A merge commit no ref points to: the target as a dry run plans it after one more merge
+    (the next flight's merge base is found from it as the real run's would be)."""
+    env = worktrees.identity_env(str(repo.main))
+    r = git.run(
+        ["-c", "commit.gpgsign=false", "commit-tree", tree, "-p", onto, "-p", tip, "-m", "wavewait merge plan"],
+        repo.main,
+        env=env,
+    )
+    if r.code != 0:
+        raise MergeError(f"git commit-tree failed: {r.err.strip()[-600:]}")
+    return r.out.decode().strip()
 
 
 def overlap(touched: dict[str, list[str]], order: Sequence[Flight]) -> list[Overlap]:
@@ -528,6 +573,69 @@ class Run:
         await self.changed(done=True)
         return self.result()
 
+    async def dry(self, touched: dict[str, list[str]]) -> MergeResult:
+        """What `go` would do, flight by flight, with nothing moved and nothing asked.
+
+        Each flight gets the verdict the run would give it, decided the same way: skipped,
+        merged (already in the target), conflict (`git merge-tree`, the same merge), the
+        stop a run would repeat, or `pending` where it would be merged (its check not run).
+        The target is followed as it would move: each clean merge is made as a commit no
+        ref points to, onto which the next flight is planned."""
+        onto = await asyncio.to_thread(_sha, self.repo, f"refs/heads/{self.target}")
+        if onto is None:
+            raise MergeError(f"the target {self.target} is gone; create it again and run merge again")
+        head = onto  # the target as it would be by then
+        would: set[str] = set()  # the flights that would be in the target
+        for f in self.flights:
+            if f.out is not None and f.out.status == "skipped":
+                continue
+            held = [d for d in f.depends if d not in would and any(g.agent.id == d for g in self.flights)]
+            if held:
+                names = ", ".join(self._name(d) for d in held)
+                f.result("pending", why=f"it depends on {names}, which would not be merged")
+                continue
+            tip = await asyncio.to_thread(_sha, self.repo, f"refs/heads/{f.branch}")
+            if tip is None:
+                f.result("skipped", why=f"its branch {f.branch} is gone")
+                continue
+            if await asyncio.to_thread(_is_ancestor, self.repo, tip, head):
+                within = head == onto or await asyncio.to_thread(_is_ancestor, self.repo, tip, onto)
+                f.result(
+                    "merged",
+                    why="its branch is already in the target: nothing would be merged"
+                    if within
+                    else "its branch would be in the target by then (a branch merged before it holds it)",
+                )
+                would.add(f.agent.id)
+                continue
+            before = await self.saved(f) if head == onto else {}
+            if (
+                before.get("status") == "check_failed"
+                and before.get("tip") == tip
+                and before.get("onto") == onto
+                and before.get("check") == self.check
+            ):
+                f.result(
+                    "check_failed",
+                    output=before.get("output"),
+                    why=f"{before.get('why') or 'the check failed'} on this same branch and target: "
+                    "it would stop the same way (no new commit since)",
+                )
+                continue
+            tree, conflict = await asyncio.to_thread(_would_merge, self.repo, head, tip)
+            if conflict:
+                more = f"; a {self.resolve_with} flight would be asked to resolve it" if self.resolve_with else ""
+                f.result("conflict", files=conflict, why=f"it would conflict with the target in these files{more}")
+                continue
+            head = await asyncio.to_thread(_commit_tree, self.repo, tree, head, tip)
+            would.add(f.agent.id)
+            f.result(
+                "pending",
+                files=touched.get(f.agent.id),
+                why="it would be merged" + (", if the check passes" if self.check else ""),
+            )
+        return self.result(dry_run=True)
+
     def _not_merged(self, agent_id: str) -> bool:
         dep = next((g for g in self.flights if g.agent.id == agent_id), None)
         return dep is not None and (dep.out is None or dep.out.status != "merged")
@@ -667,15 +775,7 @@ async def merge_wave(
             presets_file=presets_file,
         )
         if dry_run:
-            onto = await asyncio.to_thread(_sha, repo, f"refs/heads/{target}")
-            for f in planned:
-                head = await asyncio.to_thread(_sha, repo, f"refs/heads/{f.branch}") if f.out is None else None
-                within = bool(head and onto) and await asyncio.to_thread(_is_ancestor, repo, str(head), str(onto))
-                if within:
-                    f.result("merged", why="its branch is already in the target")
-                elif f.out is None:
-                    f.result("pending", files=touched.get(f.agent.id), why="planned")
-            return run.result(dry_run=True)
+            return await run.dry(touched)
         try:
             return await run.go()
         except git.GitError as e:  # what merged stays merged: a run again continues

@@ -31,10 +31,14 @@ async def as_sender(bus: Bus, sender: str, field: str = "agent") -> Agent:
     return known if known is not None else await ensure_agent(bus, sender)
 
 
+def preview(text: str) -> str:
+    """A message as a flight's `last_message` shows it: at most PREVIEW characters."""
+    return text if len(text) <= PREVIEW else text[: PREVIEW - 1] + "…"
+
+
 async def _deliver(bus: Bus, item: Item) -> Item:
     item = await bus.deliver(item)
-    preview = item.body if len(item.body) <= PREVIEW else item.body[: PREVIEW - 1] + "…"
-    await bus.note_preview(item.sender, last_message=preview, last_message_at=item.sent_at)
+    await bus.note_preview(item.sender, last_message=preview(item.body), last_message_at=item.sent_at)
     return item
 
 

@@ -20,7 +20,7 @@ from . import admission, flights
 from .agents import AGENT_LEASE, mark_dead, output_tail
 from .bus import Bus, open_bus
 from .identity import SECRET_ENV, holds_secret
-from .model import now
+from .model import Usage, now
 from .proc import pid_start
 
 TAIL_LINES = 5  # of the output log, in a death's reason: what the flight last said
@@ -163,13 +163,20 @@ async def _supervise(bus: Bus, agent_id: str, command: list[str]) -> int:
     ended = {"exit_code": code, "ended_at": now()}
     reader = relay.finish() if relay is not None else None
     why = None
+    stopped_for = seen.get("budget")  # its own supervisor ended its run for a budget (flights.enforce_budget)
+    stopped_at = seen.get("budget_usage")
     try:  # its usage, its leftovers committed, its changes, its report
-        why = await flights.wrap_up(bus, agent_id, code, reader)
+        why = await flights.wrap_up(
+            bus, agent_id, code, reader, stopped_at=stopped_at if isinstance(stopped_at, Usage) else None
+        )
     except Exception as e:  # the end must still be recorded
         log.write(f"\nwavewait supervise: could not wrap up {agent_id}: {e}\n".encode())
     log.close()
+    if isinstance(stopped_for, str):  # dead for the budget, its spend as its record now says
+        reason = await flights.budget_stop(bus, agent_id, stopped_for)
+        ended_now = await mark_dead(bus, agent_id, f"{reason}; {why}" if why else reason, exit_code=code)
     # a clean exit, or a run the agent itself finished, is closed; dead means it died
-    if code == 0 or (reader is not None and reader.ended):
+    elif code == 0 or (reader is not None and reader.ended):
         said = "exited with code 0" if code == 0 else f"finished: {reader.status if reader else '?'} (exit {code})"
         ended_now = await bus.transition(agent_id, "closed", ("running", "idle"), reason=said, **ended)
     else:

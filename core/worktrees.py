@@ -9,6 +9,11 @@ itself knows them (`git worktree list`). Every change runs under one lock of our
 repository (core/git.py), so twenty flights started at once all get their worktree.
 When the flight ends, what it left uncommitted is committed on its branch: the branch is
 its result.
+
+A branch's name is not its flight: once a branch is deleted (`wavewait prune`), a later
+flight of the same name and wave gets the same name. So git keeps, with each branch, the id
+of the flight it was made for (`branch.<branch>.wavewait-flight` in the repository's config,
+removed by git with the branch), and a flight is matched to its branch by that id.
 """
 
 from __future__ import annotations
@@ -16,17 +21,19 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import git
 from .errors import BadInput
 from .git import GitError
-from .model import WorktreeInfo
+from .model import Agent, WorktreeInfo
 
 BRANCH_PREFIX = "wavewait"
 NO_WAVE = "no-wave"  # the branch folder of flights without a wave
 PART_LEN = 60  # characters of a name or wave in a branch name
+OWNER_KEY = "wavewait-flight"  # git config branch.<branch>.wavewait-flight = the flight's id
 MAX_SUFFIX = 1000  # wavewait/w/name-2 … -1000 when the name is taken
 COMMIT_SUBJECT = 200  # characters of the report's first line in the commit message
 IDENTITY = {
@@ -148,6 +155,7 @@ def create(
             repo.top,
             retry_locked=git.LOCK_DEADLINE,
         )
+        git.check(["config", f"branch.{branch}.{OWNER_KEY}", flight_id], repo.top, retry_locked=git.LOCK_DEADLINE)
     return WorktreeInfo(path=str(place), branch=branch, base=sha, base_ref=base_ref, repo=str(repo.main))
 
 
@@ -239,6 +247,44 @@ def remove(info: WorktreeInfo, *, force: bool = False) -> bool:
     return True
 
 
+def owners(repo_dir: str | Path) -> dict[str, str]:
+    """Each branch made for a flight, and that flight's id, as git keeps them (one git run)."""
+    r = git.run(["config", "-z", "--get-regexp", rf"^branch\..*\.{OWNER_KEY}$"], repo_dir)
+    if r.code not in (0, 1):  # 1: no such key
+        raise GitError(f"git config in {repo_dir} failed: {r.err.strip()[-400:]}")
+    found = {}
+    for entry in r.out.decode("utf-8", "replace").split("\0"):
+        key, _, value = entry.partition("\n")
+        if key.startswith("branch.") and key.endswith(f".{OWNER_KEY}"):
+            found[key[len("branch.") : -len(OWNER_KEY) - 1]] = value.strip()
+    return found
+
+
+def taken_branches(flights: Iterable[Agent]) -> dict[str, str]:
+    """Of `flights`, those whose recorded branch is now another flight's: their id, and the
+    id of the flight the branch was made for.
+
+    A branch is its flight's when git says it was made for that flight's id (OWNER_KEY). A
+    branch made before git kept that (an older wavewait) is taken as the newest of these
+    flights that names it: a name is reused only once the older branch was deleted.
+    Blocking (git runs in this thread)."""
+    with_branch = [(a, a.worktree) for a in flights if a.worktree is not None]
+    newest: dict[tuple[str, str], Agent] = {}
+    for a, wt in with_branch:
+        key = (wt.repo, wt.branch)
+        if key not in newest or newest[key].created_at < a.created_at:
+            newest[key] = a
+    known: dict[str, dict[str, str]] = {}
+    taken: dict[str, str] = {}
+    for a, wt in with_branch:
+        if wt.repo not in known:
+            known[wt.repo] = owners(wt.repo) if os.path.isdir(wt.repo) else {}
+        holder = known[wt.repo].get(wt.branch) or newest[(wt.repo, wt.branch)].id
+        if holder != a.id:
+            taken[a.id] = holder
+    return taken
+
+
 def _remove_empty_parents(folder: Path, stop: Path) -> None:
     """Tidy the wave's folder once its last worktree went (never above wavewait's root)."""
     while folder != stop and stop in folder.parents:
@@ -286,8 +332,10 @@ __all__ = [
     "identity_env",
     "is_clean",
     "is_merged",
+    "owners",
     "ref_part",
     "remove",
     "root",
     "start_dir",
+    "taken_branches",
 ]

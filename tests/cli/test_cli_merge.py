@@ -47,6 +47,15 @@ async def test_dry_run_shows_the_order_and_the_overlap_and_moves_nothing(bus, re
     assert out["status"] == "planned" and out["dry_run"] is True and out["target"] == "main"
     assert [f["name"] for f in out["flights"]] == ["alpha", "pair-one", "broken", "pair-two", "omega"]
     assert out["overlap"] == [{"path": "src/app.py", "flights": ["pair-one", "pair-two"]}]
+    # each flight as the merge would find it: pair-two conflicts; the others would merge if the check passes
+    assert [(f["status"], f["why"]) for f in out["flights"]] == [
+        ("pending", "it would be merged, if the check passes"),
+        ("pending", "it would be merged, if the check passes"),
+        ("pending", "it would be merged, if the check passes"),
+        ("conflict", "it would conflict with the target in these files"),
+        ("pending", "it would be merged, if the check passes"),
+    ]
+    assert out["flights"][3]["files"] == ["src/app.py"]
     assert out["method"] == "merge --no-ff" and "revert" in out["method_why"]
     assert git(repo, "rev-parse", "main").strip() == start
     code, _, err = merge(bus, repo, WAVE, "--into", "nope")

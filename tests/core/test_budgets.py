@@ -172,3 +172,42 @@ async def test_a_queued_flight_whose_wave_spent_its_budget_meanwhile_never_start
     never = await bus.get_agent(second.id)
     assert never.status == "dead" and never.reason.startswith("budget:"), never.reason
     assert never.pid is None and never.usage is None  # it never ran
+
+
+#: two model messages (22 tokens), then held; stopped, it prints its final `result` (30 tokens)
+TWO_MESSAGES_THEN_FINISH_ON_TERM = {"events": "claude-success.jsonl", "lines": 4, "then": "block", "on_term": "finish"}
+
+
+async def test_a_budget_stop_and_the_refusal_after_it_state_one_spend_and_its_final_event_is_its_last_message(
+    bus, tmp_path, preset_file
+):
+    """Stopped at 22 tokens of a 20-token wave budget, the flight's run still reports its final
+    event (30 tokens, its answer) as it ends: its reason, its record and the refused spawn
+    after it all state that one count, and its answer is its last_message."""
+    given = budgets.check("w1", budget_tokens=20)
+    a = await start(bus, tmp_path, preset_file, "spender", TWO_MESSAGES_THEN_FINISH_ON_TERM, wave="w1", budget=given)
+    done = await ended(bus, a.id)
+    assert done.status == "dead" and not alive(done.pid, done.pid_start)
+    log = Path(done.log_path).read_text()
+    assert '"type":"result"' in log  # its final event is in its log, read after the stop
+    spent = done.usage.input_tokens + done.usage.output_tokens
+    assert spent == 30
+    assert done.reason.startswith(
+        "budget: wave 'w1' has spent its budget of 20 tokens (spent 30 tokens by all its flights; this one 30 tokens"
+    ), done.reason
+    with pytest.raises(BudgetSpent, match=r"spent its budget: 30 tokens of 20 tokens"):
+        await start(bus, tmp_path, preset_file, "next", WHOLE_RUN, wave="w1")
+    event = await wait.wait_event(bus, "orchestrator", 5, ["agent_dead"])
+    assert event.body == done.reason  # the parent is told the same spend
+    assert done.last_message == "Wrote hello.txt.\nAll done." and done.last_message_at is not None
+    assert [i for i in await bus.peek("orchestrator") if i.sender == a.id] == []  # stopped: no report sent
+
+
+async def test_a_flight_past_its_own_cap_states_the_spend_its_record_keeps(bus, tmp_path, preset_file):
+    cap = budgets.check(None, flight_budget_tokens=20)
+    a = await start(bus, tmp_path, preset_file, "spender", TWO_MESSAGES_THEN_FINISH_ON_TERM, budget=cap)
+    done = await ended(bus, a.id)
+    assert done.status == "dead"
+    assert done.reason.startswith("budget: its own cap of 20 tokens is spent (spent 30 tokens)"), done.reason
+    assert done.usage.input_tokens + done.usage.output_tokens == 30
+    assert done.last_message == "Wrote hello.txt.\nAll done."

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from wavewait.core import merge, messages
+from wavewait.core import flights, merge, messages
 from wavewait.core.errors import BadInput
 
 from conftest import until
@@ -29,6 +29,11 @@ def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def statuses(result: merge.MergeResult) -> list[tuple[str, str]]:
     return [(f.name, f.status) for f in result.flights]
+
+
+def would(f: merge.FlightMerge) -> str:
+    """A dry run's verdict as the run gives it: `pending` that would be merged is `merged`."""
+    return "merged" if f.status == "pending" and (f.why or "").startswith("it would be merged") else f.status
 
 
 def passes_check(repo: Path, commit: str, tmp: Path) -> bool:
@@ -276,3 +281,106 @@ async def test_a_target_moved_during_the_check_is_never_overwritten(bus, repo, t
     assert statuses(again) == [("alpha", "merged")]
     assert git(repo, "rev-parse", "integration^1").strip() == someone
     assert git(repo, "rev-parse", "integration^2").strip() == git(repo, "rev-parse", alpha.worktree.branch).strip()
+
+
+@pytest.mark.both_buses
+async def test_a_dry_run_plans_what_the_merge_does_with_pruned_flights_and_reused_names(bus, repo, tmp_path) -> None:
+    """Five flights merged (pair-two conflicts), pruned (the four merged branches deleted),
+    then two later flights of the same names: alpha with a change, omega with none. The dry
+    run's plan is the merge's outcome flight by flight, and the pruned flights are never
+    matched to the new flights' branches."""
+    presets = preset_file(tmp_path)
+    old = await five_flights(bus, repo, presets)
+    first = await merge.merge_wave(bus, WAVE, caller="orchestrator")
+    assert [s for _, s in statuses(first)] == ["merged", "merged", "merged", "conflict", "merged"]
+    pruned = await flights.prune(bus, wave=WAVE)
+    assert {e["name"] for e in pruned["branches_deleted"]} == {"alpha", "pair-one", "broken", "omega"}
+    new_alpha = await flight(bus, repo, presets, "alpha", {"alpha.txt": "alpha, again\n"})
+    new_omega = await flight(bus, repo, presets, "omega", {})  # no change: nothing to merge
+    assert new_alpha.worktree.branch == old["alpha"].worktree.branch == "wavewait/w5/alpha"  # the name, made again
+    assert new_omega.worktree.branch == old["omega"].worktree.branch
+    tip = git(repo, "rev-parse", "main").strip()
+
+    planned = await merge.merge_wave(bus, WAVE, caller="orchestrator", dry_run=True)
+    assert git(repo, "rev-parse", "main").strip() == tip  # a dry run moves nothing
+    real = await merge.merge_wave(bus, WAVE, caller="orchestrator")
+    assert [f.agent_id for f in planned.flights] == [f.agent_id for f in real.flights]
+    assert [would(f) for f in planned.flights] == [f.status for f in real.flights]
+    assert statuses(real) == [
+        ("alpha", "skipped"),
+        ("pair-one", "skipped"),
+        ("broken", "skipped"),
+        ("pair-two", "conflict"),
+        ("omega", "skipped"),
+        ("alpha", "merged"),
+        ("omega", "merged"),
+    ]
+    plan, got = ({f.agent_id: f for f in r.flights} for r in (planned, real))
+    for aid, f in got.items():  # the same words where the plan knows them for sure
+        if f.status in ("skipped", "conflict"):
+            assert (plan[aid].why, plan[aid].files) == (f.why, f.files) or f.status == "conflict"
+    assert plan[old["pair-two"].id].files == got[old["pair-two"].id].files == ["src/app.py"]
+    # the pruned flights: their own branches are gone, whoever has the name now
+    assert got[old["alpha"].id].why == (
+        f"its branch wavewait/w5/alpha is gone: that name is now the branch of alpha ({new_alpha.id[:8]})"
+    )
+    assert got[old["pair-one"].id].why == "its branch wavewait/w5/pair-one is gone"
+    assert got[old["alpha"].id].commit is None
+    # the new alpha merged once, as itself; the new omega had nothing to merge
+    assert plan[new_alpha.id].why == "it would be merged" and plan[new_alpha.id].files == ["alpha.txt"]
+    assert got[new_alpha.id].commit == git(repo, "rev-parse", "main").strip()
+    assert subjects(repo)[0] == "Merge wavewait/w5/alpha (alpha) into main" and first_parents(repo)[1] == tip
+    assert (repo / "alpha.txt").read_text() == "alpha, again\n"
+    assert plan[new_omega.id].why == "its branch is already in the target: nothing would be merged"
+    assert got[new_omega.id].why == "its branch is already in the target" and got[new_omega.id].commit is None
+
+    # nor does a pruned flight's diff show the new one's work
+    with pytest.raises(BadInput, match=f"wavewait/w5/alpha is now the branch of flight {new_alpha.id[:8]}"):
+        await flights.diff(await bus.get_agent(old["alpha"].id))
+    assert "alpha, again" in await flights.diff(await bus.get_agent(new_alpha.id))
+
+    # a branch made before git kept its flight (the key unset): the newest flight of the name has it
+    git(repo, "config", "--unset", "branch.wavewait/w5/alpha.wavewait-flight")
+    again = await merge.merge_wave(bus, WAVE, caller="orchestrator", dry_run=True)
+    rerun = await merge.merge_wave(bus, WAVE, caller="orchestrator")
+    assert [would(f) for f in again.flights] == [f.status for f in rerun.flights] == [f.status for f in real.flights]
+    assert git(repo, "rev-parse", "main").strip() == got[new_alpha.id].commit  # nothing merged twice
+    # and prune deletes each branch for its own flight only
+    pruned = await flights.prune(bus, wave=WAVE)
+    assert {(e["agent_id"], e["branch"]) for e in pruned["branches_deleted"]} == {
+        (new_alpha.id, "wavewait/w5/alpha"),
+        (new_omega.id, "wavewait/w5/omega"),
+    }
+
+
+@pytest.mark.both_buses
+async def test_a_dry_run_plans_each_stop_and_wait_the_merge_then_gives(bus, repo, tmp_path) -> None:
+    """With the check: the plan knows the conflict before any merge (git merge-tree), and
+    after a run, the failed check that a second run would give again without running it."""
+    await five_flights(bus, repo, preset_file(tmp_path))
+    planned = await merge.merge_wave(bus, WAVE, caller="orchestrator", check=CHECK, dry_run=True)
+    assert [(f.name, f.status) for f in planned.flights] == [
+        ("alpha", "pending"),
+        ("pair-one", "pending"),
+        ("broken", "pending"),  # its check is not run by a plan
+        ("pair-two", "conflict"),
+        ("omega", "pending"),
+    ]
+    assert all(f.why == "it would be merged, if the check passes" for f in planned.flights if f.status == "pending")
+    assert planned.flights[3].files == ["src/app.py"]
+    assert "would conflict" in planned.summary() and "planned" in planned.summary()
+    first = await merge.merge_wave(bus, WAVE, caller="orchestrator", check=CHECK)
+    assert [f.status for f in first.flights] == ["merged", "merged", "check_failed", "conflict", "merged"]
+    # omega moved the target after broken failed: a second run tries broken's check again, and
+    # a plan cannot say how a check it does not run ends
+    between = await merge.merge_wave(bus, WAVE, caller="orchestrator", check=CHECK, dry_run=True)
+    assert [would(f) for f in between.flights] == ["merged", "merged", "merged", "conflict", "merged"]
+    second = await merge.merge_wave(bus, WAVE, caller="orchestrator", check=CHECK)
+    assert [f.status for f in second.flights] == [f.status for f in first.flights]
+    # now it failed on this very target: a run would repeat that stop, and the plan says so
+    again = await merge.merge_wave(bus, WAVE, caller="orchestrator", check=CHECK, dry_run=True)
+    third = await merge.merge_wave(bus, WAVE, caller="orchestrator", check=CHECK)
+    assert [f.status for f in again.flights] == [f.status for f in third.flights] == [f.status for f in first.flights]
+    assert "it would stop the same way" in (again.flights[2].why or "")
+    assert again.flights[2].output == third.flights[2].output
+    assert [f.why for f in again.flights[:2]] == ["its branch is already in the target: nothing would be merged"] * 2
