@@ -153,6 +153,7 @@ async def bench(
         await change()
         layout.setdefault(what, []).append(await until_shown(done))
         layout.setdefault(what + " frame", []).append(max(frames[first:], default=0.0))
+        layout.setdefault(what + " cpu", []).append(max(cpu_frames[first:], default=0.0))
 
     started_app = time.perf_counter()
     try:
@@ -285,6 +286,7 @@ def main() -> None:
         rows += [
             (f"{what} → screen", r.get(what, []), ""),
             ("  longest frame meanwhile", r.get(what + " frame", []), ""),
+            ("  the same, CPU time only", r.get(what + " cpu", []), ""),
         ]
     for name, xs, target in rows:
         print(

@@ -184,23 +184,30 @@ that do not fit are left out: the message first, then the time since the last me
             if old == v:  # read again, unchanged (a new flight makes every view anew): as painted
                 continue
             if old is None:
-                cells = self._cells(v, t)
-                self._painted[v.id] = {k: _look(cells[k]) for k in KEYS}  # before the row: adding it may scroll
-                self.add_row(*(cells[k] for k in KEYS), key=v.id)
+                self._add(v, t)
             else:
                 self._paint(v, t)
         self._fit()
         self.spin(t)
 
     def show_changed(self, views: Sequence[FlightView], t: float) -> None:
-        """Repaint the rows of `views`, already shown in their places (`show` adds, removes
-        and orders rows); then bring the clocks on screen to `t`."""
+        """Repaint the rows of `views` shown, and add those of new ones after them (`show`
+        adds, removes and orders rows); then bring the clocks on screen to `t`."""
         for v in views:
-            if v.id in self._shown:
-                self._hold(v, self._shown[v.id])
+            old = self._shown.get(v.id)
+            self._hold(v, old)
+            if old is None:
+                self._add(v, t)
+            else:
                 self._paint(v, t)
         self._fit()
         self.spin(t)
+
+    def _add(self, v: FlightView, t: float) -> None:
+        """A row for `v`, after the others."""
+        cells = self._cells(v, t)
+        self._painted[v.id] = {k: _look(cells[k]) for k in KEYS}  # before the row: adding it may scroll
+        self.add_row(*(cells[k] for k in KEYS), key=v.id)
 
     def _hold(self, v: FlightView, old: FlightView | None) -> None:
         """Note `v` as the view shown in its row (in place of `old`), and what the layout
