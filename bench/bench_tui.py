@@ -107,9 +107,16 @@ async def bench(
     def hook(dt: float) -> None:
         ticks.append(dt)
         pending_tick[0] += dt
-        pending_cpu[0] += dt  # repaint work is all CPU (no I/O in a tick)
 
     app.frame_hook = hook
+    original_tick = MainScreen.tick
+
+    def timed_tick(screen: MainScreen) -> None:
+        c0 = time.thread_time()  # the tick's CPU time: its wall time counts the other processes' turns
+        original_tick(screen)
+        pending_cpu[0] += time.thread_time() - c0
+
+    MainScreen.tick = timed_tick  # type: ignore[method-assign]
 
     original = MainScreen._compositor_refresh
 
@@ -155,7 +162,7 @@ async def bench(
         layout.setdefault(what + " frame", []).append(max(frames[first:], default=0.0))
         layout.setdefault(what + " cpu", []).append(max(cpu_frames[first:], default=0.0))
 
-    started_app = time.perf_counter()
+    started_app, started_cpu = time.perf_counter(), time.process_time()
     try:
         async with app.run_test(size=size) as pilot:
             main = app.main
@@ -164,6 +171,7 @@ async def bench(
                 time.perf_counter() - started_app
             )
             first_frame = time.perf_counter() - started_app
+            first_frame_cpu = time.process_time() - started_cpu
             await pilot.pause(0.5)
             ticks.clear()
             frames.clear()
@@ -237,6 +245,7 @@ async def bench(
                 )
     finally:
         MainScreen._compositor_refresh = original  # type: ignore[method-assign]
+        MainScreen.tick = original_tick  # type: ignore[method-assign]
         await bus.close()
     return {
         **steady,  # while the writer ran; the layout changes' frames are their own rows
@@ -244,6 +253,7 @@ async def bench(
         "changes_per_s": [measured_rate],
         "reads": [main.read_count],
         "first_frame": [first_frame],
+        "first_frame_cpu": [first_frame_cpu],
         **layout,
     }
 
@@ -281,6 +291,7 @@ def main() -> None:
         ("frame, CPU time only (load-independent)", r["cpu_frames"], ""),
         ("keypress → screen", r["keys"], "≤ 50"),
         ("first frame (start → all flights shown)", r["first_frame"], "< 5000"),
+        ("first frame, CPU time only", r["first_frame_cpu"], ""),
     ]
     for what in LAYOUT_CHANGES:
         rows += [
