@@ -168,7 +168,7 @@ that do not fit are left out: the message first, then the time since the last me
         A row whose view is the one already shown has changed only in its clocks (elapsed,
         quiet, spinner), and only rows on screen get those: with 1,000 flights the clocks
         would otherwise touch 2,000 cells every second for nothing anyone can see. A row
-        scrolled into view gets its clocks on the next tick.
+        scrolled into view gets its clocks at once (`watch_scroll_y`).
         """
         keep = {v.id for v in views}
         for key in [k for k in self._shown if k not in keep]:
