@@ -1,6 +1,6 @@
-"""TUI frame time and keypress latency with 1,000 flights and 100 state changes a second.
+"""TUI frame time, keypress latency and layout changes with 1,000 flights and 100 state changes a second.
 
-    python bench/bench_tui.py [--flights 1000] [--rate 100] [--seconds 10] [--size 120x40]
+    python bench/bench_tui.py [--flights 1000] [--rate 100] [--seconds 10] [--size 120x40] [--layouts 5]
 
 The app runs headless at 120×40 on a real directory bus. A writer process (as the
 flights would be) changes 100 flights a second: last messages and
@@ -10,9 +10,15 @@ from its one 10 Hz timer.
 - frame: the repaint work of a tick (read model → table cells) plus the compositor
   render of the frame that follows, including turning it into terminal bytes;
 - keypress → screen: a key event posted to the command line until a frame that shows
-  the typed character has been rendered.
+  the typed character has been rendered;
+- first frame: the app's start until a frame that shows every flight has been rendered;
+- layout changes, after the writer is done: a flight with a longer wave name than any
+  shown arrives (the wave column widens), a flight's coding facts come and go (their
+  columns come and go), the terminal is resized; each from the change until a frame in
+  the new layout has been rendered, and the longest frame in that time.
 
-Targets (issue 4): frame p99 ≤ 50 ms; keypress → screen ≤ 100 ms.
+Targets (issue 31, at 10,000 flights): frame p99 ≤ 33 ms; keypress → screen ≤ 50 ms; first
+frame under 5 s; a layout change costs what the rows on screen cost, not what all rows do.
 """
 
 from __future__ import annotations
@@ -24,15 +30,19 @@ import random
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from textual import events
 
 from wavewait.core.bus.file import FileBus
-from wavewait.core.model import Agent
+from wavewait.core.model import Agent, ChangeSummary
 from wavewait.tui.app import WaveApp
 from wavewait.tui.screens.main import MainScreen
 from wavewait.tui.widgets.command import CommandLine
+from wavewait.tui.widgets.flights import FlightsTable
+
+LAYOUT_CHANGES = ("longer wave name arrives", "coding columns come", "coding columns go", "terminal resized")
 
 
 def pct(xs: list[float], p: float) -> float:
@@ -79,7 +89,9 @@ def writer(root: str, ids: list[str], rate: float, seconds: float) -> None:
     asyncio.run(run())
 
 
-async def bench(n: int, rate: float, seconds: float, keys: int, size: tuple[int, int]) -> dict[str, list[float]]:
+async def bench(
+    n: int, rate: float, seconds: float, keys: int, size: tuple[int, int], layouts: int
+) -> dict[str, list[float]]:
     tmp = tempfile.mkdtemp(prefix="wavewait-bench-")
     root = str(Path(tmp) / "bus")
     bus = FileBus(root)
@@ -95,9 +107,16 @@ async def bench(n: int, rate: float, seconds: float, keys: int, size: tuple[int,
     def hook(dt: float) -> None:
         ticks.append(dt)
         pending_tick[0] += dt
-        pending_cpu[0] += dt  # repaint work is all CPU (no I/O in a tick)
 
     app.frame_hook = hook
+    original_tick = MainScreen.tick
+
+    def timed_tick(screen: MainScreen) -> None:
+        c0 = time.thread_time()  # the tick's CPU time: its wall time counts the other processes' turns
+        original_tick(screen)
+        pending_cpu[0] += time.thread_time() - c0
+
+    MainScreen.tick = timed_tick  # type: ignore[method-assign]
 
     original = MainScreen._compositor_refresh
 
@@ -121,12 +140,38 @@ async def bench(n: int, rate: float, seconds: float, keys: int, size: tuple[int,
 
     MainScreen._compositor_refresh = timed_refresh  # type: ignore[method-assign]
     latencies: list[float] = []
+    layout: dict[str, list[float]] = {}
+
+    async def until_shown(done: Callable[[], bool], limit: float = 60) -> float:
+        """Seconds until `done()` holds and a frame has been rendered since it did."""
+        t0 = time.perf_counter()
+        while not done():
+            await asyncio.sleep(0.001)
+            if time.perf_counter() - t0 > limit:
+                raise SystemExit(f"not shown in {limit:g} s")
+        seen = rendered[0]
+        while rendered[0] == seen:
+            await asyncio.sleep(0.001)
+        return time.perf_counter() - t0
+
+    async def timed_change(what: str, change: Callable[[], Awaitable[object]], done: Callable[[], bool]) -> None:
+        """One layout change: its latency to the screen, and the longest frame meanwhile."""
+        first = len(frames)
+        await change()
+        layout.setdefault(what, []).append(await until_shown(done))
+        layout.setdefault(what + " frame", []).append(max(frames[first:], default=0.0))
+        layout.setdefault(what + " cpu", []).append(max(cpu_frames[first:], default=0.0))
+
+    started_app, started_cpu = time.perf_counter(), time.process_time()
     try:
         async with app.run_test(size=size) as pilot:
             main = app.main
-            deadline = time.monotonic() + 30
-            while len(main.flights()) < n and time.monotonic() < deadline:
-                await pilot.pause(0.05)
+            table = app.screen.query_one(FlightsTable)
+            first_frame = await until_shown(lambda: table.row_count >= n, limit=600) + (
+                time.perf_counter() - started_app
+            )
+            first_frame = time.perf_counter() - started_app
+            first_frame_cpu = time.process_time() - started_cpu
             await pilot.pause(0.5)
             ticks.clear()
             frames.clear()
@@ -161,17 +206,55 @@ async def bench(n: int, rate: float, seconds: float, keys: int, size: tuple[int,
                 await asyncio.sleep(0.05)
             out, _ = await writer_proc.communicate()
             measured_rate = float(out.decode().strip() or "nan")
+            steady = {
+                "ticks": list(ticks),
+                "frames": list(frames),
+                "cpu_frames": list(cpu_frames),
+                "renders": list(renders),
+            }
+
+            def width(column: str) -> int:
+                shown = table.columns.get(column)  # type: ignore[call-overload]  # str finds a ColumnKey
+                return shown.width if shown is not None else 0
+
+            coder = f"{0:08x}" + "0" * 24
+            facts = ChangeSummary(files=2, added=12, deleted=3)
+            for i in range(layouts):
+                wide = width("wave") + 1
+                late = Agent(
+                    id=f"{n + i:08x}" + "0" * 24,
+                    name=f"late-{i}",
+                    wave="wave-" + "x" * (wide - 7) + f"-{i % 10}",  # one cell wider than the widest shown
+                    parent_id="orchestrator",
+                )
+                await timed_change(
+                    "longer wave name arrives", lambda a=late: bus.put_agent(a), lambda w=wide: width("wave") == w
+                )
+                await timed_change(
+                    "coding columns come", lambda: bus.update_agent(coder, changes=facts), lambda: width("changes") > 0
+                )
+                await timed_change(
+                    "coding columns go", lambda: bus.update_agent(coder, changes=None), lambda: width("changes") == 0
+                )
+                detail = width("last")
+                cols, lines = (size[0] + 40, size[1]) if i % 2 == 0 else size
+                await timed_change(
+                    "terminal resized",
+                    lambda c=cols, ln=lines: pilot.resize_terminal(c, ln),
+                    lambda d=detail: width("last") not in (0, d),
+                )
     finally:
         MainScreen._compositor_refresh = original  # type: ignore[method-assign]
+        MainScreen.tick = original_tick  # type: ignore[method-assign]
         await bus.close()
     return {
-        "ticks": ticks,
-        "frames": frames,
-        "cpu_frames": cpu_frames,
-        "renders": renders,
+        **steady,  # while the writer ran; the layout changes' frames are their own rows
         "keys": latencies,
         "changes_per_s": [measured_rate],
         "reads": [main.read_count],
+        "first_frame": [first_frame],
+        "first_frame_cpu": [first_frame_cpu],
+        **layout,
     }
 
 
@@ -186,10 +269,11 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=10)
     p.add_argument("--keys", type=int, default=20)
     p.add_argument("--size", default="120x40", help="terminal columns x lines")
+    p.add_argument("--layouts", type=int, default=5, help="layout changes of each kind, after the writer is done")
     p.add_argument("--json", action="store_true", help="print frame and keypress p50 / p99 as JSON instead")
     a = p.parse_args()
-    size = tuple(int(x) for x in a.size.split("x"))
-    r = asyncio.run(bench(a.flights, a.rate, a.seconds, a.keys, size))
+    cols, lines = (int(x) for x in a.size.split("x"))
+    r = asyncio.run(bench(a.flights, a.rate, a.seconds, a.keys, (cols, lines), a.layouts))
     if a.json:  # for bench_scale.py's table, in ms
         print(json.dumps({k: [pct(r[k], 50) * 1000, pct(r[k], 99) * 1000] for k in ("frames", "keys")}))
         return
@@ -200,19 +284,27 @@ def main() -> None:
     )
     print(f"| {'measure':<38} | {'n':>5} | {'p50 ms':>8} | {'p99 ms':>8} | {'max ms':>8} | {'target':>12} |")
     print(f"|{'-' * 40}|{'-' * 7}|{'-' * 10}|{'-' * 10}|{'-' * 10}|{'-' * 14}|")
-    rows = (
-        ("frame (repaint work + render)", r["frames"], "p99 ≤ 50"),
+    rows = [
+        ("frame (repaint work + render)", r["frames"], "p99 ≤ 33"),
         ("  of which: repaint work per tick", r["ticks"], ""),
         ("  of which: compositor render", r["renders"], ""),
         ("frame, CPU time only (load-independent)", r["cpu_frames"], ""),
-        ("keypress → screen", r["keys"], "≤ 100"),
-    )
+        ("keypress → screen", r["keys"], "≤ 50"),
+        ("first frame (start → all flights shown)", r["first_frame"], "< 5000"),
+        ("first frame, CPU time only", r["first_frame_cpu"], ""),
+    ]
+    for what in LAYOUT_CHANGES:
+        rows += [
+            (f"{what} → screen", r.get(what, []), ""),
+            ("  longest frame meanwhile", r.get(what + " frame", []), ""),
+            ("  the same, CPU time only", r.get(what + " cpu", []), ""),
+        ]
     for name, xs, target in rows:
         print(
             f"| {name:<38} | {len(xs):>5} | {pct(xs, 50) * ms:>8.1f} | {pct(xs, 99) * ms:>8.1f} | "
             f"{max(xs, default=float('nan')) * ms:>8.1f} | {target:>12} |"
         )
-    ok = pct(r["frames"], 99) <= 0.050 and max(r["keys"], default=1) <= 0.100
+    ok = pct(r["frames"], 99) <= 0.033 and max(r["keys"], default=1) <= 0.050 and r["first_frame"][0] < 5
     print(f"\n{'targets met' if ok else 'targets NOT met'} (figures depend on the machine's load)")
     sys.exit(0)
 

@@ -262,6 +262,11 @@ def summary_of(total: int, reported: int, states: Mapping[str, int]) -> str:
     return " · ".join(parts)
 
 
+def _order(a: Agent) -> tuple[float, str]:
+    """Where a flight goes in the panel: the buses list agents in this order."""
+    return a.created_at, a.id
+
+
 class Panel:
     """The flights panel's rows in order, with its counts, kept up to date by the flights
     that changed: with 10,000 flights a repaint costs what changed, not the wave."""
@@ -290,25 +295,37 @@ class Panel:
             self.cost[v.wave] += v.cost
 
     def update(self, agents: Mapping[str, Agent], ids: Iterable[str], got: set[str]) -> list[FlightView] | None:
-        """Rebuild the views of `ids` and of the flights whose reported mark changed; the
-        views that differ, or None when a flight is new (then `rebuild`)."""
+        """Rebuild the views of `ids` and of the flights whose reported mark changed, and add
+        those of new flights after the others; the views that differ or are new, or None when
+        a new flight goes before one shown (then `rebuild`). New flights come last in the
+        buses' order (by creation) as a rule, so a growing wave costs what it adds, not all
+        it holds."""
         touched = set(ids) | (got ^ self._got)
         touched.discard(self.me)
+        fresh = sorted((agents[i] for i in touched if i not in self._pos and i in agents), key=_order)
+        if fresh and self.views:
+            last = agents.get(self.views[-1].id)
+            if last is None or _order(fresh[0]) <= _order(last):
+                return None
         self._got = got
         out = []
         for agent_id in touched:
             a = agents.get(agent_id)
-            if a is None:
-                continue
             pos = self._pos.get(agent_id)
-            if pos is None:
-                return None
+            if a is None or pos is None:
+                continue
             old, new = self.views[pos], flight_view(a, agent_id in got)
             if new != old:
                 self.views[pos] = new
                 self._count(old, -1)
                 self._count(new, 1)
                 out.append(new)
+        for a in fresh:
+            new = flight_view(a, a.id in got)
+            self._pos[a.id] = len(self.views)
+            self.views.append(new)
+            self._count(new, 1)
+            out.append(new)
         return out
 
     def _count(self, v: FlightView, n: int) -> None:

@@ -75,6 +75,69 @@ async def test_the_header_totals_each_wave_apart(file_bus):
         )
 
 
+async def test_a_row_scrolled_into_view_after_a_layout_change_shows_it_at_once(file_bus):
+    """A layout change repaints the cells that follow it (here changes and cost going brief)
+    on the rows on screen only; a coding flight scrolled into view afterwards must show them
+    as the new layout says at once: no read, hence no repaint, follows a scroll here."""
+    from wavewait.core.model import Agent
+    from wavewait.tui.widgets.flights import CHANGES_BRIEF, FlightsTable
+
+    await register(file_bus, "orchestrator")
+    facts = ChangeSummary(files=2, added=12, deleted=3)
+    for i in range(40):
+        await file_bus.put_agent(
+            Agent(
+                id=f"{i:08x}" + "0" * 24, name=f"plain-{i:02d}", wave="w", parent_id="orchestrator", created_at=1000 + i
+            )
+        )
+    for i, name in enumerate(("coder-top", "coder-end")):  # one on screen, one far below it
+        at = 999 if i == 0 else 2000
+        await file_bus.put_agent(
+            Agent(
+                id=f"c{i:07x}" + "0" * 24, name=name, wave="w", parent_id="orchestrator", created_at=at, changes=facts
+            )
+        )
+    async with running(file_bus, size=(200, 24)) as (app, pilot):
+        table = app.main.query_one(FlightsTable)
+        await until(lambda: table.row_count == 42, what="the rows")
+        await until(lambda: "+12 −3 2f" in screen_text(app), what="the facts whole")
+        await pilot.resize_terminal(80, 24)
+        await until(lambda: table.columns["changes"].width == CHANGES_BRIEF, what="the brief layout")  # type: ignore[call-overload]
+        await until(lambda: re.search(r"coder-top .* \+12 −3 ", screen_text(app)) is not None, what="brief on screen")
+        assert "coder-end" not in screen_text(app)
+        table.action_scroll_bottom()
+        await until(lambda: "coder-end" in screen_text(app), what="the last row in view")
+        line = next(line for line in screen_text(app).splitlines() if "coder-end" in line)
+        assert re.search(r"coder-end .* \+12 −3 ", line) and "2f" not in line, line
+
+
+def test_a_growing_wave_adds_views_without_making_the_others_anew() -> None:
+    """A new flight after those shown adds its view; one before them asks for a rebuild."""
+    from wavewait.core.model import Agent
+    from wavewait.tui.state import Panel
+
+    agents = {
+        a.id: a
+        for a in (
+            Agent(id=f"{i:08x}" + "0" * 24, name=f"f{i}", wave="w", parent_id="me", created_at=1000 + i)
+            for i in range(3)
+        )
+    }
+    panel = Panel("me")
+    panel.rebuild(agents.values(), set())
+    before = list(panel.views)
+    late = Agent(id="0a" + "0" * 30, name="late", wave="longer-wave", parent_id="me", created_at=2000)
+    agents[late.id] = late
+    added = panel.update(agents, [late.id], set())
+    assert added is not None and [v.name for v in added] == ["late"]
+    assert panel.views[:3] == before and all(a is b for a, b in zip(panel.views, before, strict=False))
+    assert [v.name for v in panel.views] == ["f0", "f1", "f2", "late"]
+    assert panel.waves == {"w": 3, "longer-wave": 1} and panel.summary().startswith("0/4 reported")
+    early = Agent(id="0b" + "0" * 30, name="early", wave="w", parent_id="me", created_at=10)
+    agents[early.id] = early
+    assert panel.update(agents, [early.id], set()) is None  # it goes first: the panel is rebuilt
+
+
 def test_the_cells_read_as_people_count() -> None:
     from wavewait.core.model import Agent
     from wavewait.tui.state import changed_cell, flight_detail, spent_cell

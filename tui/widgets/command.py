@@ -22,7 +22,8 @@ class SlashSuggester(Suggester):
         self._ids = ids
 
     async def get_suggestion(self, value: str) -> str | None:
-        return complete(value, self._ids())
+        # only a command's argument completes to a flight: other typing never lists 10,000 of them
+        return complete(value, self._ids() if value.startswith("/") and " " in value else [])
 
 
 def complete_command(value: str) -> str | None:

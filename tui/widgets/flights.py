@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -26,10 +27,15 @@ CHANGES_BRIEF, COST_BRIEF = 10, 7  # the same facts, narrow: `+12 −3` and `$0.
 DETAIL = "last message / reason"  # the one column whose width follows the screen
 NARROW_BELOW = 100  # terminal columns under which the detail column is left out
 DETAIL_MIN = 20
+# every column a layout may show, in their order; those not shown have width 0 (no room)
+COLUMNS = (STATE[0], "name", ID[0], "wave", ELAPSED[0], QUIET[0], CHANGES[0], COST[0], DETAIL)
+KEYS = tuple(label.split()[0] for label in COLUMNS)
+# their widths decide what changes and cost say (whole or brief) and what the detail leads with
+FACTS = {CHANGES[0], COST[0]}
 
 
 class FlightsTable(ContentCachedTable):
-    """Flights with fixed column widths; only changed cells are updated, never widths.
+    """Flights with fixed column widths; only changed cells are updated.
 
     The wave column fits the longest wave name shown (within WAVE_MIN..WAVE_MAX). Once a
     coding flight shows changes or cost, a column each comes in before the detail column:
@@ -39,7 +45,9 @@ class FlightsTable(ContentCachedTable):
     flight still shows its state, name, id, changes and cost. The detail column takes the width the others leave (a wide terminal
     shows more of each message) and is left out below NARROW_BELOW columns, where it would
     only be cut off. The columns change when the terminal is resized, the first coding facts
-    come (or the last go) or the longest wave name changes, never with the content otherwise.
+    come (or the last go) or the longest wave name changes, never with the content otherwise;
+    all of them are laid out once, and a change of layout only sets their widths (0: not
+    shown), so it costs the same with 10,000 rows as with ten.
     """
 
     HELP = """
@@ -82,15 +90,18 @@ that do not fit are left out: the message first, then the time since the last me
         self._shown: dict[str, FlightView] = {}
         self._painted: dict[str, dict[str, tuple[str, str]]] = {}  # what each row's cells hold
         self._coding: set[str] = set()  # the flights shown with changes or cost
+        self._waves: Counter[int] = Counter()  # the widths of the wave names shown, and how many of each
         self._layout: Layout = (STATE, ("name", NAME), ID, ("wave", WAVE_MIN), ELAPSED, QUIET)
         self._t = 0.0  # the time the rows were last painted for
 
     def on_mount(self) -> None:
-        for label, width in self._layout:
-            self.add_column(label, width=width, key=_key(label))
+        widths = _widths(self._layout)
+        for label, key in zip(COLUMNS, KEYS, strict=True):
+            self.add_column(label, width=widths[key], key=key)
 
     def on_resize(self) -> None:
         self._fit()
+        self.spin(self._t)  # a taller table shows rows that may not be up to date
 
     def _want(self) -> Layout:
         """The columns the width allows, the first layout that fits of: (once a coding flight is
@@ -100,7 +111,7 @@ that do not fit are left out: the message first, then the time since the last me
         with the width left."""
         pad = 2 * self.cell_padding
         width = self.size.width - int(self.styles.scrollbar_size_vertical)
-        wave = min(WAVE_MAX, max([WAVE_MIN, *(cell_len(v.wave or "—") for v in self._shown.values())]))
+        wave = min(WAVE_MAX, max(WAVE_MIN, max(self._waves, default=0)))
         wide = self.app.size.width >= NARROW_BELOW
 
         def base(name: int = NAME, wave: int = wave, quiet: bool = True) -> Layout:
@@ -126,24 +137,30 @@ that do not fit are left out: the message first, then the time since the last me
         return with_detail(base()) or base()  # changes and cost, if any, lead the detail
 
     def _fit(self) -> None:
-        """Lay out the columns again if they should change: those from the first that differs
-        on are removed and added again (a table only appends columns), then repainted."""
+        """Lay out the columns again if they should change: their widths are set in place, at
+        a cost that does not grow with the rows. When changes and cost come, go or narrow, the
+        cells whose text follows (theirs, and the detail's lead) are repainted on the rows on
+        screen by `spin`, which every caller runs next, and on the others as they scroll into
+        view (`watch_scroll_y`)."""
         want = self._want()
         if want == self._layout:
             return
-        first = next((i for i, (a, b) in enumerate(zip(want, self._layout, strict=False)) if a != b), None)
-        if first is None:
-            first = min(len(want), len(self._layout))
-        for label, _ in self._layout[first:]:
-            self.remove_column(_key(label))
-        for label, width in want[first:]:
-            self.add_column(label, width=width, key=_key(label), default=Text(""))
+        widths, old = _widths(want), _widths(self._layout)
+        resized = {key: width for key, width in widths.items() if width != old[key]}
         self._layout = want
-        for v in self._shown.values():
-            painted = self._painted[v.id]
-            for label, _ in want[first:]:
-                painted.pop(_key(label), None)
-            self._paint(v, self._t)
+        self.set_widths(resized)
+        if FACTS & resized.keys():
+            stale = (*FACTS, _key(DETAIL))
+            for painted in self._painted.values():
+                for key in stale:
+                    painted.pop(key, None)
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        """Rows scrolled into view are brought up to date at once (their cells may be left
+        from before a layout change, and their clocks from the last repaint of them)."""
+        super().watch_scroll_y(old_value, new_value)
+        if round(old_value) != round(new_value) and self._shown:
+            self.spin(self._t)
 
     def show(self, views: Sequence[FlightView], t: float) -> None:
         """Make the table show `views` (in order) at time `t`.
@@ -151,50 +168,64 @@ that do not fit are left out: the message first, then the time since the last me
         A row whose view is the one already shown has changed only in its clocks (elapsed,
         quiet, spinner), and only rows on screen get those: with 1,000 flights the clocks
         would otherwise touch 2,000 cells every second for nothing anyone can see. A row
-        scrolled into view gets its clocks on the next tick.
+        scrolled into view gets its clocks at once (`watch_scroll_y`).
         """
         keep = {v.id for v in views}
         for key in [k for k in self._shown if k not in keep]:
             self.remove_row(key)
-            del self._shown[key]
+            self._note_wave(self._shown.pop(key), -1)
             del self._painted[key]
             self._coding.discard(key)
         for v in views:
             old = self._shown.get(v.id)
             if old is v:
                 continue
-            self._shown[v.id] = v
-            self._note_coding(v)
+            self._hold(v, old)
+            if old == v:  # read again, unchanged (a new flight makes every view anew): as painted
+                continue
             if old is None:
-                cells = self._cells(v, t)
-                keys = self._keys()
-                self.add_row(*(cells[k] for k in keys), key=v.id)
-                self._painted[v.id] = {k: _look(cells[k]) for k in keys}
+                self._add(v, t)
             else:
                 self._paint(v, t)
         self._fit()
         self.spin(t)
 
     def show_changed(self, views: Sequence[FlightView], t: float) -> None:
-        """Repaint the rows of `views`, already shown in their places (`show` adds, removes
-        and orders rows); then bring the clocks on screen to `t`."""
+        """Repaint the rows of `views` shown, and add those of new ones after them (`show`
+        adds, removes and orders rows); then bring the clocks on screen to `t`."""
         for v in views:
-            if v.id in self._shown:
-                self._shown[v.id] = v
-                self._note_coding(v)
+            old = self._shown.get(v.id)
+            self._hold(v, old)
+            if old is None:
+                self._add(v, t)
+            else:
                 self._paint(v, t)
         self._fit()
         self.spin(t)
 
-    def _note_coding(self, v: FlightView) -> None:
+    def _add(self, v: FlightView, t: float) -> None:
+        """A row for `v`, after the others."""
+        cells = self._cells(v, t)
+        self._painted[v.id] = {k: _look(cells[k]) for k in KEYS}  # before the row: adding it may scroll
+        self.add_row(*(cells[k] for k in KEYS), key=v.id)
+
+    def _hold(self, v: FlightView, old: FlightView | None) -> None:
+        """Note `v` as the view shown in its row (in place of `old`), and what the layout
+        reads of it: its wave name's width, and whether it has coding facts."""
+        if old is not None:
+            self._note_wave(old, -1)
+        self._note_wave(v, 1)
+        self._shown[v.id] = v
         if v.changed or v.spent:
             self._coding.add(v.id)
         else:
             self._coding.discard(v.id)
 
-    def _keys(self) -> list[str]:
-        """The cell keys of the columns shown, in order."""
-        return [_key(label) for label, _ in self._layout]
+    def _note_wave(self, v: FlightView, n: int) -> None:
+        width = cell_len(v.wave or "—")
+        self._waves[width] += n
+        if not self._waves[width]:
+            del self._waves[width]
 
     def spin(self, t: float) -> None:
         """Bring the clocks and spinners of the rows on screen to time `t`."""
@@ -207,7 +238,7 @@ that do not fit are left out: the message first, then the time since the last me
         """Update the cells of `v`'s row that differ from what they hold (each costs a refresh)."""
         painted = self._painted[v.id]
         cells = self._cells(v, t)
-        for key in self._keys():
+        for key in KEYS:
             look = _look(cells[key])
             if painted.get(key) != look:
                 self.update_cell(v.id, key, cells[key])
@@ -293,3 +324,8 @@ def _look(cell: Text) -> tuple[str, str]:
 
 def _key(label: str) -> str:
     return label.split()[0]
+
+
+def _widths(layout: Layout) -> dict[str, int]:
+    """The width of every column for `layout`: 0 for those it does not show."""
+    return dict.fromkeys(KEYS, 0) | {_key(label): width for label, width in layout}
