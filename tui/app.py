@@ -28,6 +28,7 @@ from textual.notifications import SeverityLevel
 
 from ..core import agents as agents_mod
 from ..core.bus import Bus, open_bus
+from ..core.errors import WavewaitError
 from ..core.model import now
 from ..core.proc import settle_heap
 from . import demo_queue as queue_demo_mod
@@ -47,6 +48,7 @@ SWEEP_EVERY = 1.0  # liveness sweep, so a flight whose process vanished shows as
 SIGNAL_GRACE = 1.5  # after SIGTERM/SIGHUP, seconds to quit cleanly before leaving regardless
 TEARDOWN_GRACE = 10.0  # then at most this for the teardown (ending the demo's flights) before leaving
 DESKTOP_EVERY = 5.0  # while the terminal is not focused, at most one desktop notification this often
+START_FAILED = 2  # the exit code when the bus cannot be opened (the CLI's bad input: fix it and start again)
 
 
 @dataclass(frozen=True)
@@ -123,6 +125,7 @@ class WaveApp(App[dict[str, Any] | None]):
         self.teardown = teardown
         self._forced_exit: threading.Timer | None = None
         self._run_over = threading.Event()  # Textual's shutdown finished: no forced exit
+        self.start_error: str | None = None  # why the bus could not be opened (the app ended at once)
 
     def get_driver_class(self) -> type[Driver]:
         """Textual's driver, made to survive its terminal going away (see `driver.py`)."""
@@ -159,11 +162,17 @@ class WaveApp(App[dict[str, Any] | None]):
                 signal.signal(sig, partial(self._on_signal, loop))
         self.roles = role_styles(self.theme_variables)
         self.theme_changed_signal.subscribe(self, lambda _theme: self._theme_changed())
-        if self._bus is None:
-            self._bus = await open_bus(self._bus_url)
+        try:
+            if self._bus is None:
+                self._bus = await open_bus(self._bus_url)
+            await agents_mod.ensure_agent(self._bus, self.settings.me)
+        except (WavewaitError, OSError) as e:  # one line that says what to do, not a traceback
+            log.warning("cannot open the bus: %s", e)
+            self.start_error = " ".join(f"cannot open the bus: {e}".split())  # its caller prints it
+            self.exit(return_code=START_FAILED)
+            return
         if self.bus_label is None:
             self.bus_label = self._bus.url
-        await agents_mod.ensure_agent(self._bus, self.settings.me)
         settle_heap()
         self.bus_ready.set()
         if self.settings.queue:

@@ -189,6 +189,12 @@ async def put_wave_and_slow(bus: Bus) -> None:
     await put_flight(bus, "migrator", 6)
 
 
+async def put_demo_moment(bus: Bus) -> None:
+    """The demo during its wait: six flights, and another process's wait mirrored below."""
+    await put_mirror(bus)
+    await put_flight(bus, "migrator", 6)
+
+
 async def put_two(bus: Bus) -> None:
     await register(bus, "orchestrator")
     await put_flight(bus, "file-reader", 1)
@@ -315,6 +321,10 @@ async def notices_during_a_wait(pilot: AppPilot) -> None:
     another dies; both notices are up while the status says what the wait still waits for."""
     await ready(pilot, 6)
     await pilot.press(*"/wait 60 a1b2 e5f6 b7c8 f1e2 d5e6", "enter")
+    await _question_and_death(pilot)
+
+
+async def _question_and_death(pilot: AppPilot) -> None:
     app = wave_app(pilot.app)
     await until(lambda: IDS["file-reader"] in app.main.wait_received, "the first message claimed")
     await put_question_of(app.bus)
@@ -330,6 +340,15 @@ async def notices_during_a_wait(pilot: AppPilot) -> None:
     await until(lambda: len(app.notices) >= 2, "the two notices")
     await until(lambda: len(toasts(app)) >= 2, "the two toasts")
     await pilot.pause()
+
+
+async def demo_moment(pilot: AppPilot) -> None:
+    """The demo's moment at 80x24 with the mirror: a wait on all six flights when one asks
+    a question and another dies; the panel keeps five flights in view, the status summarises."""
+    await ready(pilot, 7)
+    await until(lambda: bool(main_of(pilot).waits), "the mirrored wait")
+    await pilot.press(*"/wait 60 a1b2 e5f6 c3d4 b7c8 f1e2 d5e6", "enter")
+    await _question_and_death(pilot)
 
 
 async def flight_detail(pilot: AppPilot) -> None:
@@ -371,6 +390,7 @@ SCENES: dict[str, Scene] = {
     "notices-during-a-wait": (put_wave_and_slow, notices_during_a_wait),
     "coding-wave": (put_coding_wave, coding),
     "coding-wave-80": (put_coding_wave, coding),
+    "demo-at-80x24": (put_demo_moment, demo_moment),
 }
 #: scenes shown at another size than the default (a newcomer's 80x24 terminal)
 SIZES: dict[str, tuple[int, int]] = {
@@ -378,4 +398,5 @@ SIZES: dict[str, tuple[int, int]] = {
     "notices-during-a-wait": (80, 24),
     "coding-wave": (140, 30),
     "coding-wave-80": (80, 24),
+    "demo-at-80x24": (80, 24),
 }

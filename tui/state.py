@@ -254,12 +254,16 @@ def summary(views: Sequence[FlightView]) -> str:
 
 
 def summary_of(total: int, reported: int, states: Mapping[str, int]) -> str:
+    return " · ".join(summary_parts(total, reported, states))
+
+
+def summary_parts(total: int, reported: int, states: Mapping[str, int]) -> list[str]:
+    """The counts one by one, most telling first: a narrow header drops them whole from the right."""
     if not total:
-        return "no flights yet"
+        return ["no flights yet"]
     parts = [f"{reported}/{total} reported"]
     order = ("needs_input", "dead", "running", "queued", "idle", "closed")
-    parts += [f"{states[s]} {word(s)}" for s in order if states.get(s)]
-    return " · ".join(parts)
+    return parts + [f"{states[s]} {word(s)}" for s in order if states.get(s)]
 
 
 def _order(a: Agent) -> tuple[float, str]:
@@ -341,6 +345,10 @@ class Panel:
     def summary(self) -> str:
         """The counts: `3/5 reported · 1 needs input · 2 running`."""
         return summary_of(len(self.views), self.reported, self.states)
+
+    def summary_parts(self) -> list[str]:
+        """`summary`'s counts one by one (the header fits them whole)."""
+        return summary_parts(len(self.views), self.reported, self.states)
 
     def spent(self) -> int:
         """The tokens the coding flights shown spent, all waves together."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import sys
 import tempfile
 
@@ -18,6 +19,13 @@ def run_tui(args: argparse.Namespace) -> int:
     from .tui.app import WaveApp
     from .tui.demo import Teardown, plan
 
+    try:
+        os.getcwd()  # the bus path, the flights' folders and the worktrees are found from here
+    except FileNotFoundError:
+        print(
+            "wavewait: error: the current folder was removed; cd into one that exists and start again", file=sys.stderr
+        )
+        return 2
     try:
         me = caller_id(args.agent)
     except WavewaitError as e:
@@ -45,6 +53,8 @@ def run_tui(args: argparse.Namespace) -> int:
     finally:
         if teardown is not None:
             teardown()
+    if app.start_error is not None:
+        print(f"wavewait: error: {app.start_error}", file=sys.stderr)
     if result is not None:
         # the terminal may be gone (a hangup): no one is left to read it; the exit code says it
         with contextlib.suppress(OSError):

@@ -15,6 +15,7 @@ import pytest
 from wavewait.core.bus.file import FileBus
 from wavewait.tui import scenes
 from wavewait.tui.widgets.command import CommandLine
+from wavewait.tui.widgets.flights import FlightsTable
 from wavewait.tui.widgets.status import WaitStatus
 
 from tuitools import SIZE, deterministic_textual  # noqa: F401
@@ -87,21 +88,31 @@ def test_small_terminal_keeps_the_command_line(snap_compare, snap_bus):
 
 
 def test_notices_during_a_wait_at_80x24(snap_compare, snap_bus):
-    """A death and a question while a wait runs, at 80x24: the toasts stand above the status."""
+    """A death and a question while a wait runs, at 80x24: five flights stay in view, the
+    toasts stand over the scrollback and the status (which gives way first), off the panel."""
     assert snap(snap_compare, snap_bus, "notices-during-a-wait")
+
+
+def test_the_demo_during_a_wait_at_80x24(snap_compare, snap_bus):
+    """The demo's moment with the mirror: five flights, the mirror, a summarised status, the toasts between."""
+    assert snap(snap_compare, snap_bus, "demo-at-80x24")
 
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("size", [(80, 24), (200, 50)], ids=["80x24", "200x50"])
-async def test_notices_never_cover_the_waits_status_or_the_command_line(snap_bus, size):
+async def test_notices_never_cover_the_panel_or_the_command_line(snap_bus, size):
+    """Nor the wait's status where the scrollback has room for them (200x50); at 80x24 the
+    status is what gives way (the panel above keeps every target's state in view)."""
     setup, steps = scenes.SCENES["notices-during-a-wait"]
     assert setup is not None
     await setup(snap_bus)
     app = scenes.frozen_app(snap_bus)
     async with app.run_test(size=size, notifications=True) as pilot:
         await steps(pilot)
-        kept = [app.main.query_one(WaitStatus), app.main.query_one(CommandLine)]
-        assert all(w.region.height for w in kept), "the status and the command line are shown"
+        kept = [app.main.query_one(FlightsTable), app.main.query_one(CommandLine)]
+        if size == (200, 50):
+            kept.append(app.main.query_one(WaitStatus))
+        assert all(w.region.height for w in [*kept, app.main.query_one(WaitStatus)]), "all are shown"
         toasts = scenes.toasts(app)
         assert len(toasts) == 2, app.notices
         for toast in toasts:

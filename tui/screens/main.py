@@ -17,11 +17,12 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from rich.text import Text
-from textual import events, work
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
+from textual.css.scalar import Scalar
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
@@ -44,6 +45,7 @@ from ..widgets.command import CommandLine
 from ..widgets.eventlog import EventLog
 from ..widgets.flights import FlightsTable
 from ..widgets.followlog import FollowLog
+from ..widgets.header import WaveHeader
 from ..widgets.hints import CommandHints
 from ..widgets.mirror import MirrorTable
 from ..widgets.status import WaitStatus
@@ -61,6 +63,9 @@ READ_EVERY = 0.1  # coalesce bursts of bus changes into at most ten reads a seco
 #: tick instead (constant time) and fully collected at most this often
 FULL_GC_EVERY = 30.0
 DEATH_TOASTS = 3  # more deaths than this in one read make one toast, not a burst
+FLIGHT_ROWS = 5  # flight rows kept in view on a small terminal; the wait's status gives way first
+LOWER_MIN = 3  # the scrollback's least: its border and two lines
+STATUS_SHARE = 0.35  # the most of the screen the wait's status takes
 
 
 class MainScreen(Screen[None]):
@@ -77,7 +82,15 @@ received. **F1** shows the help of the focused part.
             "escape", "interrupt", "Interrupt wait", tooltip="Interrupt the running wait; partial results are kept"
         ),
         Binding("slash", "focus_command", "Command", show=False),  # from a panel: start a command
-        Binding("shift+tab", "app.focus_previous", "Flights", tooltip="Move between the command line and the panels"),
+        # one press reaches the panel from anywhere (Tab walks every part), and back from it
+        Binding(
+            "shift+tab", "focus_flights", "Flights", tooltip="The flights panel: a, d, Enter, c, m act on a flight"
+        ),
+        Binding("shift+tab", "focus_line", "Command line", tooltip="Back to the command line"),
+        # the panel's keys pressed elsewhere (the scrollback, the mirror) say where they work
+        Binding("a", "panel_key('a')", show=False),
+        Binding("d", "panel_key('d')", show=False),
+        Binding("enter", "panel_key('Enter')", show=False),
     ]
 
     def __init__(self) -> None:
@@ -126,7 +139,7 @@ received. **F1** shows the help of the focused part.
         return self.wave_app.settings.me
 
     def compose(self) -> ComposeResult:
-        yield Static(id="summary")
+        yield WaveHeader(id="summary")
         yield FlightsTable(id="flights")
         with Vertical(id="mirror-box"):
             yield Static("Waits by other processes  (select one, then i or Enter interrupts it)", id="mirror-title")
@@ -140,6 +153,8 @@ received. **F1** shows the help of the focused part.
         yield Footer()
 
     def on_mount(self) -> None:
+        # after each layout (a resize, the mirror or the hints shown, a toast, the status grown)
+        self.screen_layout_refresh_signal.subscribe(self, lambda _screen: self._fit_layout())
         self.run_worker(self.start(), exit_on_error=False, group="start")
 
     async def start(self) -> None:
@@ -428,24 +443,14 @@ received. **F1** shows the help of the focused part.
             table.show(self._panel.views, t)
         else:
             table.show_changed(list(unpainted.values()), t)
-        head = Text()
-        head.append(self._panel.summary(), style="bold")
         if self._wave_changes is not None and not set(self._panel.shown_waves()) <= self._budgets_of:
             self._wave_changes.poke()  # a wave newly shown: read its budget
-        dim = ""  # dim text is appended in one piece, so the header renders as it always did
-        for i, (part, spent_all) in enumerate(self._panel.wave_parts(budgets=self.budgets)):
-            dim += "  ·  " if i == 0 else " · "
-            if spent_all:  # a wave that spent its budget stands out
-                head.append(dim, style="dim")
-                head.append(part, style=self.wave_app.roles["bad"])
-                dim = ""
-            else:
-                dim += part
-        head.append(dim, style="dim")
-        head.append(f"  ·  you: {self.me}", style="dim")
-        summary = self.query_one("#summary", Static)
-        summary.set_class(bool(self._panel.spent() or self.budgets), "-totals")
-        summary.update(head)
+        bad = self.wave_app.roles["bad"]  # a wave that spent its budget stands out
+        waves = [
+            (part, bad if spent_all else "dim") for part, spent_all in self._panel.wave_parts(budgets=self.budgets)
+        ]
+        totals = bool(self._panel.spent() or self.budgets)  # the waves' totals may take a second line
+        self.query_one(WaveHeader).show(self._panel.summary_parts(), waves, self.me, lines=2 if totals else 1)
         others_recs = [w for w in self.waits if w.id not in self.own_waits]
         names = {a.id: a.name for a in self.agents} if others_recs else {}
         others = [mirror_view(w, t, names) for w in others_recs]
@@ -453,6 +458,7 @@ received. **F1** shows the help of the focused part.
         self.query_one(MirrorTable).show(others)
         if self.control is not None:
             self._paint_status(t)
+        self.call_after_refresh(self._fit_layout)  # a flight more, of the five kept in view
         self._probe(started)
 
     def _probe(self, started: float) -> None:
@@ -472,28 +478,44 @@ received. **F1** shows the help of the focused part.
             progress=self.wait_progress,
             roles=self.wave_app.roles,
         )
-        self.call_after_refresh(self._place_toasts)  # shown, or a line grew or wrapped
 
-    def on_resize(self, event: events.Resize) -> None:
-        self.call_after_refresh(self._place_toasts)
-
-    def _place_toasts(self) -> None:
-        """Toasts stand just above the wait's status, the hints and the command line, never on them.
-
-        Notices come in bursts exactly while a wait runs (a death, a question), and at 80x24
-        they would cover the status lines that say what the wait is waiting for.
+    def _fit_layout(self) -> None:
+        """Share a small terminal: FLIGHT_ROWS flights stay in view and the wait's status
+        gives way first (it takes what is left, and summarises when that is short of a line
+        per target). Toasts stand over the scrollback, and over the status only when the
+        scrollback is too short for them: never on the panels, the mirror or the command line.
         """
+        table, status = self.query_one(FlightsTable), self.query_one(WaitStatus)
+        rows = 1 + min(FLIGHT_ROWS, max(1, table.row_count))  # the header and the rows
+        if table.styles.min_height != Scalar.from_number(rows):
+            table.styles.min_height = rows
+        fixed = [self.query_one(WaveHeader), self.query_one("#mirror-box"), self.query_one(CommandHints)]
+        fixed += [self.query_one(CommandLine), self.query_one(Footer)]
+        used = sum(w.outer_size.height for w in fixed if w.display)
+        height = self.size.height
+        status.fit(min(height - used - rows - LOWER_MIN, int(height * STATUS_SHARE)) - 1)  # less its border
         try:
             rack = self.get_child_by_id("textual-toastrack")  # Textual's, one per screen
         except NoMatches:
             return
-        below = (self.query_one(WaitStatus), self.query_one(CommandHints), self.query_one(CommandLine))
-        tops = [w.region.y for w in below if w.display and w.region.height]
+        above = [w for w in (fixed[0], table, fixed[1]) if w.display]
+        top = max((w.region.bottom for w in above), default=0)
+        below = [w for w in (status, self.query_one(CommandHints), self.query_one(CommandLine)) if w.display]
+        tops = [w.region.y for w in below if w.region.height]
         if not tops:
             return
-        margin = self.size.height - min(tops)
-        if rack.styles.margin.bottom != margin:
+        bottom = min(tops)
+        toasts = [toast for holder in rack.children for toast in holder.children]  # a holder has no size
+        wanted = sum(toast.outer_size.height + toast.styles.margin.top for toast in toasts)
+        if (
+            wanted > bottom - top and status.display
+        ):  # the scrollback is too short: over the status, as little as can be
+            bottom = min([top + wanted] + [w.region.y for w in below[1:] if w.region.height])
+        margin, room = height - bottom, max(1, bottom - top)
+        if rack.styles.margin.bottom != margin or rack.styles.max_height != Scalar.from_number(room):
             rack.styles.margin = (0, 0, margin, 0)
+            rack.styles.max_height = room  # older toasts scroll off the top
+            rack.call_after_refresh(rack.scroll_end, animate=False, immediate=True)  # the newest in view
 
     # ------------------------------------------------------------------ scrollback, command line
     def say_bad(self, message: str) -> None:
@@ -513,10 +535,23 @@ received. **F1** shows the help of the focused part.
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "interrupt":  # hidden where there is nothing to interrupt
             return self.waiting
+        if action in ("focus_flights", "focus_line"):  # Shift+Tab says where it goes from here
+            return isinstance(self.focused, FlightsTable) == (action == "focus_line")
         return True
 
     def action_focus_command(self) -> None:
         self.prefill("/")
+
+    def action_focus_flights(self) -> None:
+        self.query_one(FlightsTable).focus()
+
+    def action_focus_line(self) -> None:
+        self.query_one(CommandLine).focus()
+
+    def action_panel_key(self, key: str) -> None:
+        """a, d or Enter where no part takes it: they act on the flight selected in the panel."""
+        what = {"a": "allows a flight's request", "d": "denies a flight's request"}.get(key, "opens a flight")
+        self.wave_app.notice(f"{key} {what} in the flights panel: Shift+Tab goes there, ↑/↓ select")
 
     def action_interrupt(self) -> None:
         self.interrupt_wait()
@@ -535,7 +570,6 @@ received. **F1** shows the help of the focused part.
     def on_input_changed(self, event: Input.Changed) -> None:
         if isinstance(event.input, CommandLine):
             self.query_one(CommandHints).line = event.value
-            self.call_after_refresh(self._place_toasts)  # the hints may have come or gone
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         line = event.value.strip()
@@ -788,7 +822,6 @@ received. **F1** shows the help of the focused part.
         """Show the result; the message goes on up to the app, whose exit value it is."""
         self.control = None
         self.query_one(WaitStatus).set_class(False, "-active")
-        self.call_after_refresh(self._place_toasts)
         self.refresh_bindings()
         if event.result is None:
             self.say_bad(event.line)
