@@ -1,7 +1,7 @@
 """The task queue on both buses, in one run.
 
     python bench/bench_queue.py            # full run (about a minute)
-    python bench/bench_queue.py --quick    # fewer samples
+    python bench/bench_queue.py --quick    # a few samples: that it runs (CI), not a figure
     WAVEWAIT_TEST_PG=postgresql://...      # the server (default postgres@127.0.0.1:5432/test)
 
 Rows, for each bus:
@@ -165,8 +165,8 @@ def parallel_throughput(url: str, n: int) -> float:
 async def measure(url: str, quick: bool) -> dict[str, str]:
     bus = await open_bus(url)
     try:
-        n_lat = 15 if quick else 40
-        n_tp = 300 if quick else 2000
+        n_lat = 5 if quick else 40
+        n_tp = 100 if quick else 2000
         registered, up = await latency(bus, n_lat)
         await throughput(bus, f"warm{uuid.uuid4().hex[:6]}", 20)
         one = await throughput(bus, f"tp{uuid.uuid4().hex[:8]}", n_tp)
