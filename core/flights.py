@@ -61,7 +61,7 @@ async def start(
     when asked (`worktree=True`) or by default for a preset in a git repository.
 
     `server_env` goes to the MCP server a preset gives its agent (a task's binding);
-    `agent_id`, when the flight's id was chosen before (the queue runner names it in the task);
+    `agent_id`, when the caller chose the flight's id before;
     `budget`, the wave's budget to keep and the flight's own cap (core/budgets.py): a wave
     that spent its budget is refused once the rest was checked, before a worktree is made;
     `on_record`, called once its record is kept, before it starts (`agents.recorded`)."""
