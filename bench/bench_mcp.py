@@ -1,6 +1,7 @@
 """MCP round trips over stdio, measured from a real client talking to `wavewait mcp`.
 
     python bench/bench_mcp.py [--bus PATH|postgresql://...] [-n 200] [--json]
+    python bench/bench_mcp.py --quick          # 20 samples: that it runs (CI), not a figure
 
 1. round trip of an already-satisfied `wait` (a message is queued; the call returns it);
 2. a flight's completion (`notify_completion` through the core) → the blocked `wait` call's
@@ -126,6 +127,7 @@ if __name__ == "__main__":
     ap.add_argument("--bus", default=None, help="bus directory or postgresql:// URL (default: a temp directory)")
     ap.add_argument("-n", type=int, default=200, help="samples for the round trip (half for completions)")
     ap.add_argument("--json", action="store_true", help="print the rows as one JSON object instead")
+    ap.add_argument("--quick", action="store_true", help="-n 20")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
-        anyio.run(main, a.bus or os.path.join(d, "bus"), a.n, a.json)
+        anyio.run(main, a.bus or os.path.join(d, "bus"), 20 if a.quick else a.n, a.json)

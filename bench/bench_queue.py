@@ -1,7 +1,7 @@
 """The task queue on both buses, in one run.
 
     python bench/bench_queue.py            # full run (about a minute)
-    python bench/bench_queue.py --quick    # fewer samples
+    python bench/bench_queue.py --quick    # a few samples: that it runs (CI), not a figure
     WAVEWAIT_TEST_PG=postgresql://...      # the server (default postgres@127.0.0.1:5432/test)
 
 Rows, for each bus:
@@ -9,10 +9,10 @@ Rows, for each bus:
   runner in this process, each agent a `sleep` that never completes; the bench completes
   each running task (an unbound orchestrator) and measures from the completion (the
   handoff's `completedAt`, taken just before it is written) to the dependent's agent record
-  on the bus (the runner woke, read the queue, marked the task running, rendered its prompt
-  with the handoffs and registered the agent). "process up" adds the supervisor starting
-  and recording the agent's pid (a Python process start: spawn's own cost, as for
-  `spawn_agent`).
+  on the bus (the runner woke, read the queue, rendered the prompt with the handoffs and
+  registered the agent). "process up" adds marking the task running (naming the agent),
+  and the supervisor starting and recording the agent's pid (a Python process start:
+  spawn's own cost, as for `spawn_agent`).
 - enqueue+complete throughput: N tasks enqueued, then each completed with a handoff, in one
   process; and the same split over 4 processes at once (fsyncs of concurrent writers share
   journal commits on ext4). Each call waits for its own write: on the directory bus one
@@ -41,6 +41,7 @@ from psycopg import sql
 from wavewait.core import agents
 from wavewait.core.bus import Bus, open_bus
 from wavewait.core.bus.file import DURABLE
+from wavewait.core.model import Agent
 from wavewait.core.runner import Runner
 from wavewait.core.tasks import Limits, TaskQueue, complete_task, enqueue_task, parse_task_types
 
@@ -72,6 +73,18 @@ async def until_running(q: TaskQueue, task_id: str, changes) -> str:
         await changes.wait()
 
 
+async def until_up(bus: Bus, agent_id: str, changes) -> Agent:
+    """The agent's record once its supervisor has recorded its pid (woken by the agents' changes):
+    the task names its agent once the record is kept, before its process starts."""
+    while True:
+        agent = await bus.get_agent(agent_id)
+        if agent is not None and agent.pid is not None:
+            return agent
+        if agent is not None and agent.finished:
+            raise RuntimeError(f"agent {agent_id} is {agent.status}: {agent.reason}")
+        await changes.wait()
+
+
 async def latency(bus: Bus, n: int) -> tuple[list[float], list[float]]:
     """Dependency done -> dependent's agent registered / its process up, in ms, n samples."""
     q = TaskQueue.open(bus, f"lat{uuid.uuid4().hex[:8]}", TYPES, Limits(max_tasks=n + 1))
@@ -82,13 +95,12 @@ async def latency(bus: Bus, n: int) -> tuple[list[float], list[float]]:
     runner = Runner(q, ["sh", "-c", "exec sleep 600", "agent"], max_parallel=1)  # the prompt is $1: unused
     run = asyncio.ensure_future(runner.run())
     changes = await q.store.subscribe()
+    agent_changes = await bus.subscribe(agents=True)
     registered, up = [], []
     previous = None
     try:
         for i, tid in enumerate(ids):
-            agent_id = await until_running(q, tid, changes)
-            agent = await bus.get_agent(agent_id)
-            assert agent is not None
+            agent = await until_up(bus, await until_running(q, tid, changes), agent_changes)
             if i > 0:
                 h = await q.store.handoff(ids[i - 1])
                 assert h is not None
@@ -101,6 +113,7 @@ async def latency(bus: Bus, n: int) -> tuple[list[float], list[float]]:
         await asyncio.wait_for(run, 30)
     finally:
         changes.close()
+        agent_changes.close()
         if previous is not None:
             await agents.kill(bus, previous, by="bench")
         run.cancel()
@@ -165,8 +178,8 @@ def parallel_throughput(url: str, n: int) -> float:
 async def measure(url: str, quick: bool) -> dict[str, str]:
     bus = await open_bus(url)
     try:
-        n_lat = 15 if quick else 40
-        n_tp = 300 if quick else 2000
+        n_lat = 5 if quick else 40
+        n_tp = 100 if quick else 2000
         registered, up = await latency(bus, n_lat)
         await throughput(bus, f"warm{uuid.uuid4().hex[:6]}", 20)
         one = await throughput(bus, f"tp{uuid.uuid4().hex[:8]}", n_tp)

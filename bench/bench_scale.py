@@ -1,7 +1,7 @@
 """Waves of many flights and many concurrent waits, on both buses, in one table (issue 13).
 
     python bench/bench_scale.py                      # both buses, 60 s under load (~10 min)
-    python bench/bench_scale.py --quick              # 1,000 flights, 20 s under load
+    python bench/bench_scale.py --quick              # 1,000 flights, 20 s under load (unless given)
     python bench/bench_scale.py --duration 600       # the issue's 10-minute RSS run
     python bench/bench_scale.py --code /tmp/old/pkg  # the same bench against other code
     python bench/bench_scale.py --tracemalloc        # also traced Python memory, first vs end
@@ -808,8 +808,11 @@ def parse() -> argparse.Namespace:
     p.add_argument("--listeners", default="1,4,16,64", help="with --only listeners: k processes on one database")
     p.add_argument("--rounds", type=int, default=30)
     args = p.parse_args()
-    if args.quick:
-        args.flights, args.duration, args.messages, args.idle_window = 1000, 20.0, 5000, 5.0
+    if args.quick:  # its sizes, where none was given
+        quick = {"flights": 1000, "duration": 20.0, "messages": 5000, "idle_window": 5.0}
+        for name, value in quick.items():
+            if getattr(args, name) == p.get_default(name):
+                setattr(args, name, value)
     return args
 
 

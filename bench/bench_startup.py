@@ -1,6 +1,7 @@
 """How fast `wavewait mcp` answers `tools/list` after it is spawned, as a host starts it.
 
     python bench/bench_startup.py [-n 20] [--bus PATH]
+    python bench/bench_startup.py --quick   # one idle run of each: that it runs (CI), not a figure
 
 Hosts give a starting MCP server little time: Claude Code -p about 2 s for a project server,
 Codex about 1 s for one that is not `required` (issue 15); past that the model starts without
@@ -170,7 +171,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("-n", type=int, default=20)
     ap.add_argument("--bus", default=None)
+    ap.add_argument("--quick", action="store_true", help="-n 1, idle only, each import stage once")
     a = ap.parse_args()
+    if a.quick:
+        a.n = 1
     bus = a.bus or tempfile.mkdtemp(prefix="bench-startup-")
     env = {k: v for k, v in os.environ.items() if not k.startswith("WAVEWAIT_")} | {"WAVEWAIT_BUS": bus}
     cmd = [sys.executable, "-m", "wavewait", "mcp"]
@@ -192,6 +196,8 @@ def main() -> None:
     ):
         if ctx is None:
             runs = [one_start(cmd, e, era) for _ in range(a.n)]
+        elif a.quick:  # it would spin every core: not for a check that it runs
+            continue
         else:
             with ctx():
                 runs = [one_start(cmd, e, era) for _ in range(a.n)]
@@ -206,7 +212,7 @@ def main() -> None:
     print(f"{'imports, each stage in a fresh interpreter (median)':<52}{'ms':>8}{'adds':>8}")
     prev = 0.0
     for label, code in STAGES:
-        ms = stage_ms(code, env, max(3, a.n // 2))
+        ms = stage_ms(code, env, 1 if a.quick else max(3, a.n // 2))
         print(f"{label:<52}{ms:>8.0f}{ms - prev:>+8.0f}")
         prev = ms
 

@@ -1,6 +1,7 @@
 """TUI frame time, keypress latency and layout changes with 1,000 flights and 100 state changes a second.
 
     python bench/bench_tui.py [--flights 1000] [--rate 100] [--seconds 10] [--size 120x40] [--layouts 5]
+    python bench/bench_tui.py --quick   # 100 flights, 2 s, 5 keys, 1 layout change of each kind: that it runs (CI), not a figure
 
 The app runs headless at 120×40 on a real directory bus. A writer process (as the
 flights would be) changes 100 flights a second: last messages and
@@ -271,7 +272,10 @@ def main() -> None:
     p.add_argument("--size", default="120x40", help="terminal columns x lines")
     p.add_argument("--layouts", type=int, default=5, help="layout changes of each kind, after the writer is done")
     p.add_argument("--json", action="store_true", help="print frame and keypress p50 / p99 as JSON instead")
+    p.add_argument("--quick", action="store_true", help="--flights 100 --seconds 2 --keys 5 --layouts 1")
     a = p.parse_args()
+    if a.quick:
+        a.flights, a.seconds, a.keys, a.layouts = 100, 2.0, 5, 1
     cols, lines = (int(x) for x in a.size.split("x"))
     r = asyncio.run(bench(a.flights, a.rate, a.seconds, a.keys, (cols, lines), a.layouts))
     if a.json:  # for bench_scale.py's table, in ms

@@ -2,6 +2,7 @@
 
     python bench/soak.py --minutes 10                      # the directory bus
     python bench/soak.py --minutes 10 --bus postgresql://127.0.0.1/test   # PostgreSQL
+    python bench/soak.py --quick                           # 3 s: that it runs (CI), not a figure
 
 Who does what, all as real processes on a real bus:
 - senders: flights started with `agents.spawn`, each sending messages to the orchestrator
@@ -277,9 +278,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--minutes", type=float, default=10.0)
     ap.add_argument("--bus", help="a directory or postgresql:// URL (default: a new temporary directory)")
+    ap.add_argument("--quick", action="store_true", help="3 seconds")
     args = ap.parse_args()
     url = args.bus or tempfile.mkdtemp(prefix="wavewait-soak-bus-")
-    asyncio.run(soak(url, args.minutes * 60))
+    asyncio.run(soak(url, 3.0 if args.quick else args.minutes * 60))
 
 
 if __name__ == "__main__":

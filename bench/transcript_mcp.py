@@ -1,6 +1,7 @@
 """Print a client session with `wavewait mcp`: dispatch three flights, then wait on them.
 
     python bench/transcript_mcp.py [--bus PATH]
+    python bench/transcript_mcp.py --quick   # every delay and the first wait's timeout halved
 
 Each flight is a shell command that works for a while, drops `wavebus/wave-1/flights/NAME.done`
 and reports with `wavewait notify`; one of them is slower than the first wait, so the
@@ -32,7 +33,7 @@ def flight(name: str, delay: float) -> list[str]:
     ]
 
 
-async def main(bus: str, project: str) -> None:
+async def main(bus: str, project: str, scale: float = 1.0) -> None:
     os.makedirs(os.path.join(project, "wavebus", "wave-1", "flights"), exist_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("WAVEWAIT_")}
     env |= {"WAVEWAIT_BUS": bus, "WAVEWAIT_PROJECT_DIR": project}
@@ -53,14 +54,14 @@ async def main(bus: str, project: str) -> None:
         ids = []
         for name, delay in (("file-reader", 0.3), ("test-runner", 1.0), ("code-analyzer", 4.0)):
             ids.append(
-                (await call("spawn_agent", {"name": name, "wave": "wave-1", "command": flight(name, delay)}))[
+                (await call("spawn_agent", {"name": name, "wave": "wave-1", "command": flight(name, delay * scale)}))[
                     "agent_id"
                 ]
             )
         await call(
             "wave_wait_for_signal", {"signal_path": "wavebus/wave-1/flights/*.done", "min_count": 1, "timeout_sec": 60}
         )
-        first = await call("wait", {"timeout": 2, "from_agents": ids})
+        first = await call("wait", {"timeout": 2 * scale, "from_agents": ids})
         pending = [r["agent_id"] for r in first["results"] if r["status"] == "running"]
         await call("wait", {"timeout": 60, "from_agents": pending})
         await call("list_agents", {"wave": "wave-1"})
@@ -69,6 +70,7 @@ async def main(bus: str, project: str) -> None:
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bus", default=None)
+    ap.add_argument("--quick", action="store_true", help="every delay halved")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
-        anyio.run(main, a.bus or os.path.join(d, "bus"), os.path.join(d, "project"))
+        anyio.run(main, a.bus or os.path.join(d, "bus"), os.path.join(d, "project"), 0.5 if a.quick else 1.0)

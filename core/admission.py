@@ -370,11 +370,13 @@ async def spawn(
     cwd: str | None = None,
     agent_id: str | None = None,
     budget: budgets.BudgetArgs | None = None,
+    on_record: agents.OnRecord | None = None,
     **fields: Any,
 ) -> Agent:
     """`agents.spawn`, within the wave's limit: past it, the flight is kept `queued` (its
     record returned at once) and starts when a slot frees. A wave that spent its budget
-    refuses it before it is queued (and again before a queued flight starts)."""
+    refuses it before it is queued (and again before a queued flight starts). `on_record`
+    is called before it is queued or started (`agents.recorded`)."""
     if wave is None or await limit_of(bus, check_name(wave, "wave")) is None:
         return await agents.spawn(
             bus,
@@ -386,6 +388,7 @@ async def spawn(
             cwd=cwd,
             agent_id=agent_id,
             budget=budget,
+            on_record=on_record,
             **fields,
         )
     agent, child_env = agents.prepare(
@@ -395,6 +398,7 @@ async def spawn(
     fields = {**fields, "budget": budget.flight if budget else None}
     agent = agent.model_copy(update={**fields, "status": "queued", "launch_env": child_env})
     await bus.put_agent(agent)
+    await agents.recorded(bus, agent, on_record)
     try:
         done = await step(bus, wave, enqueue=agent.id)
     except BadInput as e:

@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 from . import budgets, worktrees
@@ -34,6 +34,10 @@ SWEEP_INTERVAL = 0.5  # a dead pid is noticed within this (the issue asks for 1 
 #: on a bus shared by several hosts, a supervisor renews its agent's lease every third of
 #: this, so an agent whose whole host vanished is marked dead once the lease runs out
 AGENT_LEASE = float(os.environ.get("WAVEWAIT_AGENT_LEASE", "10"))
+
+#: called with a flight's record once it is on the bus and before its process starts (or it
+#: is queued for a slot): the queue runner names the flight in its task there (core/runner.py)
+OnRecord = Callable[[Agent], Awaitable[None]]
 
 
 def caller_id(explicit: str | None = None) -> str:
@@ -153,6 +157,7 @@ async def spawn(
     cwd: str | None = None,
     agent_id: str | None = None,
     budget: budgets.BudgetArgs | None = None,
+    on_record: OnRecord | None = None,
     **fields: Any,
 ) -> Agent:
     """Run `command` as a supervised agent in its own process group; return its record.
@@ -161,14 +166,29 @@ async def spawn(
     to it. `agent_id` (new if None) and `fields` (more of the record: a preset, a worktree)
     come from a caller that prepared the flight first (core/flights.py); `budget`, the wave's
     budget to keep and the flight's own cap (core/budgets.py): a wave that spent its budget
-    is refused before anything starts."""
+    is refused before anything starts; `on_record`, see `recorded`."""
     agent, child_env = prepare(bus, name, command, wave=wave, parent_id=parent_id, env=env, cwd=cwd, agent_id=agent_id)
     await budgets.admit(bus, wave, budget.wave if budget else None)
     secret, digest = new_secret()  # its credential: in its environment only, hashed on the bus
     fields = {**fields, "budget": budget.flight if budget else None}
     agent = agent.model_copy(update={**fields, "started_at": agent.created_at, "secret_hash": digest})
     await bus.put_agent(agent)
+    await recorded(bus, agent, on_record)
     return await launch(bus, agent, child_env, secret)
+
+
+async def recorded(bus: Bus, agent: Agent, on_record: OnRecord | None) -> None:
+    """Call `on_record` on a flight that is on the bus and has not started: whoever is told
+    of the flight there can read its record. An error from it leaves the flight dead, never
+    started, and is raised to the spawner."""
+    if on_record is None:
+        return
+    try:
+        await on_record(agent)
+    except Exception as e:
+        reason = f"not started: {e}"
+        await bus.transition(agent.id, "dead", (agent.status,), reason=reason, ended_at=now(), launch_env=None)
+        raise
 
 
 def prepare(

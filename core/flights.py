@@ -55,14 +55,16 @@ async def start(
     server_env: dict[str, str] | None = None,
     agent_id: str | None = None,
     budget: budgets.BudgetArgs | None = None,
+    on_record: agents.OnRecord | None = None,
 ) -> Agent:
     """Start a flight: a preset's agent on `prompt`, or a plain `command`; in its own worktree
     when asked (`worktree=True`) or by default for a preset in a git repository.
 
     `server_env` goes to the MCP server a preset gives its agent (a task's binding);
-    `agent_id`, when the flight's id was chosen before (the queue runner names it in the task);
+    `agent_id`, when the caller chose the flight's id before;
     `budget`, the wave's budget to keep and the flight's own cap (core/budgets.py): a wave
-    that spent its budget is refused once the rest was checked, before a worktree is made."""
+    that spent its budget is refused once the rest was checked, before a worktree is made;
+    `on_record`, called once its record is kept, before it starts (`agents.recorded`)."""
     check_name(name)
     if wave is not None:
         check_name(wave, "wave")
@@ -113,6 +115,7 @@ async def start(
             cwd=run_dir,
             agent_id=flight_id,
             budget=cap,
+            on_record=on_record,
             **fields,
         )
     except BaseException:

@@ -9,9 +9,11 @@ changed (a liveness sweep and a rare rescan are the only timers). Each round:
    `max_attempts` attempts. A task its agent completed is never touched again.
 2. a `queued` task with a `failed` or `skipped` dependency becomes `skipped` (transitively).
 3. `queued` tasks whose dependencies are all `done` start, up to `max_parallel` running:
-   marked `running` first, then spawned with the rendered prompt and the dependencies'
-   handoffs: as the last argument of the agent command, or as the prompt of the preset
-   the task's type names (a coding flight, core/flights.py).
+   spawned with the rendered prompt and the dependencies' handoffs (as the last argument
+   of the agent command, or as the prompt of the preset the task's type names: a coding
+   flight, core/flights.py). The task is marked `running`, naming its agent, once the
+   agent's record is on the bus and before its process starts: whoever reads a running
+   task can read its agent, and the agent can complete its task from its first step.
 
 It ends when nothing is `queued` or `running`. All state is on the bus, so a runner that
 was killed and started again resumes where it stopped: live agents are left to finish.
@@ -30,15 +32,14 @@ from pydantic import BaseModel, Field
 
 from . import admission, agents, budgets, flights, presets
 from .bus import Changes
-from .errors import BadInput, BudgetSpent
-from .ids import new_id
+from .errors import BadInput, BudgetSpent, WavewaitError
 from .model import Agent, FlightBudget, now
 from .tasks import Task, TaskQueue, task_prompt
 
 DEFAULT_MAX_PARALLEL = 4
 RESCAN_EVERY = 5.0  # a backstop for change events the kernel dropped
-#: seconds a task may be running with no agent recorded (a runner is starting its agent)
-#: before it counts as abandoned: far longer than a spawn takes
+#: seconds a running task's agent may be recorded but not started (a runner is starting
+#: it) before it counts as abandoned: far longer than a spawn takes
 STARTING_GRACE = 60.0
 
 
@@ -65,6 +66,11 @@ class RunSummary(BaseModel):
 
 
 Report = Callable[[str], None]
+
+
+class TaskTaken(WavewaitError):
+    """The task left `queued` while its agent was being made (another runner started it,
+    or it was completed): that agent is left dead, never started."""
 
 
 def queue_wave(queue: str) -> str:
@@ -198,20 +204,23 @@ class Runner:
     async def _reap(self, running: list[Task], tasks: dict[str, Task]) -> None:
         """Running tasks whose agent is gone: queued again, or failed after max_attempts.
 
-        A task marked running whose agent has no record yet is being started by a runner
-        (another `run-queue` on the same queue, say): left alone unless that has taken
-        STARTING_GRACE, which only a runner that died between the two steps can make it take."""
-        running = [t for t in running if t.agent_id is not None or now() - t.updated_at >= STARTING_GRACE]
+        A running task's agent is recorded before the task names it (`_start`). One that is
+        recorded but not started yet is being started by a runner (another `run-queue` on the
+        same queue, say): left alone unless that has taken STARTING_GRACE, which only a runner
+        that died between the two steps can make it take; then it is dead, never started."""
         ids = [t.agent_id for t in running if t.agent_id]
         known: dict[str, Agent] = await self.q.bus.get_agents(ids) if ids else {}  # one read
         for dead in await admission.sweep(self.q.bus, [a for a in known.values() if not a.finished]):
             known[dead.id] = dead
+        for a in list(known.values()):
+            starting = a.status == "running" and a.supervisor_pid is None
+            if starting and now() - (a.started_at or a.created_at) >= STARTING_GRACE:
+                why_dead = "never started: the runner starting it ended first"
+                known[a.id] = await agents.mark_dead(self.q.bus, a.id, why_dead) or a
         for t in running:
             agent = known.get(t.agent_id) if t.agent_id else None
             if agent is not None and not agent.finished:
                 continue
-            if agent is None and now() - t.updated_at < STARTING_GRACE:
-                continue  # its agent is being spawned
             why = f"its agent {agent.reason or agent.status}" if agent else "its agent is gone"
             if t.attempts >= self.q.limits.max_attempts:
                 changed = await self.q.store.update(
@@ -248,29 +257,41 @@ class Runner:
                     self.report(f"{t.type} {t.id[:8]}: skipped ({note})")
 
     async def _start(self, task: Task, tasks: dict[str, Task]) -> Task | None:
-        # the task names its agent before the agent runs: a flight completes only the task
-        # whose agent it is (tasks.complete_task), from its first instruction on
-        agent_id = new_id()
-        marked = await self.q.store.update(
-            task.id, ("queued",), status="running", attempts=task.attempts + 1, agent_id=agent_id, note=None
-        )
-        if marked is None:
-            return None  # completed or changed by someone else meanwhile
+        """Start `task`'s agent; the task as it is then, or None when another took it."""
+        marked: Task | None = None
+
+        async def claim(agent: Agent) -> None:
+            # its record is on the bus and it has not started (agents.recorded): the task
+            # names it now, so a flight completes only the task whose agent it is
+            # (tasks.complete_task) from its first instruction on
+            nonlocal marked
+            marked = await self.q.store.update(
+                task.id, ("queued",), status="running", attempts=task.attempts + 1, agent_id=agent.id, note=None
+            )
+            if marked is None:
+                raise TaskTaken(
+                    f"task {task.id} left queued meanwhile (another runner started it, or it was completed)"
+                )
+
         try:
-            prompt = await task_prompt(self.q, marked, tasks)  # the queue as this round read it
-            agent = await self._spawn(marked, prompt, agent_id)
+            prompt = await task_prompt(self.q, task, tasks)  # the queue as this round read it
+            agent = await self._spawn(task, prompt, claim)
+        except TaskTaken:
+            return None
         except BadInput as e:
             # a wave that spent its budget starts nothing more: another attempt cannot help
-            final = isinstance(e, BudgetSpent) or marked.attempts >= self.q.limits.max_attempts
+            final = isinstance(e, BudgetSpent) or task.attempts + 1 >= self.q.limits.max_attempts
             self.report(f"{task.type} {task.id[:8]}: cannot start its agent: {e}")
-            return await self.q.store.update(
-                task.id, ("running",), status="failed" if final else "queued", note=f"cannot start its agent: {e}"
-            )
+            outcome = {"status": "failed" if final else "queued", "note": f"cannot start its agent: {e}"}
+            if marked is None:  # refused before its agent was recorded: an attempt all the same
+                return await self.q.store.update(task.id, ("queued",), attempts=task.attempts + 1, **outcome)
+            return await self.q.store.update(task.id, ("running",), **outcome)
+        assert marked is not None  # claim ran before the agent started
         self.started += 1
         self.report(f"{task.type} {task.id[:8]}: started agent {agent.id[:8]} (attempt {marked.attempts})")
         return marked
 
-    async def _spawn(self, task: Task, prompt: str, agent_id: str) -> Agent:
+    async def _spawn(self, task: Task, prompt: str, on_record: agents.OnRecord) -> Agent:
         """The task's agent: its type's preset on the prompt (a coding flight, in its own
         worktree in a repository), else the agent command with the prompt as its last word."""
         name, wave, env = f"{task.type}-{task.id[:8]}", queue_wave(self.q.name), self._env(task)
@@ -283,8 +304,8 @@ class Runner:
                 wave=wave,
                 parent_id=self.runner_id,
                 env=env,
-                agent_id=agent_id,
                 budget=self.budget,
+                on_record=on_record,
             )
         binding = {k: v for k, v in env.items() if k.startswith(("WAVEWAIT_TASK", "WAVEWAIT_QUEUE", "WAVEWAIT_MAX_"))}
         return await flights.start(
@@ -298,8 +319,8 @@ class Runner:
             model=task.model,
             env=env,
             server_env=binding,
-            agent_id=agent_id,
             budget=self.budget,
+            on_record=on_record,
         )
 
     async def summary(self) -> RunSummary:

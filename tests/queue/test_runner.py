@@ -190,3 +190,56 @@ async def test_two_runners_on_one_queue_start_each_task_once(bus, tmp_path):
     starts = sorted(x[1] for x in agent_log(tmp_path) if x[0] == "start")
     assert starts == sorted(f"s{i}" for i in range(8))
     assert {t.attempts for t in summaries[-1].tasks} == {1}
+
+
+@pytest.mark.both_buses
+async def test_a_reader_never_meets_a_running_task_whose_agent_is_not_recorded(bus, tmp_path):
+    """Whoever reads the queue while the runner starts tasks (the TUI's tasks view, another
+    process) finds the agent each running task names: the record is kept before the task
+    names it. The reader is its own process and reads as fast as it can; each agent exits at
+    once without completing, so every task is started twice (then fails): 8 starts."""
+    q = make_queue(bus, tmp_path, max_attempts=2)
+    for i in range(4):
+        await step(q, f"r{i}")
+    reader = subprocess.Popen(
+        [sys.executable, str(HERE / "task_reader.py"), q.name, "4"],
+        env=env_for(bus),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert reader.stdout is not None
+        assert await anyio.to_thread.run_sync(reader.stdout.readline) == "ready\n"
+        runner = Runner(q, ["sh", "-c", "exit 0"], max_parallel=4, env=agent_env(bus, tmp_path))
+        with anyio.fail_after(120):
+            summary = await runner.run()
+            code = await anyio.to_thread.run_sync(reader.wait)
+        said = reader.stdout.read()
+    finally:
+        if reader.poll() is None:
+            reader.kill()
+    assert code == 0, said  # "missing TASK AGENT": a running task named an agent not on the bus
+    assert runner.started == 8 and {(t.status, t.attempts) for t in summary.tasks} == {("failed", 2)}
+    reads, running = map(int, said.split()[1:])
+    assert running > 0, f"the reader never read a running task in {reads} reads"
+
+
+async def test_an_agent_a_dead_runner_recorded_but_never_started_is_dead_and_its_task_retried(bus, tmp_path):
+    """A runner that died between recording a task's agent and starting it left the task
+    running and the agent running without a process: past STARTING_GRACE, the next runner
+    marks the agent dead, never started, and runs the task again."""
+    q = make_queue(bus, tmp_path, max_attempts=2)
+    tid = await step(q, "x")
+    agent, _ = agents.prepare(bus, "step-x", ["true"], parent_id="gone-runner")
+    agent = agent.model_copy(update={"started_at": agent.created_at - runner_module.STARTING_GRACE - 1})
+    await bus.put_agent(agent)
+    assert await q.store.update(tid, ("queued",), status="running", attempts=1, agent_id=agent.id) is not None
+    with anyio.fail_after(60):
+        summary = await Runner(q, ["sh", "-c", "exit 0"], env=agent_env(bus, tmp_path)).run()
+    ((task_id, status, attempts),) = [(t.id, t.status, t.attempts) for t in summary.tasks]
+    assert (task_id, status, attempts) == (tid, "failed", 2)  # started once more, by this runner
+    left = await bus.get_agent(agent.id)
+    assert left is not None and (left.status, left.reason) == (
+        "dead",
+        "never started: the runner starting it ended first",
+    )
