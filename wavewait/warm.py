@@ -15,7 +15,7 @@ reads who connected from the kernel (SO_PEERCRED), not from anything the launche
 
 Anything that makes the child not the process the command would have been starts cold
 instead: another interpreter, flags, `sys.path`, code (any .py file's size or time), installed
-packages (a `sys.path` folder's time), WAVEWAIT_* or PYTHON* setting read at import, namespace,
+packages, WAVEWAIT_* or PYTHON* setting read at import, namespace,
 cgroup, resource limit, user or groups; a sandboxed launcher (no_new_privs); WAVEWAIT_WARM=0.
 The warm process ends after `IDLE` seconds without a command, or once its code changed, when
 no child of its own is left.
@@ -67,7 +67,17 @@ PER_COMMAND = frozenset(
     }
 )
 #: what the warm process imports before it listens: what `mcp` and `spawn` use
-PRELOAD = ("wavewait.cli", "wavewait.mcp.server", "wavewait.core.supervise", "wavewait.core.bus.postgres")
+#: (the SDK's server imports rich as each server starts, for its log handler: 0.1 s of CPU)
+PRELOAD = (
+    "wavewait.cli",
+    "wavewait.mcp.server",
+    "wavewait.core.supervise",
+    "wavewait.core.bus.postgres",
+    "rich.console",
+    "rich.logging",
+)
+YIELD = 5.0  # seconds a new warm process imports only on CPU nothing else wants
+INSTALLED = (".dist-info", ".egg-info", ".pth", ".egg-link")  # in a site folder: what is installed
 MAX_REQUEST = 4 << 20  # arguments and environment of one command
 HEADER = struct.Struct("!I")
 FDS = 4  # stdin, stdout, stderr, and the launcher's life line
@@ -95,11 +105,10 @@ def key() -> str:
             h.update(f.read())
     except OSError:
         h.update(b"-")
-    for p in sys.path:  # a package installed or removed changes its folder's time
-        try:
-            h.update(f"{p}:{os.stat(p or '.').st_mtime_ns}\n".encode())
-        except OSError:
-            h.update(f"{p}:-\n".encode())
+    for p in sys.path:  # the distributions installed, by name and version
+        if p.endswith(("site-packages", "dist-packages")):
+            with contextlib.suppress(OSError):
+                h.update(repr(sorted(n for n in os.listdir(p) if n.endswith(INSTALLED))).encode())
     package = os.path.dirname(os.path.abspath(__file__))
     for root, dirs, files in os.walk(package, followlinks=True):
         dirs[:] = sorted(d for d in dirs if d != "__pycache__")
@@ -151,7 +160,7 @@ def run(argv: list[str]) -> None:
     k = key()
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
     try:
-        sock.connect(os.path.join(where, f"{k}.sock"))
+        _at(where, f"{k}.sock", sock.connect)
     except OSError:
         sock.close()
         _start(where, k)
@@ -194,6 +203,16 @@ def run(argv: list[str]) -> None:
         select.select([os.pidfd_open(child)], [], [])
     print("wavewait: the warm process ended before this command; its exit code is lost", file=sys.stderr)
     os._exit(1)
+
+
+def _at(where: str, name: str, act: Callable[[str], None]) -> None:
+    """`act` (bind, connect) on the socket `name` in folder `where`, through the folder's
+    descriptor: a socket's path is at most 107 bytes, and `where` may be long."""
+    fd = os.open(where, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        act(f"/proc/self/fd/{fd}/{name}")
+    finally:
+        os.close(fd)
 
 
 def _forward(child: int) -> Callable[[int, Any], None]:
@@ -273,17 +292,36 @@ def serve() -> None:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         return  # another one started first
+    os.ftruncate(lock, 0)
+    os.write(lock, f"{os.getpid()}\n".encode())  # who holds it: for people and tests
+    # imported on the CPU nothing else wants, for a while: the cold start that started this
+    # one goes first; past YIELD seconds (a machine kept busy) it imports as any process
+    main = threading.get_native_id()
+
+    def normal() -> None:  # as the commands it forks run
+        os.sched_setscheduler(main, os.SCHED_OTHER, os.sched_param(0))
+
+    os.sched_setscheduler(main, os.SCHED_IDLE, os.sched_param(0))
+    timer = threading.Timer(YIELD, normal)
+    timer.start()
     for name in PRELOAD:
         try:
             importlib.import_module(name)
         except ImportError as e:  # an optional part (psycopg): a child imports it if it needs it
             print(f"wavewait warm: not preloaded: {name}: {e}", file=sys.stderr)
-    if key() != want or threading.active_count() != 1:  # code changed while importing; or a fork would be unsafe
+    timer.cancel()
+    timer.join()
+    normal()
+    if key() != want:
+        print("wavewait warm: the code or settings changed while importing; not serving", file=sys.stderr)
+        return
+    if threading.active_count() != 1:
+        print(f"wavewait warm: {threading.enumerate()} run after importing: a fork would be unsafe", file=sys.stderr)
         return
     sock_path = os.path.join(where, f"{want}.sock")
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
     tmp = f"{sock_path}.{os.getpid()}"
-    listener.bind(tmp)
+    _at(where, os.path.basename(tmp), listener.bind)
     listener.listen(64)
     os.rename(tmp, sock_path)
     ino = os.stat(sock_path).st_ino
