@@ -9,7 +9,8 @@ stdin: where the log is and whether the command's events are read. It starts the
 then, before importing anything beyond the standard library, so a spawn answers without
 waiting for the imports (about 0.3 s of CPU); then it checks, by the flight's record, that it
 holds the credential and is the recorded supervisor, and takes the command down if not (a
-flight killed or closed since the go is ended or left to finish as any running one). Without a go (not started by the spawner) the command never runs.
+flight killed or closed since the go is ended, or left to finish, as any running one).
+Without a go (not started by the spawner) the command never runs.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ def _describe(code: int, log_path: str | None = None) -> str:
 
 def start(agent_id: str, command: list[str]) -> tuple[subprocess.Popen[bytes], IO[bytes]] | None:
     """Start the command once the spawner gave the go on stdin (standard library only): the
-    child, its log, and whether its stdout is the events to read; None (said on stdout) if not."""
+    child and its log; None (said on stdout) if not."""
     go = sys.stdin.readline()
     if not go:
         print(

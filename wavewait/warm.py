@@ -183,6 +183,15 @@ def run(argv: list[str]) -> None:
         os.close(life_w)
         return None
     child = int(reply.split()[1])
+    try:
+        _follow(sock, child)
+    except BaseException as e:  # the command is the child's now: never run it a second time, cold
+        print(f"wavewait: lost the warm child {child} of this command: {e!r}", file=sys.stderr)
+    os._exit(1)
+
+
+def _follow(sock: socket.socket, child: int) -> None:
+    """Be the command's process while `child` runs it: pass signals on, end as it ends."""
     # the child holds the command's stdio now; hold nothing a reader or writer would wait on
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
@@ -467,16 +476,16 @@ class Warm:
         for other in self.children.values():
             other.close()
         os.setsid()  # its own process group: a group signal of its own never reaches the warm process
-        for i, fd in enumerate(fds[:3]):
-            os.dup2(fd, i)
-            os.close(fd)
-        life = fds[3]
-        os.chdir(request["cwd"])
+        os.chdir(request["cwd"])  # (what may fail goes first: said in the warm process's log)
         os.environ.clear()
         os.environ.update(request["env"])
         time.tzset()
         os.umask(request["umask"])
         sys.argv = request["argv"]
+        for i, fd in enumerate(fds[:3]):
+            os.dup2(fd, i)
+            os.close(fd)
+        life = fds[3]
         _reopen_stdio()
         from .core import identity
 
