@@ -367,6 +367,7 @@ class Warm:
         signal.signal(signal.SIGCHLD, lambda *_: None)  # wakes the loop (set_wakeup_fd)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, _stop)  # ends tidily: its socket, lock and empty log removed
         self.sel = selectors.DefaultSelector()
         self.sel.register(listener, selectors.EVENT_READ)
         self.sel.register(self.wake_r, selectors.EVENT_READ)
@@ -511,6 +512,10 @@ class Warm:
             code = 1
         _finish()
         os._exit(code)
+
+
+def _stop(_sig: int, _frame: Any) -> None:
+    raise SystemExit(0)
 
 
 def _start_time(pid: int) -> str | None:
