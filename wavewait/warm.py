@@ -261,6 +261,7 @@ def _start(where: str, k: str) -> None:
         try:
             if os.fork() == 0:
                 os.setsid()
+                os.chdir("/")  # holds no user's folder (its sys.path is the launcher's, absolute)
                 null = os.open(os.devnull, os.O_RDWR)
                 log = os.open(os.path.join(where, f"{k}.log"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
                 os.dup2(null, 0)
