@@ -13,6 +13,14 @@ answers while the SDK imports (wavewait/mcp/front.py, on by default) and without
 (WAVEWAIT_MCP_PRERENDER=0). Then where the time goes: `python -X importtime` of the same
 start, summed per top-level package.
 Target (issue 15): `tools/list` answered within 300 ms of spawn (p50, idle).
+
+Then what a start costs (issue 31): CPU (user + sys of every process holding the server's
+stdout: the launcher, and a warm process's child) from exec to `tools/list` answered by the SDK
+itself (front off: the server is up), and the first wait's latency (`wait_for_event`, sent once
+`tools/list` is answered, front on as hosts run it), cold (WAVEWAIT_WARM=0) and warm
+(wavewait/warm.py); and the wall time of the `wavewait spawn` CLI, a plain command and a preset
+flight in its own worktree in a real git repository. Targets: <= 0.3 s of CPU; spawn <= 0.3 s
+plain, <= 0.5 s preset with its worktree.
 """
 
 from __future__ import annotations
@@ -30,6 +38,8 @@ from collections import defaultdict
 from contextlib import contextmanager
 
 TARGET_MS = 300.0
+TARGET_CPU_S = 0.3
+TARGET_SPAWN_S = {"plain": 0.3, "preset": 0.5}
 
 
 def pct(xs: list[float], q: float) -> float:
@@ -124,6 +134,167 @@ def one_start(cmd: list[str], env: dict[str, str], era: str = "handshake") -> tu
     return (t_first - t0) * 1000, (t_list - t0) * 1000
 
 
+def pipe_cpu(ino: int) -> float:
+    """CPU seconds (user + sys) of every process holding pipe `ino` open (any descriptor: a
+    server moves its stdout off fd 1)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    want = f"pipe:[{ino}]"
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            if not any(os.readlink(f"/proc/{pid}/fd/{fd}") == want for fd in os.listdir(f"/proc/{pid}/fd")):
+                continue
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:  # gone, or not ours to read
+            continue
+        total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
+HANDSHAKE = [
+    {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "bench", "version": "0"},
+        },
+    },
+    {"jsonrpc": "2.0", "method": "notifications/initialized"},
+    {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+]
+FIRST_WAIT = {
+    "jsonrpc": "2.0",
+    "id": 3,
+    "method": "tools/call",
+    "params": {"name": "wait_for_event", "arguments": {"timeout_secs": 0}},
+}
+
+
+def start_cost(cmd: list[str], env: dict[str, str]) -> tuple[float, float, float]:
+    """One start: CPU seconds from exec to `tools/list` answered, milliseconds from sending the
+    first wait (once `tools/list` is answered) to its answer, and CPU seconds by then."""
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    assert proc.stdout is not None
+    ino = os.fstat(proc.stdout.fileno()).st_ino
+    try:
+        for msg in HANDSHAKE:
+            rpc(proc, msg)
+        assert answer(proc, 2)["result"]["tools"]
+        cpu_list = pipe_cpu(ino)
+        t0 = time.perf_counter()
+        rpc(proc, FIRST_WAIT)
+        waited = answer(proc, 3)
+        wait_ms = (time.perf_counter() - t0) * 1000
+        assert "result" in waited, waited
+        return cpu_list, wait_ms, pipe_cpu(ino)
+    finally:
+        if proc.stdin:
+            proc.stdin.close()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def git_repo(folder: str) -> str:
+    """A git repository with one commit, its bus kept out of git."""
+    repo = os.path.join(folder, "repo")
+    git = ["git", "-c", "user.name=bench", "-c", "user.email=bench@localhost"]
+    subprocess.run([*git, "init", "-q", "-b", "main", repo], check=True)
+    with open(os.path.join(repo, "README"), "w") as f:
+        f.write("bench\n")
+    subprocess.run([*git, "-C", repo, "add", "README"], check=True)
+    subprocess.run([*git, "-C", repo, "commit", "-q", "-m", "start"], check=True)
+    with open(os.path.join(repo, ".git", "info", "exclude"), "a") as f:
+        f.write(".wavebus/\n")
+    return repo
+
+
+def spawn_env(folder: str, env: dict[str, str]) -> dict[str, str]:
+    """`env` with a `claude` preset whose program only sleeps (no agent CLI is needed)."""
+    program = os.path.join(folder, "agent")
+    with open(program, "w") as f:
+        f.write("#!/bin/sh\nexec sleep 60\n")
+    os.chmod(program, 0o755)
+    presets = os.path.join(folder, "presets.toml")
+    with open(presets, "w") as f:
+        f.write(f'[presets.claude]\nprogram = "{program}"\n')
+    return env | {"WAVEWAIT_PRESETS": presets}
+
+
+def spawn_wall(kind: str, repo: str, env: dict[str, str], n: int) -> list[float]:
+    """Seconds the `wavewait spawn` CLI takes, `n` times: a plain command, or a preset flight
+    (in its own worktree) on a prompt; each flight is killed after."""
+    out = []
+    for i in range(n):
+        what = ["--", "sleep", "60"] if kind == "plain" else ["--preset", "claude", "--", "hello"]
+        t0 = time.perf_counter()
+        done = subprocess.run(
+            [sys.executable, "-m", "wavewait", "spawn", f"{kind}-{i}", *what], cwd=repo, env=env, capture_output=True
+        )
+        out.append(time.perf_counter() - t0)
+        assert done.returncode == 0, done.stderr.decode()
+        flight = json.loads(done.stdout)["agent_id"]
+        subprocess.run([sys.executable, "-m", "wavewait", "kill", flight], cwd=repo, env=env, capture_output=True)
+    return out
+
+
+def warmed(cmd: list[str], env: dict[str, str], deadline: float = 120) -> None:
+    """Start commands until one runs warm (its warm process listens), or the deadline passes."""
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env)
+        time.sleep(0.5)  # a bench, not a test: a warm launcher has handed its stdin over by now
+        handed = os.readlink(f"/proc/{proc.pid}/fd/0") == os.devnull
+        assert proc.stdin is not None
+        proc.stdin.close()
+        proc.wait()
+        if handed:
+            return
+        time.sleep(2)
+    raise RuntimeError("no warm process came up")
+
+
+def cost_rows(env: dict[str, str], n: int, warm_too: bool = True) -> None:
+    """The start cost rows: CPU to tools/list, first wait, spawn wall times; cold and warm."""
+    cmd = [sys.executable, "-m", "wavewait", "mcp"]
+    runs = [("cold", env | {"WAVEWAIT_WARM": "0"})] + ([("warm", env)] if warm_too else [])
+    print(f"{'start cost (median of ' + str(n) + ')':<34}{'CPU to list':>12}{'1st wait':>10}{'CPU then':>10}")
+    for label, e in runs:
+        if label == "warm":
+            warmed(cmd, e)
+        off = [start_cost(cmd, e | {"WAVEWAIT_MCP_PRERENDER": "0"}) for _ in range(n)]
+        on = [start_cost(cmd, e) for _ in range(n)]
+        print(
+            f"{'mcp ' + label + ', front off (SDK lists)':<34}{statistics.median(r[0] for r in off):>10.2f} s"
+            f"{statistics.median(r[1] for r in off):>7.0f} ms{statistics.median(r[2] for r in off):>8.2f} s"
+        )
+        print(
+            f"{'mcp ' + label + ', front on':<34}{statistics.median(r[0] for r in on):>10.2f} s"
+            f"{statistics.median(r[1] for r in on):>7.0f} ms{statistics.median(r[2] for r in on):>8.2f} s"
+        )
+    print(f"target: CPU to the SDK's tools/list <= {TARGET_CPU_S} s")
+    print()
+    print(f"{'wavewait spawn, wall (median of ' + str(n) + ')':<40}{'plain':>10}{'preset+worktree':>18}")
+    with tempfile.TemporaryDirectory(prefix="bench-spawn-") as folder:
+        repo = git_repo(folder)
+        senv = spawn_env(folder, env)
+        for label, e in [("cold", senv | {"WAVEWAIT_WARM": "0"})] + ([("warm", senv)] if warm_too else []):
+            if label == "warm":
+                warmed([sys.executable, "-m", "wavewait", "mcp"], e)
+            plain = statistics.median(spawn_wall("plain", repo, e, n))
+            preset = statistics.median(spawn_wall("preset", repo, e, n))
+            print(f"{label:<40}{plain:>8.2f} s{preset:>16.2f} s")
+    print(f"targets: plain <= {TARGET_SPAWN_S['plain']} s, preset+worktree <= {TARGET_SPAWN_S['preset']} s")
+
+
 @contextmanager
 def busy_cores():
     spin = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 2)]
@@ -172,11 +343,18 @@ def main() -> None:
     ap.add_argument("-n", type=int, default=20)
     ap.add_argument("--bus", default=None)
     ap.add_argument("--quick", action="store_true", help="-n 1, idle only, each import stage once")
+    ap.add_argument("--cost", action="store_true", help="only the start cost rows (CPU, first wait, spawn)")
+    ap.add_argument("--cold-only", action="store_true", help="no warm rows (code without warm starts)")
     a = ap.parse_args()
     if a.quick:
         a.n = 1
     bus = a.bus or tempfile.mkdtemp(prefix="bench-startup-")
     env = {k: v for k, v in os.environ.items() if not k.startswith("WAVEWAIT_")} | {"WAVEWAIT_BUS": bus}
+    if a.cost:
+        cost_rows(env, a.n, warm_too=not a.cold_only)
+        print(f"(load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
+        return
+    env |= {"WAVEWAIT_WARM": "0"}  # the rows below are of a cold start, as before warm starts
     cmd = [sys.executable, "-m", "wavewait", "mcp"]
     one_start(cmd, env)  # warm the page cache and .pyc files
 
@@ -215,6 +393,9 @@ def main() -> None:
         ms = stage_ms(code, env, 1 if a.quick else max(3, a.n // 2))
         print(f"{label:<52}{ms:>8.0f}{ms - prev:>+8.0f}")
         prev = ms
+
+    print()
+    cost_rows({k: v for k, v in env.items() if k != "WAVEWAIT_WARM"}, a.n)
 
     per_pkg = importtime(cmd, env)
     print()

@@ -9,6 +9,8 @@ within its interval. Agents not spawned here keep a lease by heartbeat instead.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import logging
 import os
 import signal
@@ -26,7 +28,7 @@ from .errors import BadInput, WavewaitError
 from .identity import SECRET_ENV, new_secret, supervised_flight_id, supervisor_argv
 from .ids import check_id, check_name, is_id, new_id, resolve
 from .model import Agent, Item, now
-from .proc import alive, group_members, hostname
+from .proc import alive, group_members, hostname, pid_start
 from .results import SpawnResult, iso
 
 KILL_GRACE = 2.0
@@ -247,7 +249,7 @@ async def launch(
             supervisor_argv(agent.id, command),
             env=child_env,
             cwd=agent.cwd,
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
@@ -256,18 +258,34 @@ async def launch(
         detail = f"cannot start its supervisor: {e.strerror or e}"
         await _failed(bus, agent.id, detail, announce)
         raise BadInput(f"command: cannot start {command[:1]!r}: {detail}") from e
-    assert supervisor.stdout is not None
+    assert supervisor.stdin is not None and supervisor.stdout is not None
+    # recorded before it starts anything: the flight's processes are known by this ancestor
+    # from their first instruction on (identity.py); then the go (supervise.py)
+    recorded = await bus.update_agent(
+        agent.id, supervisor_pid=supervisor.pid, supervisor_start=pid_start(supervisor.pid, zombie_ok=True)
+    )
+    if recorded is not None and recorded.status == "running":
+        plan = {"log": agent.log_path, "events": agent.events}
+        with contextlib.suppress(BrokenPipeError):  # it has ended: what it said is read below
+            supervisor.stdin.write((json.dumps(plan) + "\n").encode())
+    with contextlib.suppress(BrokenPipeError):
+        supervisor.stdin.close()  # no go for a flight killed or closed meanwhile: it never runs
     line = (await asyncio.to_thread(supervisor.stdout.readline)).decode().strip()
     supervisor.stdout.close()
     if not line.isdigit():
         await asyncio.to_thread(supervisor.wait)
-        detail = line.removeprefix("error: ") or f"the supervisor exited with code {supervisor.returncode}"
+        if recorded is None or recorded.status != "running":
+            state = "gone from the bus" if recorded is None else recorded.status
+            detail = f"it is {state} ({recorded.reason if recorded else 'no record'}); not starting it"
+        else:
+            detail = line.removeprefix("error: ") or f"the supervisor exited with code {supervisor.returncode}"
         await _failed(bus, agent.id, detail, announce)
         raise BadInput(f"command: cannot start {command[0]!r}: {detail}")
+    pid = int(line)  # on the record at once: a kill right after the spawn ends the command
+    answer = await bus.update_agent(agent.id, pid=pid, pid_start=pid_start(pid, zombie_ok=True)) or agent
     # reap the supervisor when it ends, so a long-lived spawner leaves no zombies
     threading.Thread(target=supervisor.wait, name=f"wavewait-reap {supervisor.pid}", daemon=True).start()
-    updated = await bus.get_agent(agent.id)
-    return updated or agent
+    return answer
 
 
 async def _failed(bus: Bus, agent_id: str, detail: str, announce: bool) -> None:

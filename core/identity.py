@@ -31,7 +31,7 @@ from .bus import Bus
 from .errors import ForgedSender
 from .ids import is_id
 from .model import Agent
-from .proc import ancestors, cmdline, hostname, me
+from .proc import ancestors, cmdline, hostname, me, pid_start
 
 SECRET_ENV = "WAVEWAIT_AGENT_SECRET"
 SUPERVISOR_MODULE = "wavewait.core.supervise"
@@ -93,6 +93,18 @@ def supervised_flight_id() -> str | None:
 _ancestry: tuple[int, list[tuple[int, str | None]]] = (0, [])
 #: per bus, the flight this process belongs to (None: no flight), found once
 _flights: weakref.WeakKeyDictionary[Bus, tuple[int, Agent | None]] = weakref.WeakKeyDictionary()
+
+
+def adopt_ancestry(pid: int, start: str | None) -> None:
+    """Take the place in the process tree of process `pid` (started at `start`), as a warm
+    start's child does (wavewait/warm.py): it runs the command that process was started for,
+    which waits for it and takes it down when it ends. The pid is the kernel's word (the peer
+    of a Unix socket), and is checked to be that process still after its ancestors are read."""
+    global _ancestry
+    found = [me(), (pid, start), *ancestors(pid)]
+    if start is None or pid_start(pid) != start:
+        found = [me()]  # it has gone: this process belongs to no flight
+    _ancestry = (os.getpid(), found)
 
 
 def _my_ancestors() -> list[tuple[int, str | None]]:

@@ -3,25 +3,29 @@
 It leads the agent's process group, starts the command with its output in the agent's
 log, reports the child's pid to the spawner on stdout, and records the exit the moment
 it happens, so every wait on the agent learns of a death at once.
+
+Its spawner (agents.launch) records it as the flight's supervisor, then gives it the go on
+stdin: where the log is and whether the command's events are read. It starts the command
+then, before importing anything beyond the standard library, so a spawn answers without
+waiting for the imports (about 0.3 s of CPU); then it checks, by the flight's record, that it
+holds the credential and is the recorded supervisor, and takes the command down if not (a
+flight killed or closed since the go is ended, or left to finish, as any running one).
+Without a go (not started by the spawner) the command never runs.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
-from typing import Any
+from typing import IO, TYPE_CHECKING, Any
 
-from . import admission, flights
-from .agents import AGENT_LEASE, mark_dead, output_tail
-from .bus import Bus, open_bus
-from .identity import SECRET_ENV, holds_secret
-from .model import Usage, now
-from .proc import pid_start
+if TYPE_CHECKING:
+    from .bus import Bus
 
 TAIL_LINES = 5  # of the output log, in a death's reason: what the flight last said
 TAIL_CHARS = 600
@@ -29,6 +33,8 @@ TAIL_CHARS = 600
 
 def _describe(code: int, log_path: str | None = None) -> str:
     """Why it died, for people: the exit code or signal, then the last lines it wrote."""
+    from .agents import output_tail
+
     if code < 0:
         try:
             why = f"killed by {signal.Signals(-code).name}"
@@ -44,39 +50,81 @@ def _describe(code: int, log_path: str | None = None) -> str:
     return f"{why}; last output:\n{tail}" if tail else why
 
 
-async def supervise(agent_id: str, command: list[str]) -> int:
-    bus = await open_bus()
-    try:
-        return await _supervise(bus, agent_id, command)
-    finally:
-        await bus.close()
-
-
-async def _supervise(bus: Bus, agent_id: str, command: list[str]) -> int:
-    agent = await bus.get_agent(agent_id)
-    if agent is None:
-        print(f"error: no agent {agent_id} on the bus {bus.url}", flush=True)
-        return 2
-    # only the spawner's own supervisor may start the flight and become the ancestor its
-    # processes are known by (identity.py): it holds the flight's credential, and comes first
-    if not holds_secret(agent, os.environ.get(SECRET_ENV)):
+def start(agent_id: str, command: list[str]) -> tuple[subprocess.Popen[bytes], IO[bytes]] | None:
+    """Start the command once the spawner gave the go on stdin (standard library only): the
+    child and its log; None (said on stdout) if not."""
+    go = sys.stdin.readline()
+    if not go:
         print(
             f"error: this process does not hold the credential of {agent_id}; only its spawner supervises it",
             flush=True,
         )
-        return 2
-    if agent.status != "running":  # killed or closed while it was being started: it never runs
-        print(f"error: {agent_id} is {agent.status} ({agent.reason or 'ended'}); not starting it", flush=True)
-        return 2
-    if agent.supervisor_pid is not None or agent.pid is not None:
-        print(f"error: {agent_id} is supervised already (pid {agent.supervisor_pid})", flush=True)
-        return 2
-    # recorded before the flight starts: its processes are known by this ancestor from their
-    # first instruction on (identity.py)
-    await bus.update_agent(agent_id, supervisor_pid=os.getpid(), supervisor_start=pid_start(os.getpid()))
+        return None
+    plan = json.loads(go)
     # 0600 whatever the umask: an agent's output is as private as the bus it came from
-    fd = os.open(agent.log_path or os.devnull, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+    fd = os.open(plan["log"] or os.devnull, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
     log = open(fd, "ab", buffering=0)  # noqa: SIM115 -- held while the child runs
+    relay = bool(plan["events"])  # its stdout is its events, read by the relay
+    try:
+        child = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE if relay else log,
+            stderr=log if relay else subprocess.STDOUT,
+        )
+    except OSError as e:
+        log.close()
+        print(f"error: {e.strerror or e}", flush=True)
+        return None
+    # a TERM to the group is for the agent; we stay to record how it ended
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    print(child.pid, flush=True)
+    sys.stdout.close()
+    return child, log
+
+
+async def supervise(agent_id: str, child: subprocess.Popen[bytes], log: IO[bytes]) -> int:
+    """Supervise the started command to its end (asyncio and the rest imported only now)."""
+    from .bus import open_bus
+
+    bus = await open_bus()
+    try:
+        return await _supervise(bus, agent_id, child, log)
+    finally:
+        await bus.close()
+
+
+async def _refuse(child: subprocess.Popen[bytes], log: IO[bytes], why: str) -> int:
+    """Not this flight's to run after all: take the command down, say why in its log."""
+    import asyncio
+
+    log.write(f"\nwavewait supervise: {why}; stopping the command\n".encode())
+    with contextlib.suppress(ProcessLookupError):
+        child.kill()
+    await asyncio.to_thread(child.wait)
+    log.close()
+    return 2
+
+
+async def _supervise(bus: Bus, agent_id: str, child: subprocess.Popen[bytes], log: IO[bytes]) -> int:
+    import asyncio
+
+    from . import admission, flights
+    from .agents import AGENT_LEASE, mark_dead
+    from .identity import SECRET_ENV, holds_secret
+    from .model import Usage, now
+    from .proc import pid_start
+
+    agent = await bus.get_agent(agent_id)
+    if agent is None:
+        return await _refuse(child, log, f"no agent {agent_id} on the bus {bus.url}")
+    # only the spawner's own supervisor runs the flight and is the ancestor its processes are
+    # known by (identity.py): it holds the flight's credential, and its spawner recorded it
+    if not holds_secret(agent, os.environ.get(SECRET_ENV)):
+        return await _refuse(child, log, f"this process does not hold the credential of {agent_id}")
+    if (agent.supervisor_pid, agent.supervisor_start) != (os.getpid(), pid_start(os.getpid())):
+        return await _refuse(child, log, f"{agent_id} is supervised by another process (pid {agent.supervisor_pid})")
     loop = asyncio.get_running_loop()
     usage_seen = asyncio.Event()  # its events said it spent more: keep the record, check its budgets now
 
@@ -87,26 +135,11 @@ async def _supervise(bus: Bus, agent_id: str, command: list[str]) -> int:
 
     relay = flights.Relay(agent.events, log, on_usage=wake) if agent.events else None  # its events: read, then logged
     watch = None
-    if agent.worktree is not None:  # watched before the agent starts: its every edit is counted within a second
+    if agent.worktree is not None:  # its every edit is counted within a second
         watch = flights.WorktreeWatch(
             agent.worktree.path, lambda said: log.write(f"\nwavewait supervise: {said}\n".encode())
         )
-    try:
-        child = subprocess.Popen(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE if relay else log,
-            stderr=log if relay else subprocess.STDOUT,
-        )
-    except OSError as e:
-        if watch is not None:
-            watch.close()
-        log.close()
-        print(f"error: {e.strerror or e}", flush=True)
-        return 2
-    # a TERM to the group is for the agent; we stay to record how it ended
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+        watch.edited.set()  # counted once now: the command ran while this process was starting
     leased = bus.multi_host  # other hosts cannot see our pids: keep a lease
     await bus.update_agent(
         agent_id,
@@ -114,8 +147,6 @@ async def _supervise(bus: Bus, agent_id: str, command: list[str]) -> int:
         pid_start=pid_start(child.pid, zombie_ok=True),
         **({"lease_expires_at": now() + AGENT_LEASE} if leased else {}),
     )
-    print(child.pid, flush=True)
-    sys.stdout.close()
     if relay is not None:
         relay.start(child.stdout)
     ended_task = asyncio.ensure_future(asyncio.to_thread(child.wait))
@@ -202,7 +233,13 @@ def main() -> None:
     if len(args) < 3 or args[1] != "--":
         print("error: usage: python -m wavewait.core.supervise AGENT_ID -- CMD ...", flush=True)
         sys.exit(2)
-    sys.exit(asyncio.run(supervise(args[0], args[2:])))
+    started = start(args[0], args[2:])
+    if started is None:
+        sys.exit(2)
+    child, log = started
+    import asyncio
+
+    sys.exit(asyncio.run(supervise(args[0], child, log)))
 
 
 if __name__ == "__main__":

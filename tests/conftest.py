@@ -23,6 +23,9 @@ os.environ["PYTHONSAFEPATH"] = "1"
 # pane of another size (200x50) would take over the pane's own size
 for _name in ("COLUMNS", "LINES"):
     os.environ.pop(_name, None)
+# tests start servers with many settings, each its own warm process (wavewait/warm.py): let
+# them end a minute after their last command, not the quarter of an hour a person's would
+os.environ.setdefault("WAVEWAIT_WARM_IDLE", "60")
 sys.path[:] = [p for p in sys.path if Path(p or os.curdir).resolve() != Path(__file__).resolve().parents[1]]
 
 from wavewait.core import wait  # noqa: E402

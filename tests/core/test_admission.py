@@ -409,10 +409,13 @@ async def test_a_flight_killed_with_its_supervisor_still_frees_its_slot(bus, tmp
     gates.mkdir()
     (gates / "next").touch()
     await waves.set_settings(bus, "w", max_parallel=1)
-    stubborn = ["sh", "-c", "trap '' TERM; while true; do sleep 0.05; done"]
+    ignoring = tmp_path / "ignoring"
+    stubborn = ["sh", "-c", f"trap '' TERM; touch {ignoring}; while true; do sleep 0.05; done"]
     first = await admission.spawn(bus, "stubborn", stubborn, wave="w", parent_id="orchestrator")
     after = await admission.spawn(bus, "next", gated(gates, "next"), wave="w", parent_id="orchestrator")
     assert (first.status, after.status) == ("running", "queued")
+    # spawn answers once the command has started, maybe before its trap: kill it once it ignores TERM
+    await until(ignoring.exists, 30, "the stubborn flight to ignore TERM")
     dead = await admission.kill(bus, first, by="the test")
     assert dead.status == "dead"
     assert not alive(first.supervisor_pid, first.supervisor_start)  # no supervisor left to run a step

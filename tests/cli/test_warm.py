@@ -1,0 +1,226 @@
+"""Warm starts (wavewait/warm.py): `wavewait mcp` and `wavewait spawn` run in a fork of a
+process that imported everything once, and behave as a cold start would."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+from wavewait import warm
+from wavewait.core import agents, wait
+from wavewait.core.proc import alive
+
+from conftest import PYTHON, clean_env, env_for, until, wavewait_cmd
+from mcptools import data
+
+pytestmark = [pytest.mark.anyio, pytest.mark.one_bus]
+
+ROOT = Path(warm.__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def run_dir(tmp_path, monkeypatch):
+    """A private folder for this test's warm processes (XDG_RUNTIME_DIR); they end with the test."""
+    folder = tmp_path / "run"
+    folder.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(folder))
+    yield folder / "wavewait-warm"
+    for lock in (folder / "wavewait-warm").glob("*.lock"):
+        text = lock.read_text().strip()
+        if text.isdigit() and alive(int(text)):
+            os.kill(int(text), signal.SIGKILL)
+
+
+def warm_pid(run_dir: Path) -> int | None:
+    """The warm process listening in `run_dir`, if any."""
+    for lock in run_dir.glob("*.lock"):
+        text = lock.read_text().strip()
+        if text.isdigit() and lock.with_suffix(".sock").exists():
+            return int(text)
+    return None
+
+
+def children(pid: int, servers: bool = False) -> list[int]:
+    """The child processes of `pid` (with `servers`: only those running `wavewait mcp`)."""
+    out: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        out += [int(c) for c in (task / "children").read_text().split()]
+    if servers:
+        out = [c for c in out if b"wavewait\0mcp" in Path(f"/proc/{c}/cmdline").read_bytes()]
+    return out
+
+
+def handed_over(pid: int) -> bool:
+    """Whether process `pid` gave its stdin to a warm process's child (then it holds /dev/null)."""
+    return os.readlink(f"/proc/{pid}/fd/0") == os.devnull
+
+
+def server(bus, env: dict[str, str] | None = None) -> Client:
+    params = StdioServerParameters(command=PYTHON, args=["-m", "wavewait", "mcp"], env=env or env_for(bus))
+    return Client(params)  # type: ignore[arg-type]
+
+
+async def test_a_second_mcp_server_runs_warm_and_answers_as_the_first(bus, run_dir):
+    answers = []
+    for _ in range(2):
+        async with server(bus) as client:
+            launcher = children(os.getpid(), servers=True)
+            tools = sorted(
+                (t.name, json.dumps(t.input_schema, sort_keys=True)) for t in (await client.list_tools()).tools
+            )
+            result = data(await client.call_tool("wait_for_event", {"timeout_secs": 0}))
+            answers.append((tools, sorted(result), [handed_over(p) for p in launcher]))
+        await until(lambda: warm_pid(run_dir) is not None, 60, "the warm process to listen")
+    (cold_tools, cold_status, cold_handed), (warm_tools, warm_status, warm_handed) = answers
+    assert (cold_tools, cold_status) == (warm_tools, warm_status) and cold_tools
+    assert cold_handed == [False] and warm_handed == [True]
+    z = warm_pid(run_dir)
+    assert z is not None
+    await until(lambda: children(z) == [], 10, "the warm child to end with its session")
+
+
+IN_A_FLIGHT = textwrap.dedent(
+    """
+    import asyncio, json, os, sys
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    async def main():
+        env = {k: v for k, v in os.environ.items() if k not in ("WAVEWAIT_AGENT_ID", "WAVEWAIT_PARENT_ID")}
+        params = StdioServerParameters(command=sys.executable, args=["-m", "wavewait", "mcp"], env=env)
+        async with Client(params) as client:
+            kids = open(f"/proc/{os.getpid()}/task/{os.getpid()}/children").read().split()
+            handed = [os.readlink(f"/proc/{k}/fd/0") == os.devnull for k in kids]
+            r = await client.call_tool("send", {"to": "orchestrator", "message": "from a warm server"})
+        print("RESULT " + json.dumps({"handed": handed, "error": r.is_error}), flush=True)
+
+    asyncio.run(main())
+    """
+)
+
+
+async def test_a_flights_warm_mcp_server_is_known_as_that_flight(bus, run_dir, tmp_path):
+    """The child of the warm process takes its launcher's place in the process tree, so the
+    flight's supervisor is its ancestor (core/identity.py) with no WAVEWAIT_AGENT_ID at all."""
+    await agents.ensure_agent(bus, "orchestrator")
+    subprocess.run(wavewait_cmd("mcp"), env=env_for(bus), input="", capture_output=True, timeout=60)
+    await until(lambda: warm_pid(run_dir) is not None, 60, "the warm process to listen")
+    script = tmp_path / "flight.py"
+    script.write_text(IN_A_FLIGHT)
+    f = await agents.spawn(bus, "warm-flight", [PYTHON, str(script)], parent_id="orchestrator")
+
+    async def ended() -> bool:
+        return (await bus.get_agent(f.id)).finished
+
+    await until(ended, 60, "the flight to end")
+    log = Path((await bus.get_agent(f.id)).log_path).read_text()
+    line = next((x for x in log.splitlines() if x.startswith("RESULT ")), None)
+    assert line is not None, log
+    assert json.loads(line.removeprefix("RESULT ")) == {"handed": [True], "error": False}
+    got = await wait.wait_next(bus, "orchestrator", 0)
+    assert (got.sender, got.message) == (f.id, "from a warm server")
+
+
+async def test_exit_codes_output_and_signals_are_the_commands(bus, run_dir, tmp_path):
+    refused = wavewait_cmd("spawn", "x", "--cwd", "/no/such/dir", "--", "true")
+    cold = subprocess.run(refused, env=env_for(bus, WAVEWAIT_WARM="0"), capture_output=True, text=True, timeout=60)
+    subprocess.run(wavewait_cmd("mcp"), env=env_for(bus), input="", capture_output=True, timeout=60)
+    await until(lambda: warm_pid(run_dir) is not None, 60, "the warm process to listen")
+    z = warm_pid(run_dir)
+    again = subprocess.run(refused, env=env_for(bus), capture_output=True, text=True, timeout=60)
+    assert (again.returncode, again.stdout, again.stderr) == (cold.returncode, cold.stdout, cold.stderr)
+    assert again.returncode == 2 and "--cwd" in again.stderr
+
+    ended = {}
+    for how in (signal.SIGTERM, signal.SIGKILL):
+        for env in (env_for(bus, WAVEWAIT_WARM="0"), env_for(bus)):
+            proc = subprocess.Popen(
+                wavewait_cmd("mcp"), env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            )
+            assert proc.stdin is not None and proc.stdout is not None
+            proc.stdin.write(b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}\n')
+            proc.stdin.flush()
+            assert json.loads(proc.stdout.readline())["id"] == 1  # serving
+            warm_child = children(z) if env.get("WAVEWAIT_WARM") != "0" else []
+            proc.send_signal(how)
+            ended[(how, env.get("WAVEWAIT_WARM", "1"))] = proc.wait(timeout=30)
+            proc.stdin.close()
+            proc.stdout.close()
+            assert proc.stderr is not None
+            proc.stderr.close()
+            for c in warm_child:
+                await until(lambda c=c: not alive(c), 10, "the warm child to end with its launcher")
+    assert ended[(signal.SIGTERM, "0")] == ended[(signal.SIGTERM, "1")]
+    assert ended[(signal.SIGKILL, "0")] == ended[(signal.SIGKILL, "1")] == -signal.SIGKILL
+
+
+def test_what_a_child_would_inherit_from_the_warm_process_is_in_its_key(monkeypatch):
+    base = warm.key()
+    assert warm.key() == base
+    monkeypatch.setenv("WAVEWAIT_BUS", "/elsewhere")  # read as the command runs: same warm process
+    monkeypatch.setenv("WAVEWAIT_AGENT_ID", "f00dcafe01")
+    assert warm.key() == base
+    monkeypatch.setenv("WAVEWAIT_FSYNC", "0")  # read at import: another warm process
+    assert warm.key() != base
+    monkeypatch.delenv("WAVEWAIT_FSYNC")
+    monkeypatch.setattr(sys, "path", [*sys.path, "/nowhere"])
+    assert warm.key() != base
+
+
+def test_nothing_a_command_may_change_is_read_at_import():
+    """A setting read when a module is imported is the warm process's, not the command's:
+    such a setting must be in the key, never in PER_COMMAND (and not read at import)."""
+    read_at_import: dict[str, str] = {}
+    files = [*ROOT.joinpath("wavewait").glob("*.py"), *ROOT.joinpath("wavewait", "mcp").glob("*.py")]
+    files += [*ROOT.joinpath("core").rglob("*.py"), *ROOT.joinpath("tui").rglob("*.py")]
+    for path in files:
+        tree = ast.parse(path.read_text())
+        classes = [c for c in tree.body if isinstance(c, ast.ClassDef)]
+        for node in [*tree.body, *(n for c in classes for n in c.body)]:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                continue
+            text = ast.unparse(node)
+            if "environ" not in text and "getenv" not in text:
+                continue  # a name, not a read
+            for sub in ast.walk(node):
+                if isinstance(sub, ast.Constant) and isinstance(sub.value, str) and sub.value.startswith("WAVEWAIT_"):
+                    read_at_import[sub.value] = str(path.relative_to(ROOT))
+    assert "WAVEWAIT_FSYNC" in read_at_import  # the scan sees what it looks for
+    used = {k: v for k, v in read_at_import.items() if k in warm.PER_COMMAND and not v.startswith("wavewait/warm")}
+    assert not used, f"read at import, yet per command: {used}"
+
+
+def imported(code: list[str], env: dict[str, str]) -> set[str]:
+    """The modules a process imports (python -X importtime)."""
+    done = subprocess.run([PYTHON, "-X", "importtime", *code], input=b"", capture_output=True, env=env, timeout=120)
+    return {m[1] for m in re.finditer(r"^import time:\s+\d+ \|\s+\d+ \| *(\S+)$", done.stderr.decode(), re.M)}
+
+
+def test_the_launcher_imports_only_the_standard_library():
+    """What every warm start pays: the launcher's imports, before it hands its command over."""
+    mods = imported(["-c", "import wavewait.launch, wavewait.warm"], clean_env())
+    third = {m.split(".")[0] for m in mods} & {"pydantic", "pydantic_core", "anyio", "mcp", "mcp_types", "psycopg"}
+    ours = {m for m in mods if m.startswith(("wavewait.core", "wavewait.mcp", "wavewait.cli"))}
+    assert not third and not ours, (third, ours)
+
+
+def test_a_stdio_server_imports_no_face_or_bus_it_does_not_use(tmp_path):
+    """A cold `wavewait mcp` on a directory bus: no TUI, no PostgreSQL driver, no HTTP server
+    of ours (the SDK's own imports aside: its HTTP transport, and rich for its log handler)."""
+    env = clean_env(WAVEWAIT_BUS=str(tmp_path / "bus"), WAVEWAIT_WARM="0")
+    mods = imported(["-m", "wavewait", "mcp"], env)
+    assert "wavewait.mcp.server" in mods
+    heavy = {m for m in mods if m.split(".")[0] in ("textual", "psycopg", "psycopg_pool")}
+    heavy |= {m for m in mods if m.startswith(("wavewait.tui", "wavewait.serve", "wavewait.core.bus.postgres"))}
+    assert not heavy, sorted(heavy)
