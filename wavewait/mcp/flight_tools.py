@@ -43,7 +43,8 @@ MERGE_WAVE_DOC = (
     "moves only when it passed. A conflict or a failing check stops that flight, not the wave: "
     "it becomes needs_input with the files or the check's last lines as its question; flights "
     "that do not depend on it go on. Call it again after a fix: it continues and never merges a "
-    "flight twice. dry_run: only the order and the overlap (files two flights touched). "
+    "flight twice. dry_run: the plan, each flight as the merge would decide it (and the overlap: "
+    "files two flights touched), moving nothing. "
     "resolve_with 'claude'|'codex': a conflict goes to a new flight in that branch's worktree, "
     "and the queue waits for it and tries again. Returns {status: merged|needs_input|planned, "
     "target, overlap, flights: [{agent_id, name, branch, status: merged|conflict|check_failed|"
@@ -158,7 +159,10 @@ def register_flight_tools(server: MCPServer, bus: Bus, s: Settings) -> None:
         check: Annotated[
             str | None, Field(description="A shell command run after each merge; the target moves only if it passes.")
         ] = None,
-        dry_run: Annotated[bool, Field(description="Only show the order and the overlap; move nothing.")] = False,
+        dry_run: Annotated[
+            bool,
+            Field(description="Only plan: each flight as the merge would decide it, and the overlap; move nothing."),
+        ] = False,
         resolve_with: Annotated[
             str | None, Field(description="Hand each conflict to a new flight of this preset: 'claude' or 'codex'.")
         ] = None,
