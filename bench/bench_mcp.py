@@ -15,8 +15,8 @@ p50/p99 ≤ 2/5 ms on the directory bus, ≤ 3/8 ms on PostgreSQL (issue 13).
 
 4. a fan-in at the client (issue 31): one `wait` over N flights (`from_agents`), called with a
    progress token as hosts call it, while a writer process reports for the flights at
-   `--rate`/s in random order: the last report's send returned → the answer reaching the
-   client, one figure per run (p50 / p99 over `--runs`). Target: ≤ 40 ms at 2,000 flights.
+   `--rate`/s in random order: the last report's send (its start; its own write counts) → the
+   answer read at the client, one figure per run (p50 / p99 over `--runs`). Target: ≤ 40 ms at 2,000 flights.
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ def flight_ids(n: int) -> list[str]:
 async def fanin(bus_url: str, n: int, rate: float, runs: int) -> list[dict[str, float]]:
     """One `wait` over `n` flights at a real MCP client over stdio, with a progress token, while
     a writer process reports for them at `rate`/s; per run: `ms` from the last report's send
-    returned to the answer read at the client, `checked_ms` to `call_tool` returning it (after
+    (its start) to the answer read at the client, `checked_ms` to `call_tool` returning it (after
     the SDK's output-schema check), and the notifications the call got."""
     bus = await open_bus(bus_url)
     await register(bus, "orchestrator")
@@ -165,7 +165,8 @@ async def fanin(bus_url: str, n: int, rate: float, runs: int) -> list[dict[str, 
 
 async def role_writer(bus_url: str, n: int, rate: float) -> None:
     """Report once for each of the `n` flights, in random order, paced at `rate`/s, from a line
-    on stdin; print when the last report's send returned (wall clock)."""
+    on stdin; print when the last report's send started (wall clock: its own write counts, as
+    in `message_wake`; the answer may come before the send returns)."""
     bus = await open_bus(bus_url)
     order = flight_ids(n)
     random.shuffle(order)
@@ -175,8 +176,9 @@ async def role_writer(bus_url: str, n: int, rate: float) -> None:
         ahead = t0 + i / rate - time.time()
         if ahead > 0:
             await anyio.sleep(ahead)
+        last = time.time()
         await messages.send(bus, f, "orchestrator", f"r{i}")
-    print(json.dumps({"last": time.time(), "rate": n / max(1e-9, time.time() - t0)}), flush=True)
+    print(json.dumps({"last": last, "rate": n / max(1e-9, time.time() - t0)}), flush=True)
     await bus.close()
 
 
