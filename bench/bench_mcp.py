@@ -11,17 +11,28 @@
    send's return to the result.
 Targets: round trip p50 ≤ 5 ms, completion → result p99 ≤ 30 ms (issue 3); message → result
 p50/p99 ≤ 2/5 ms on the directory bus, ≤ 3/8 ms on PostgreSQL (issue 13).
+
+    python bench/bench_mcp.py --fanin 2000 [--rate 200] [--runs 3] [--bus ...]
+
+4. a fan-in at the client (issue 31): one `wait` over N flights (`from_agents`), called with a
+   progress token as hosts call it, while a writer process reports for the flights at
+   `--rate`/s in random order: the last report's send (its start; its own write counts) → the
+   answer read at the client, one figure per run (p50 / p99 over `--runs`). Target: ≤ 40 ms at 2,000 flights.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
+import random
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from typing import Any
 
 import anyio
 from mcp import Client
@@ -37,14 +48,162 @@ def pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, round(q / 100 * (len(xs) - 1)))]
 
 
+def server(bus_url: str, *flags: str) -> StdioServerParameters:
+    """`wavewait mcp` over stdio on `bus_url`, as a host starts it (no other WAVEWAIT_ setting)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WAVEWAIT_")} | {"WAVEWAIT_BUS": bus_url}
+    return StdioServerParameters(command=sys.executable, args=["-m", "wavewait", "mcp", *flags], env=env)
+
+
+async def until_waiting(bus: Any) -> None:
+    """Until a wait is registered on the bus (the call reached its sleep)."""
+    while not await bus.list_waits():
+        await anyio.sleep(0.002)
+    await anyio.sleep(0.01)  # let the wait settle into its sleep
+
+
+async def message_wake(c: Client, bus: Any, rounds: int) -> tuple[list[float], list[float], list[float]]:
+    """A message sent → the blocked next-message `wait` returns at the client, ms per round (the
+    first 5 are a warm-up), with its two parts: the send's own write, and from its return."""
+    wake, sending, after = [], [], []
+    for i in range(rounds + 5):
+        at: dict[str, float] = {}
+
+        async def call_next(at: dict[str, float] = at, want: str = f"wake {i}") -> None:
+            r = await c.call_tool("wait", {"timeout": 30})
+            at["t1"] = time.perf_counter()
+            assert r.structured_content["message"] == want, r
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call_next)
+            await until_waiting(bus)
+            at["t0"] = time.perf_counter()  # the send's own write (fsync on a directory bus) counts
+            await messages.send(bus, "flight", "orchestrator", f"wake {i}")
+            at["sent"] = time.perf_counter()
+        if i >= 5:
+            wake.append((at["t1"] - at["t0"]) * 1000)
+            sending.append((at["sent"] - at["t0"]) * 1000)
+            after.append((at["t1"] - at["sent"]) * 1000)
+    return wake, sending, after
+
+
+async def message_wake_ms(bus_url: str, rounds: int) -> list[float]:
+    """`message_wake` on a bus of its own making: message sent → blocked `wait` returns, ms."""
+    bus = await open_bus(bus_url)
+    await register(bus, "orchestrator")
+    await register(bus, "flight", parent_id="orchestrator")
+    async with Client(server(bus.url)) as c:
+        wake, _, _ = await message_wake(c, bus, rounds)
+    await bus.close()
+    return wake
+
+
+def flight_ids(n: int) -> list[str]:
+    return [f"flight-{i:06d}" for i in range(n)]
+
+
+async def fanin(bus_url: str, n: int, rate: float, runs: int) -> list[dict[str, float]]:
+    """One `wait` over `n` flights at a real MCP client over stdio, with a progress token, while
+    a writer process reports for them at `rate`/s; per run: `ms` from the last report's send
+    (its start) to the answer read at the client, `checked_ms` to `call_tool` returning it (after
+    the SDK's output-schema check), and the notifications the call got."""
+    bus = await open_bus(bus_url)
+    await register(bus, "orchestrator")
+    flights = flight_ids(n)
+    for i in range(0, n, 200):
+        await asyncio.gather(*(register(bus, f, parent_id="orchestrator") for f in flights[i : i + 200]))
+    # each report is a few characters: every run's answer carries all of them (no partial)
+    params = server(bus.url, "--output-budget", str(max(30_000, 16 * n)))
+    out = []
+    async with Client(params) as c:
+        # when the response was read and parsed, before this SDK checks it against the tool's
+        # output schema (its jsonschema pass over 2,000 entries is this client's own cost, over
+        # 100 ms; hosts' validators take a few)
+        read: list[float] = []
+        check = c.session.validate_tool_result
+
+        async def stamped(name: str, result: Any) -> None:
+            read.append(time.time())
+            await check(name, result)
+
+        c.session.validate_tool_result = stamped  # type: ignore[method-assign]
+        for i in range(runs):
+            argv = ["--role", "writer", "--bus", bus.url, "--fanin", str(n), "--rate", str(rate)]
+            writer = subprocess.Popen(
+                [sys.executable, os.path.abspath(__file__), *argv],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+                env=os.environ | {"WAVEWAIT_FSYNC": "1"},  # the bus's default: the reports are measured
+            )
+            notified = 0
+
+            async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+                nonlocal notified
+                notified += 1
+
+            got: dict[str, Any] = {}
+
+            async def call(got: dict[str, Any] = got, on_progress: Any = on_progress) -> None:
+                args = {"timeout": n / rate + 120, "from_agents": flights}
+                got["r"] = await c.call_tool("wait", args, progress_callback=on_progress)
+                got["t"] = time.time()
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call)
+                await until_waiting(bus)
+                assert writer.stdin is not None
+                writer.stdin.write("go\n")
+                writer.stdin.flush()
+                line, _ = await asyncio.to_thread(writer.communicate, timeout=n / rate * 3 + 120)
+            last = json.loads(line.strip().splitlines()[-1])["last"]
+            r = got["r"].structured_content
+            assert r["status"] == "complete" and all(x["status"] == "received" for x in r["results"]), str(r)[:300]
+            out.append({"ms": (read[-1] - last) * 1000, "checked_ms": (got["t"] - last) * 1000, "notified": notified})
+            while i < runs - 1 and await bus.list_waits():  # the answered wait's record goes with its acknowledgement
+                await anyio.sleep(0.01)
+    await bus.close()
+    return out
+
+
+async def role_writer(bus_url: str, n: int, rate: float) -> None:
+    """Report once for each of the `n` flights, in random order, paced at `rate`/s, from a line
+    on stdin; print when the last report's send started (wall clock: its own write counts, as
+    in `message_wake`; the answer may come before the send returns)."""
+    bus = await open_bus(bus_url)
+    order = flight_ids(n)
+    random.shuffle(order)
+    await asyncio.to_thread(sys.stdin.readline)
+    t0 = time.time()
+    for i, f in enumerate(order):
+        ahead = t0 + i / rate - time.time()
+        if ahead > 0:
+            await anyio.sleep(ahead)
+        last = time.time()
+        await messages.send(bus, f, "orchestrator", f"r{i}")
+    print(json.dumps({"last": last, "rate": n / max(1e-9, time.time() - t0)}), flush=True)
+    await bus.close()
+
+
+async def main_fanin(bus_url: str, n: int, rate: float, runs: int, as_json: bool) -> None:
+    out = await fanin(bus_url, n, rate, runs)
+    if as_json:
+        print(json.dumps(out))
+        return
+    goal = "≤ 40" if n <= 2000 else "p99 ≤ 100"
+    print(f"bus: {bus_url}; {n:,} flights reporting at {rate:g}/s; {runs} run(s); load {os.getloadavg()[0]:.1f}")
+    for key, what in (("ms", "answer read"), ("checked_ms", "call_tool returned (after the SDK's schema check)")):
+        ms = [o[key] for o in out]
+        print(f"last report -> {what}, ms: " + ", ".join(f"{x:.1f}" for x in ms))
+        print(f"  p50 {statistics.median(ms):.1f}, p99 {pct(ms, 99):.1f} (goal for the answer read: {goal} ms)")
+    print("notifications per call: " + ", ".join(str(o["notified"]) for o in out))
+
+
 async def main(bus_url: str, n: int, as_json: bool = False) -> None:
     bus = await open_bus(bus_url)
     await register(bus, "orchestrator")
     await register(bus, "flight", parent_id="orchestrator")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WAVEWAIT_")} | {"WAVEWAIT_BUS": bus.url}
-    params = StdioServerParameters(command=sys.executable, args=["-m", "wavewait", "mcp"], env=env)
     rows = []
-    async with Client(params) as c:
+    async with Client(server(bus.url)) as c:
         # 1. already satisfied
         for i in range(n + 20):
             await messages.send(bus, "flight", "orchestrator", f"m{i}")
@@ -71,9 +230,7 @@ async def main(bus_url: str, n: int, as_json: bool = False) -> None:
 
             async with anyio.create_task_group() as tg:
                 tg.start_soon(call)
-                while not await bus.list_waits():
-                    await anyio.sleep(0.002)
-                await anyio.sleep(0.01)  # let the wait settle into its sleep
+                await until_waiting(bus)
                 box["t0"] = time.perf_counter()
                 await messages.notify_completion(bus, "flight", status="success", message=f"done {i}")
             if i >= 5:
@@ -81,27 +238,7 @@ async def main(bus_url: str, n: int, as_json: bool = False) -> None:
         rows.append(("flight completion -> result at client", lat, 30.0, "p99"))
 
         # 3. a message sent -> the blocked next-message `wait` returns (issue 13's wake via MCP)
-        wake, sending, after = [], [], []
-        for i in range(n // 2 + 5):
-            at: dict[str, float] = {}
-
-            async def call_next(at: dict[str, float] = at, want: str = f"wake {i}") -> None:
-                r = await c.call_tool("wait", {"timeout": 30})
-                at["t1"] = time.perf_counter()
-                assert r.structured_content["message"] == want, r
-
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(call_next)
-                while not await bus.list_waits():
-                    await anyio.sleep(0.002)
-                await anyio.sleep(0.01)  # let the wait settle into its sleep
-                at["t0"] = time.perf_counter()  # the send's own write (fsync on a directory bus) counts
-                await messages.send(bus, "flight", "orchestrator", f"wake {i}")
-                at["sent"] = time.perf_counter()
-            if i >= 5:
-                wake.append((at["t1"] - at["t0"]) * 1000)
-                sending.append((at["sent"] - at["t0"]) * 1000)
-                after.append((at["t1"] - at["sent"]) * 1000)
+        wake, sending, after = await message_wake(c, bus, n // 2)
         goal = 8.0 if bus.url.startswith("postgres") else 5.0
         rows.append(("message sent -> blocked `wait` returns", wake, goal, "p99"))
         rows.append(("  of which the send itself", sending, goal, "p99"))
@@ -127,7 +264,19 @@ if __name__ == "__main__":
     ap.add_argument("--bus", default=None, help="bus directory or postgresql:// URL (default: a temp directory)")
     ap.add_argument("-n", type=int, default=200, help="samples for the round trip (half for completions)")
     ap.add_argument("--json", action="store_true", help="print the rows as one JSON object instead")
-    ap.add_argument("--quick", action="store_true", help="-n 20")
+    ap.add_argument("--quick", action="store_true", help="-n 20; with --fanin: 2 runs")
+    ap.add_argument("--fanin", type=int, metavar="N", help="measure a fan-in over N flights at the client instead")
+    ap.add_argument("--rate", type=float, default=200.0, help="with --fanin: reports per second")
+    ap.add_argument("--runs", type=int, default=3, help="with --fanin: fan-ins measured, one after another")
+    ap.add_argument("--role", choices=["writer"], help=argparse.SUPPRESS)
     a = ap.parse_args()
-    with tempfile.TemporaryDirectory() as d:
-        anyio.run(main, a.bus or os.path.join(d, "bus"), 20 if a.quick else a.n, a.json)
+    if a.quick:
+        a.n, a.runs = 20, min(a.runs, 2)
+    if a.role == "writer":
+        anyio.run(role_writer, a.bus, a.fanin, a.rate)
+    elif a.fanin:
+        with tempfile.TemporaryDirectory() as d:
+            anyio.run(main_fanin, a.bus or os.path.join(d, "bus"), a.fanin, a.rate, a.runs, a.json)
+    else:
+        with tempfile.TemporaryDirectory() as d:
+            anyio.run(main, a.bus or os.path.join(d, "bus"), a.n, a.json)

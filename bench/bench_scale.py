@@ -769,7 +769,8 @@ async def main(args: argparse.Namespace) -> None:
         print(f"| {name} | {' | '.join(values.get(b, '-') for b in buses)} |")
 
 
-def parse() -> argparse.Namespace:
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    """The bench's options (from `argv`, or the command line); bench/guard.py passes its own."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--role", choices=sorted(ROLES))
     p.add_argument("--bus")
@@ -807,7 +808,7 @@ def parse() -> argparse.Namespace:
     p.add_argument("--profile", metavar="DIR", help="run the measured children under cProfile, writing DIR/*.prof")
     p.add_argument("--listeners", default="1,4,16,64", help="with --only listeners: k processes on one database")
     p.add_argument("--rounds", type=int, default=30)
-    args = p.parse_args()
+    args = p.parse_args(argv)
     if args.quick:  # its sizes, where none was given
         quick = {"flights": 1000, "duration": 20.0, "messages": 5000, "idle_window": 5.0}
         for name, value in quick.items():

@@ -60,6 +60,9 @@ PROGRESS_WRITE_EVERY = 0.1  # how often the wait's record on the bus may be rewr
 PROGRESS_EVERY = 10.0  # the MCP face must report at least every 15 s
 #: no gap by default: a face whose reader may take a report after the result sets one
 PROGRESS_GAP = 0.0
+#: a beat held back because the state keeps changing goes out anyway this share of
+#: `progress_every` late (a host's idle timer must still be reset during a long burst)
+BEAT_HELD_AT_MOST = 0.25
 #: how often a wait re-reads with no change reported, and returns claims of dead waiters:
 #: a backstop for change events the kernel dropped (its queue overflows silently)
 RESCAN_EVERY = 5.0
@@ -83,9 +86,10 @@ class WaitSettings:
 
     progress_every: float = field(default_factory=lambda: PROGRESS_EVERY)
     progress_write_every: float = field(default_factory=lambda: PROGRESS_WRITE_EVERY)
-    #: the least time from the last progress report the face sent to the result: a reader
-    #: that takes both in one read may handle the report after the result (Claude Code then
-    #: drops the connection); no beat is sent this close to the deadline
+    #: how long the progress line must have been still before it is reported: a reader that
+    #: takes a report and the result in one read may handle the report after the result
+    #: (Claude Code then drops the connection). The report waits, never the result: one still
+    #: held when the result is decided is dropped, and none goes out this close to the deadline
     progress_gap: float = field(default_factory=lambda: PROGRESS_GAP)
     rescan_every: float = field(default_factory=lambda: RESCAN_EVERY)
     sweep_every: float = field(default_factory=lambda: SWEEP_INTERVAL)
@@ -99,7 +103,7 @@ class Progress:
     received: tuple[str, ...] = ()  # ids of the targets received so far (fan-in)
 
 
-#: returns False when nothing reached the caller (no gap is kept after it); None counts as sent
+#: what it returns is not used (the MCP face says whether a notification went out)
 ProgressFn = Callable[[Progress], Awaitable[bool | None] | bool | None]
 
 
@@ -289,14 +293,15 @@ class _Engine(Generic[R]):
         self.deadline = w.deadline = None if timeout is None else w.started + timeout
         t = time.monotonic()
         # the timers, as monotonic times; next_write is set while a progress line waits to be written
-        self.next_progress = t
+        self.next_progress = t  # when the progress report is next looked at (a beat, or a held report)
+        self.next_beat = t  # when the line is reported again even if it did not change
         self.next_rescan = t + settings.rescan_every
         self.next_sweep = t + settings.sweep_every
         self.next_write: float | None = None
         self.rescans = 0
         self.written, self.written_at = "", t  # the progress line on the wait's record, and when
         self.reported: str | None = None  # the progress line last given to the face
-        self.reported_at: float | None = None  # when the face last sent a report (monotonic)
+        self.line, self.still_since = "", t  # the latest progress line, and since when it is so
 
     async def run(self) -> R:
         w, c = self.w, self.c
@@ -329,7 +334,6 @@ class _Engine(Generic[R]):
             else:
                 await w.bus.register_wait(record)
             result = await self._loop(changes)
-            await self._keep_gap()
             cancelled = False
             return result
         finally:
@@ -402,25 +406,32 @@ class _Engine(Generic[R]):
                 self.written, self.written_at, self.next_write = msg, t, None
             else:
                 self.next_write = self.written_at + every
-        beat = t >= self.next_progress
-        if beat and self.deadline is not None and self.deadline - t < self.s.progress_gap:
-            self.next_progress, beat = self.deadline, False  # the timeout result is due: it says it
-        if msg != self.reported or beat:
-            self.reported, self.next_progress = msg, t + self.s.progress_every
-            if self.on_progress is not None:
-                report = Progress(elapsed=self.w.elapsed, total=self.timeout, message=msg, received=self.c.received())
-                r = self.on_progress(report)
-                if inspect.isawaitable(r):
-                    r = await r
-                if r is not False:
-                    self.reported_at = time.monotonic()
+        if msg != self.line:
+            self.line, self.still_since = msg, t
+        await self._report(msg, t)
 
-    async def _keep_gap(self) -> None:
-        """Hold the result until `progress_gap` after the last report the face sent."""
-        if self.reported_at is not None:
-            left = self.reported_at + self.s.progress_gap - time.monotonic()
-            if left > 0:
-                await anyio.sleep(left)
+    async def _report(self, msg: str, t: float) -> None:
+        """Give the face the line when it changed or a beat is due, once it has been still for
+        `progress_gap` (or, in a burst that never stops, once it is BEAT_HELD_AT_MOST of a beat late).
+        Until then `next_progress` wakes the wait for it; a result decided first drops it."""
+        if msg == self.reported and t < self.next_beat:
+            self.next_progress = self.next_beat
+            return
+        ready = self.still_since + self.s.progress_gap
+        overdue = t >= self.next_beat + BEAT_HELD_AT_MOST * self.s.progress_every
+        if t < ready and not overdue:
+            self.next_progress = ready  # held: the state is still changing
+            return
+        if self.s.progress_gap and self.deadline is not None and self.deadline - t < self.s.progress_gap:
+            self.next_progress = self.deadline  # the timeout result is due: it says it
+            return
+        self.reported, self.next_beat = msg, t + self.s.progress_every
+        self.next_progress = self.next_beat
+        if self.on_progress is not None:
+            report = Progress(elapsed=self.w.elapsed, total=self.timeout, message=msg, received=self.c.received())
+            r = self.on_progress(report)
+            if inspect.isawaitable(r):
+                await r
 
     async def _finish(self, cancelled: bool) -> None:
         """Take the claims of a wait that returned (or hand them to the face's delivery, which

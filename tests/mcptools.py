@@ -41,12 +41,12 @@ async def mcp_client(
         yield client
 
 
-def relayed(bus: Bus, log: Path, *flags: str) -> Client:
+def relayed(bus: Bus, log: Path, *flags: str, env: dict[str, str] | None = None) -> Client:
     """A client of `wavewait mcp --bus BUS FLAGS...` with the wire logged to `log` (tests/wirerelay.py)."""
     params = StdioServerParameters(
         command=PYTHON,
         args=[wirerelay.__file__, str(log), "--", PYTHON, "-m", "wavewait", "mcp", "--bus", bus.url, *flags],
-        env=server_env(bus),
+        env=server_env(bus, **(env or {})),
     )
     return Client(params)  # type: ignore[arg-type]
 

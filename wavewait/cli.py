@@ -631,7 +631,7 @@ def run_mcp(args: argparse.Namespace, front: Front | None = None) -> int:
 
         front = start_front()
     from .mcp.server import serve
-    from .mcp.settings import Settings
+    from .mcp.settings import PROGRESS_GAP, Settings
 
     try:
         settings = Settings(
@@ -644,6 +644,7 @@ def run_mcp(args: argparse.Namespace, front: Front | None = None) -> int:
             agent_command=args.agent_command or os.environ.get("WAVEWAIT_AGENT_COMMAND") or None,
             presets=args.presets or os.environ.get("WAVEWAIT_PRESETS") or None,
             progress_every=args.progress_every or _env_seconds("WAVEWAIT_PROGRESS_EVERY"),
+            progress_gap=_env_seconds("WAVEWAIT_PROGRESS_GAP") or PROGRESS_GAP,
             ack_grace=_env_seconds("WAVEWAIT_ACK_GRACE"),
             transport=args.transport,
             host=args.host,

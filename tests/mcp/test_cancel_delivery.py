@@ -2,10 +2,10 @@
 
 A client cancels a `wait` at the worst moment, as the wait takes its message: the message is
 sent when the call's first progress notification arrives, and the cancel follows at once (no
-notification follows a decided result, and the result is held a gap after the last one, so
-the cancel reaches the server around the take, before the response or crossing it). Either
-way the message must come back for the next call: every message sent is received by a call
-that completed, exactly once.
+notification follows a decided result, and the result is never held for one, so the cancel
+reaches the server around the take: before the response, crossing it, or after it). A
+cancelled call's message must come back for the next call, an answered one carries it:
+every message sent is received by a call that completed, exactly once.
 """
 
 from __future__ import annotations
@@ -87,7 +87,8 @@ async def test_a_call_cancelled_after_its_wait_took_a_message_loses_nothing(bus,
     # a call that sent nothing (its progress callback ran late or failed) is not a loss; an
     # item sent and not received once, in order, is
     assert received == sent and len(sent) == 20, calls  # all of them, once, in order
-    assert cancelled >= 15, calls  # nearly every call was cancelled as its wait took a message
+    # the cancel and the answer race (the answer is not held): the cancel wins some of 20 calls
+    assert cancelled >= 1, calls
 
 
 async def test_a_fan_in_cancelled_after_it_completed_gives_every_message_back(bus):

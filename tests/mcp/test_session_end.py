@@ -128,7 +128,7 @@ async def test_an_http_session_abandoned_after_its_wait_took_a_message_loses_not
 
                     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
                         # the wait is in place: the message arrives, and the caller gives up at once,
-                        # around the take (the result is held a gap after this notification)
+                        # as the send returns: before the wait's answer, which needs a wake and a take
                         if not sent:
                             sent.append(await messages.send(bus, "sender", "orchestrator", "over http"))
                             session_scope.cancel()

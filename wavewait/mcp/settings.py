@@ -10,10 +10,12 @@ if TYPE_CHECKING:
 
 from ..core.wait import WaitSettings
 
-#: seconds from a request's last progress notification to its result. Claude Code handles a
-#: progress notification a step after the response read in the same chunk, finds the request
-#: gone and drops the connection ("unknown token"); no notification is sent once the result is
-#: decided, and this keeps the ones sent before apart from it (docs/hosts.md)
+#: seconds a wait's progress line must have been still before it is sent as a notification.
+#: Claude Code handles a progress notification a step after the response read in the same
+#: chunk, finds the request gone and drops the connection ("unknown token"). A fan-in's line
+#: changes on every report, and its last report decides the result: held until the line is
+#: still, a notification is dropped when the result comes first, and the result never waits
+#: (docs/hosts.md). WAVEWAIT_PROGRESS_GAP sets another (tests)
 PROGRESS_GAP = 0.2
 
 
@@ -30,6 +32,7 @@ class Settings:
     agent_command: str | None = None  # how spawn_agent runs a prompt
     presets: str | None = None  # --presets / WAVEWAIT_PRESETS: a TOML file of agent presets
     progress_every: float | None = None  # the engine's progress beat; None keeps the core's default
+    progress_gap: float = PROGRESS_GAP  # how long a progress line is still before it is sent
     ack_grace: float | None = None  # seconds from a response's write to its acknowledgement (delivery.py)
     transport: Literal["stdio", "http"] = "stdio"
     host: str = "127.0.0.1"
@@ -43,5 +46,5 @@ class Settings:
     def wait_settings(self) -> WaitSettings:
         """The engine's timers for every wait this server runs."""
         if self.progress_every is None:
-            return WaitSettings(progress_gap=PROGRESS_GAP)
-        return WaitSettings(progress_every=self.progress_every, progress_gap=PROGRESS_GAP)
+            return WaitSettings(progress_gap=self.progress_gap)
+        return WaitSettings(progress_every=self.progress_every, progress_gap=self.progress_gap)
