@@ -24,7 +24,8 @@ from . import budgets, worktrees
 from .bus import Bus
 from .errors import BadInput, WavewaitError
 from .identity import SECRET_ENV, new_secret, supervised_flight_id, supervisor_argv
-from .ids import check_id, check_name, is_id, new_id, resolve
+from .ids import check_id, check_name, new_id, resolve
+from .limits import check_command, check_list, shown
 from .model import Agent, Item, now
 from .proc import alive, group_members, hostname
 from .results import SpawnResult, iso
@@ -118,7 +119,8 @@ async def heartbeat(bus: Bus, agent_id: str, lease: float) -> Agent | None:
 
 async def resolve_agent(bus: Bus, token: str, field: str = "agent") -> Agent:
     """An agent by exact id or unique prefix (≥ 4 characters)."""
-    agent = await bus.get_agent(token) if is_id(token) else None
+    check_id(token, field)  # a malformed token is refused before the bus is read
+    agent = await bus.get_agent(token)
     if agent is not None:
         return agent
     agents = {a.id: a for a in await bus.list_agents()}
@@ -127,11 +129,11 @@ async def resolve_agent(bus: Bus, token: str, field: str = "agent") -> Agent:
 
 async def resolve_agents(bus: Bus, tokens: Iterable[str], field: str = "agents") -> list[Agent]:
     """Resolve several ids or prefixes, deduplicated, in the order given."""
-    tokens = list(tokens)
+    tokens = check_list(list(tokens), field, check_id)  # bounded and well-formed before the bus is read
     if not tokens:
         return []
     # exact ids in one read; the whole list only when some token is a prefix (or unknown)
-    agents = await bus.get_agents([t for t in tokens if is_id(t)])
+    agents = await bus.get_agents(tokens)
     if len(agents) < len(set(tokens)):
         agents = {a.id: a for a in await bus.list_agents()}
     out: dict[str, Agent] = {}
@@ -185,8 +187,7 @@ def prepare(
     """A flight's record (not kept yet) and the environment its command runs in, checked:
     everything a spawn decides before its process starts, wherever that starts it."""
     check_name(name)
-    if not command or not all(isinstance(c, str) and c for c in command):
-        raise BadInput("command: give the program and its arguments as a non-empty list of strings")
+    command = check_command(command)
     if wave is not None:
         check_name(wave, "wave")
     parent_id = caller_id(parent_id)
@@ -235,7 +236,7 @@ async def launch(
     except OSError as e:  # its folder went away while it was queued, say
         detail = f"cannot start its supervisor: {e.strerror or e}"
         await _failed(bus, agent.id, detail, announce)
-        raise BadInput(f"command: cannot start {command[:1]!r}: {detail}") from e
+        raise BadInput(f"command: cannot start {shown(command[:1])}: {detail}") from e
     assert supervisor.stdout is not None
     line = (await asyncio.to_thread(supervisor.stdout.readline)).decode().strip()
     supervisor.stdout.close()
@@ -243,7 +244,7 @@ async def launch(
         await asyncio.to_thread(supervisor.wait)
         detail = line.removeprefix("error: ") or f"the supervisor exited with code {supervisor.returncode}"
         await _failed(bus, agent.id, detail, announce)
-        raise BadInput(f"command: cannot start {command[0]!r}: {detail}")
+        raise BadInput(f"command: cannot start {shown(command[0])}: {detail}")
     # reap the supervisor when it ends, so a long-lived spawner leaves no zombies
     threading.Thread(target=supervisor.wait, name=f"wavewait-reap {supervisor.pid}", daemon=True).start()
     updated = await bus.get_agent(agent.id)

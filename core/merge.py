@@ -36,8 +36,8 @@ from pydantic import BaseModel, Field
 from . import agents, flights, git, messages, presets, wait, worktrees
 from .bus import Bus, wave_docs
 from .errors import BadInput, WavewaitError
-from .ids import check_name, new_id
-from .limits import check_text
+from .ids import check_name, check_word, new_id
+from .limits import check_text, shown
 from .model import Agent, Task, now
 from .results import Result
 
@@ -640,9 +640,11 @@ async def merge_wave(
         if len(check) > MAX_CHECK_LEN:
             raise BadInput(f"check: at most {MAX_CHECK_LEN} characters; put a longer check in a script")
     if resolve_with is not None and resolve_with not in ("claude", "codex") and presets_file is None:
-        raise BadInput(f"resolve_with: 'claude' or 'codex' (or a preset of --presets), got {resolve_with!r}")
+        raise BadInput(f"resolve_with: 'claude' or 'codex' (or a preset of --presets), got {shown(resolve_with)}")
     if resolve_with is not None:
-        presets.get(resolve_with, presets_file)  # an unknown one is refused before anything moves
+        presets.get(resolve_with, presets_file, "resolve_with")  # an unknown one is refused before anything moves
+    if into is not None:
+        check_word(into, "into")  # a branch name, measured before git is asked about it
     name = await _pick_wave(bus, wave)
     wave_docs.doc_key(name, DOC_KIND)  # a wave its progress cannot be kept for is refused before anything moves
     planned = await plan(bus, name)
