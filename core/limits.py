@@ -58,17 +58,18 @@ def _size(n: int) -> str:
 
 
 _SHOWN = reprlib.Repr()
-_SHOWN.maxstring, _SHOWN.maxother, _SHOWN.maxlist, _SHOWN.maxdict = 60, 60, 4, 4
+_SHOWN.maxstring, _SHOWN.maxother, _SHOWN.maxlist, _SHOWN.maxdict = 40, 40, 3, 3
 
 
-def shown(value: object) -> str:
-    """`value` as an error may quote it: a short repr, with the length of a long string.
-
-    A refusal names what was wrong; echoing a megabyte back would cost the caller (a model's
-    context) more than the mistake did."""
-    if isinstance(value, str) and len(value) > _SHOWN.maxstring:
-        return f"{value[:40]!r}… ({len(value):,} characters)"
-    return _SHOWN.repr(value)
+def shown(value: object, chars: int = 60) -> str:
+    """`value` as an error may quote it: a string of at most `chars` characters whole, a longer
+    one's start and its length, anything else a short repr (at most 100 characters). A refusal
+    names what was wrong; echoing a megabyte back would cost the caller (a model's context)
+    more than the mistake did. Paths are quoted with `chars=300`: most are shown whole."""
+    if isinstance(value, str) and len(value) > chars:
+        return f"{value[: chars - 20]!r}… ({len(value):,} characters)"
+    text = _SHOWN.repr(value) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= max(chars, 100) else text[: max(chars, 100) - 1] + "…"
 
 
 def check_text(value: object, field: str, *, max_bytes: int = MAX_MESSAGE_BYTES, allow_empty: bool = False) -> str:

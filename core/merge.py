@@ -340,10 +340,13 @@ class Scratch:
         return git.text(["rev-parse", "HEAD"], self.path)
 
 
-def run_check(command: str, cwd: str, timeout: float = CHECK_TIMEOUT) -> tuple[int, str]:
+def run_check(
+    command: str, cwd: str, timeout: float = CHECK_TIMEOUT, started: Callable[[int], None] | None = None
+) -> tuple[int, str]:
     """Run the check (a shell command line) in `cwd`: its exit code and its last lines.
 
-    Its own process group, so a timeout (or our end) ends everything it started."""
+    Its own process group, so a timeout (or our end: `started` is told its id) ends everything
+    it started."""
     p = subprocess.Popen(
         ["/bin/sh", "-c", command],
         cwd=cwd,
@@ -352,6 +355,8 @@ def run_check(command: str, cwd: str, timeout: float = CHECK_TIMEOUT) -> tuple[i
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
+    if started is not None:
+        started(p.pid)
     assert p.stdout is not None
     tail = bytearray()
     timed_out = threading.Event()
@@ -376,6 +381,34 @@ def run_check(command: str, cwd: str, timeout: float = CHECK_TIMEOUT) -> tuple[i
         lines.append(f"[wavewait: the check took longer than {timeout:g} s and was stopped]")
         code = code or 124
     return code, "\n".join(lines)[-CHECK_OUTPUT_CHARS:]
+
+
+async def run_check_async(command: str, cwd: str) -> tuple[int, str]:
+    """`run_check` in a worker thread. Cancelled (the request ended, the server is stopping),
+    it kills the check's process group, so the thread ends at once: the process waits for its
+    worker threads before it exits, and a check may run for an hour."""
+    lock = threading.Lock()
+    group: list[int] = []
+    cancelled = False
+
+    def kill(pgid: int) -> None:
+        with suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGKILL)
+
+    def started(pgid: int) -> None:
+        with lock:
+            group.append(pgid)
+            if cancelled:  # cancelled while the thread was starting it
+                kill(pgid)
+
+    try:
+        return await asyncio.to_thread(run_check, command, cwd, started=started)
+    except asyncio.CancelledError:
+        with lock:
+            cancelled = True
+            for pgid in group:
+                kill(pgid)
+        raise
 
 
 def _move_target(repo: worktrees.Repo, target: str, new: str, old: str, checked_out: str | None, name: str) -> None:
@@ -577,7 +610,7 @@ class Run:
         f.result("pending", why="its check is running" if self.check else "moving the target")
         await self.changed()
         if self.check:
-            code, output = await asyncio.to_thread(run_check, self.check, scratch.path)
+            code, output = await run_check_async(self.check, scratch.path)
             if code != 0:
                 await self.stop(f, "check_failed", tip, onto, output=output, why=f"the check exited with {code}")
                 return

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import anyio
 
 from .errors import BadInput
-from .limits import MAX_SCAN_ENTRIES, check_path
+from .limits import MAX_SCAN_ENTRIES, check_path, shown
 
 _MAGIC = re.compile(r"[*?[]")
 MAX_PARTS = 200  # folder levels in a pattern: deeper than any real tree, small enough to recurse
@@ -77,7 +77,9 @@ def check_pattern(pattern: object, root: str | os.PathLike[str], field: str = "s
     base = os.path.abspath(os.fspath(root))
     full = os.path.normpath(os.path.join(base, pattern))
     if full != base and not full.startswith(base.rstrip(os.sep) + os.sep):
-        raise BadInput(f"{field}: {pattern!r} is outside the project folder {base}; signal files must be inside it")
+        raise BadInput(
+            f"{field}: {shown(pattern, 300)} is outside the project folder {base}; signal files must be inside it"
+        )
     rel = os.path.relpath(full, base)
     parts = [] if rel == "." else rel.split(os.sep)
     parts = [p for i, p in enumerate(parts) if not (p == "**" and i and parts[i - 1] == "**")]

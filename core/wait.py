@@ -1020,7 +1020,7 @@ async def wait_signal(
     if isinstance(min_count, bool) or not isinstance(min_count, int) or min_count < 1:
         raise BadInput(f"min_count: must be a whole number ≥ 1, got {min_count!r}")
     if not os.path.isabs(check_path(pattern, "signal_path")):
-        raise BadInput(f"signal_path: {shown(pattern)} must be absolute here (faces resolve relative paths)")
+        raise BadInput(f"signal_path: {shown(pattern, 300)} must be absolute here (faces resolve relative paths)")
     signals.check_pattern(pattern, scan_root(pattern))  # its levels and names bounded before the wait starts
     return await run(
         bus,

@@ -202,7 +202,7 @@ async def cmd_spawn(bus: Bus, args: argparse.Namespace) -> int:
         env = {**os.environ, **check_env(pairs, "--env")}
     cwd = os.path.realpath(os.path.expanduser(check_path(args.cwd, "--cwd"))) if args.cwd else os.getcwd()
     if not os.path.isdir(cwd):
-        raise BadInput(f"--cwd: {shown(args.cwd)} is not a directory")
+        raise BadInput(f"--cwd: {shown(args.cwd, 300)} is not a directory")
     given = budgets.check(args.wave, **budget_args(args))
     if args.max_parallel is not None:
         if args.wave is None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import json
+import os
 import signal
 import struct
 import subprocess
@@ -28,10 +29,12 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from wavewait.core import messages
+from wavewait.core import agents, messages
 
 from conftest import PYTHON, has_waits, register_crew, until
+from gittools import make_repo
 from mcptools import server_env
+from mergetools import WAVE, flight, preset_file
 
 pytestmark = [pytest.mark.anyio, pytest.mark.one_bus]
 
@@ -260,3 +263,51 @@ async def test_the_server_ends_within_a_second_while_it_handles_a_bad_request(bu
         proc.wait()
     assert took < 1.0, f"the server took {took:.2f} s to end ({end})"
     assert proc.returncode == 0 and await bus.list_waits() == []
+
+
+@pytest.mark.parametrize("end", ["sigterm", "stdin-closed"])
+async def test_the_server_ends_within_a_second_while_a_merge_check_runs(bus, tmp_path, monkeypatch, end):
+    """A merge's check (a shell command, maybe minutes of tests) runs in a worker thread: ended
+    with the request, its process group is killed, so the server does not wait for it to exit."""
+    repo = make_repo(tmp_path / "project", monkeypatch)
+    (repo / ".git" / "info" / "exclude").write_text(".wavebus/\n")
+    await agents.register(bus, "orchestrator")
+    await flight(bus, repo, preset_file(tmp_path), "alpha", {"alpha.txt": "alpha\n"})
+    marker = tmp_path / "check.pid"
+    check = f"echo $$ > {marker}.tmp && mv {marker}.tmp {marker} && exec sleep 60"
+    env = server_env(bus, WAVEWAIT_WORKTREES=os.environ["WAVEWAIT_WORKTREES"])
+    proc = subprocess.Popen(
+        [PYTHON, "-m", "wavewait", "mcp", "--bus", bus.url],
+        env=env,
+        cwd=str(repo),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        assert proc.stdin is not None
+        merge = {"name": "merge_wave", "arguments": {"wave": WAVE, "check": check}}
+        proc.stdin.write(OPENING + _line(2, "tools/call", merge))
+        proc.stdin.flush()
+        await until(marker.exists, timeout=60, what="the merge's check to start")
+        sleeper = int(marker.read_text())
+        t0 = time.monotonic()
+        if end == "sigterm":
+            proc.send_signal(signal.SIGTERM)
+        else:
+            proc.stdin.close()
+        with suppress(subprocess.TimeoutExpired):
+            await anyio.to_thread.run_sync(proc.wait, 30)
+        took = time.monotonic() - t0
+    finally:
+        proc.kill()
+        proc.wait()
+    assert took < 1.0, f"the server took {took:.2f} s to end ({end}) while its merge check ran"
+    assert not _running(sleeper), "the check outlived the server"
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"

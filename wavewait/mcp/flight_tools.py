@@ -120,7 +120,7 @@ async def spawn_place(s: Settings, cwd: str | None, env: dict[str, str] | None) 
 def _folder(s: Settings, cwd: str) -> str:
     where = os.path.realpath(os.path.join(s.project_dir, os.path.expanduser(cwd)))
     if not os.path.isdir(where):
-        raise BadInput(f"cwd: {shown(cwd)} is not a directory (relative paths start at {s.project_dir})")
+        raise BadInput(f"cwd: {shown(cwd, 300)} is not a directory (relative paths start at {s.project_dir})")
     return where
 
 

@@ -25,6 +25,7 @@ from ..core import admission, agents, budgets, flights, messages, presets, wait,
 from ..core.agents import spawn_result
 from ..core.bus import Bus
 from ..core.errors import BadInput
+from ..core.ids import check_id
 from ..core.limits import check_command, check_path, shown
 from ..core.model import now
 from ..core.results import (
@@ -305,7 +306,7 @@ def _resolve_signal_path(s: Settings, raw: str) -> str:
     base = os.path.realpath(wait.glob_base(path))
     if not any(base == r or base.startswith(r.rstrip(os.sep) + os.sep) for r in allowed_roots(s)):
         raise BadInput(
-            f"signal_path: {shown(path)} is outside the project directory ({s.project_dir})"
+            f"signal_path: {shown(path, 300)} is outside the project directory ({s.project_dir})"
             f"{' and the bus' if '://' not in s.bus else ''}; watch files under the project, or "
             "start the server with --allow-path DIR to allow another folder"
         )
@@ -458,6 +459,7 @@ def register(server: MCPServer, bus: Bus, s: Settings, deliveries: Deliveries) -
             str | None, Field(description="ISO-8601 time at which the wait times out, e.g. 2026-01-31T12:00:00Z.")
         ] = None,
     ) -> Annotated[CallToolResult, AgentWait]:
+        check_id(id, "id")  # measured before any agent is looked up
         # resolved here first so an unknown id is named as the caller gave it (agentId or agentIds[i])
         first = (await agents.resolve_agent(bus, agentId, "agentId")).id
         more = [a.id for a in await agents.resolve_agents(bus, agentIds or [], "agentIds")]
