@@ -38,7 +38,7 @@ from .bus.keys import inbox_key, interrupt_key
 from .delivery import Delivery, take_and_end
 from .errors import BadInput
 from .ids import check_id, check_type, new_id
-from .limits import MAX_NAME_LEN, check_path, shown
+from .limits import MAX_NAME_LEN, check_list, check_path, shown
 from .model import AGENT_ITEM_TYPES, Agent, Item, ItemRef, TargetStatus, WaitKind, WaitRecord, now
 from .proc import hostname, me
 from .results import (
@@ -823,7 +823,7 @@ async def wait_event(
     if types is not None:
         if isinstance(types, str) or not isinstance(types, Sequence) or not types:
             raise BadInput("types: give a non-empty list of event types, or omit it for all types")
-        types = [check_type(t, f"types[{i}]") for i, t in enumerate(types)]
+        types = check_list(types, "types", check_type)
     await ensure_registered(bus, caller)
     return await run(
         bus, caller, OneEvent(types), timeout=timeout, on_progress=on_progress, control=control, settings=settings

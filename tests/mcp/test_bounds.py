@@ -213,6 +213,34 @@ async def test_a_megabyte_in_any_field_is_refused_at_once_and_a_blocked_wait_goe
     assert not slow, "steps of the event loop over 50 ms of CPU:\n" + "\n".join(slow)
 
 
+MANY = 20_000  # entries: 20 times the bound
+LISTS = [
+    ("wait", {"timeout": 0, "from_agents": ["a"] * MANY}, "from_agents"),
+    ("wait_for_event", {"types": ["a"] * MANY, "timeout_secs": 0}, "types"),
+    ("wait_agent", AGENT_WAIT | {"agentIds": ["worker"] * MANY}, "agentIds"),
+    ("notify_completion", {"status": "success", "message": "m", "changes": ["a"] * MANY}, "changes"),
+    ("spawn_agent", {"name": "n", "command": ["true"] * MANY}, "command"),
+    ("spawn_agent", {"name": "n", "command": CMD, "env": {f"V{i}": "x" for i in range(MANY)}}, "env"),
+    ("approve", {"tool_name": "Bash", "input": {f"k{i}": i for i in range(MANY)}}, "input"),
+    ("enqueue_task", {"type": "research", "inputs": {f"k{i}": i for i in range(MANY)}, "reason": "r"}, "inputs"),
+    ("enqueue_task", {"type": "research", "inputs": {}, "reason": "r", "dependsOn": ["t"] * MANY}, "dependsOn"),
+]
+
+
+async def test_a_long_list_or_object_is_refused_before_it_is_validated(bus, tmp_path):
+    """Counted first (1,000 entries at most), not validated entry by entry on the event loop:
+    the SDK's validation of a tool's arguments is one step of it (65-90 ms for 250,000 entries)."""
+    await register_crew(bus, "orchestrator", "worker")
+    types = tmp_path / "types.toml"
+    types.write_text(TYPES)
+    async with _watched(bus, tmp_path / "loop.log", "--queue", "q1", "--task-types", str(types), cwd=tmp_path) as c:
+        for tool, args, field in LISTS:
+            r = await c.call_tool(tool, args)
+            text = r.content[0].text if r.content else ""
+            assert r.is_error and f"{field}: at most 1,000 entries, got {MANY:,}" in text, (tool, text[:300])
+    assert await bus.list_agents() and not [a for a in await bus.list_agents() if a.name == "n"]
+
+
 def _line(id_: int, method: str, params: dict[str, Any]) -> bytes:
     return (json.dumps({"jsonrpc": "2.0", "id": id_, "method": method, "params": params}) + "\n").encode()
 
