@@ -421,6 +421,8 @@ async def sweep(bus: Bus, flights: Iterable[Agent]) -> list[Agent]:
 async def list_swept(bus: Bus, wave: str | None = None) -> list[Agent]:
     """The agents (of `wave`) as `wavewait agents` and `list_agents` show them: after a
     liveness sweep (and the steps it calls for)."""
+    if wave is not None:
+        check_name(wave, "wave")
     await sweep(bus, await bus.list_agents())
     return [a for a in await bus.list_agents() if wave is None or a.wave == wave]
 

@@ -26,7 +26,8 @@ from . import budgets, worktrees
 from .bus import Bus
 from .errors import BadInput, WavewaitError
 from .identity import SECRET_ENV, new_secret, supervised_flight_id, supervisor_argv
-from .ids import check_id, check_name, is_id, new_id, resolve
+from .ids import check_id, check_name, new_id, resolve
+from .limits import check_command, check_list, shown
 from .model import Agent, Item, now
 from .proc import alive, group_members, hostname, pid_start
 from .results import SpawnResult, iso
@@ -124,7 +125,8 @@ async def heartbeat(bus: Bus, agent_id: str, lease: float) -> Agent | None:
 
 async def resolve_agent(bus: Bus, token: str, field: str = "agent") -> Agent:
     """An agent by exact id or unique prefix (≥ 4 characters)."""
-    agent = await bus.get_agent(token) if is_id(token) else None
+    check_id(token, field)  # a malformed token is refused before the bus is read
+    agent = await bus.get_agent(token)
     if agent is not None:
         return agent
     agents = {a.id: a for a in await bus.list_agents()}
@@ -133,11 +135,11 @@ async def resolve_agent(bus: Bus, token: str, field: str = "agent") -> Agent:
 
 async def resolve_agents(bus: Bus, tokens: Iterable[str], field: str = "agents") -> list[Agent]:
     """Resolve several ids or prefixes, deduplicated, in the order given."""
-    tokens = list(tokens)
+    tokens = check_list(list(tokens), field, check_id)  # bounded and well-formed before the bus is read
     if not tokens:
         return []
     # exact ids in one read; the whole list only when some token is a prefix (or unknown)
-    agents = await bus.get_agents([t for t in tokens if is_id(t)])
+    agents = await bus.get_agents(tokens)
     if len(agents) < len(set(tokens)):
         agents = {a.id: a for a in await bus.list_agents()}
     out: dict[str, Agent] = {}
@@ -207,8 +209,7 @@ def prepare(
     """A flight's record (not kept yet) and the environment its command runs in, checked:
     everything a spawn decides before its process starts, wherever that starts it."""
     check_name(name)
-    if not command or not all(isinstance(c, str) and c for c in command):
-        raise BadInput("command: give the program and its arguments as a non-empty list of strings")
+    command = check_command(command)
     if wave is not None:
         check_name(wave, "wave")
     parent_id = caller_id(parent_id)
@@ -257,7 +258,7 @@ async def launch(
     except OSError as e:  # its folder went away while it was queued, say
         detail = f"cannot start its supervisor: {e.strerror or e}"
         await _failed(bus, agent.id, detail, announce)
-        raise BadInput(f"command: cannot start {command[:1]!r}: {detail}") from e
+        raise BadInput(f"command: cannot start {shown(command[:1])}: {detail}") from e
     assert supervisor.stdin is not None and supervisor.stdout is not None
     # recorded before it starts anything: the flight's processes are known by this ancestor
     # from their first instruction on (identity.py); then the go (supervise.py)
@@ -280,7 +281,7 @@ async def launch(
         else:
             detail = line.removeprefix("error: ") or f"the supervisor exited with code {supervisor.returncode}"
         await _failed(bus, agent.id, detail, announce)
-        raise BadInput(f"command: cannot start {command[0]!r}: {detail}")
+        raise BadInput(f"command: cannot start {shown(command[0])}: {detail}")
     pid = int(line)  # on the record at once: a kill right after the spawn ends the command
     answer = await bus.update_agent(agent.id, pid=pid, pid_start=pid_start(pid, zombie_ok=True)) or agent
     # reap the supervisor when it ends, so a long-lived spawner leaves no zombies

@@ -21,7 +21,8 @@ from . import admission, agent_sessions, agents, budgets, changes, messages, pre
 from .agent_events import LINE_LIMIT, EventReader
 from .bus import Bus
 from .errors import BadInput, WavewaitError
-from .ids import check_name, new_id
+from .ids import check_name, check_word, new_id
+from .limits import check_command
 from .model import Agent, ChangeSummary, Usage
 from .proc import alive, hostname
 
@@ -68,6 +69,12 @@ async def start(
     check_name(name)
     if wave is not None:
         check_name(wave, "wave")
+    if model is not None:
+        check_word(model, "model")
+    if base is not None:
+        check_word(base, "base")
+    if command is not None:
+        check_command(command)
     folder = os.path.realpath(cwd or os.getcwd())
     chosen = None
     if preset is not None:

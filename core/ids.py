@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Iterable
 
 from .errors import AmbiguousId, BadInput, UnknownAgent
-from .limits import MAX_ID_LEN, MAX_NAME_LEN
+from .limits import MAX_ID_LEN, MAX_NAME_LEN, MAX_WORD_LEN, shown
 
 MIN_PREFIX = 4
 _ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]*")  # used with fullmatch: no `$` before a newline
@@ -61,11 +61,23 @@ def check_name(value: object, field: str = "name") -> str:
 
 
 def check_type(value: object, field: str = "type") -> str:
-    if not isinstance(value, str) or not _TYPE_RE.fullmatch(value):
+    if not isinstance(value, str) or len(value) > 40 or not _TYPE_RE.fullmatch(value):
         raise BadInput(
-            f"{field}: {value!r} is not a valid item type; use lower-case letters, digits "
+            f"{field}: {shown(value)} is not a valid item type; use 1-40 lower-case letters, digits "
             "and '_' (e.g. message, worker_complete)"
         )
+    return value
+
+
+def check_word(value: object, field: str) -> str:
+    """A model, a git ref, a preset's name: one word of at most 255 characters, without
+    whitespace or control characters (each goes on a command line as one argument)."""
+    if not isinstance(value, str) or not value:
+        raise BadInput(f"{field}: must be a non-empty string")
+    if len(value) > MAX_WORD_LEN:
+        raise BadInput(f"{field}: at most {MAX_WORD_LEN} characters, got {len(value):,}")
+    if any(c.isspace() or ord(c) < 32 or 127 <= ord(c) < 160 for c in value):
+        raise BadInput(f"{field}: {value!r} is one word: no spaces or control characters")
     return value
 
 

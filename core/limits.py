@@ -3,6 +3,9 @@
 Everything a caller hands to wavewait (tool arguments, CLI words, files found in the bus)
 is checked against these bounds before any work is done, so one oversized or malformed
 value costs a short `BadInput` naming the field, never a stalled server or a full disk.
+Each check measures the length first (cheap), and only then looks inside (a pattern, a
+regular expression, the file system); an error quotes at most the start of the value
+(`shown`), so refusing a megabyte costs a line.
 
 | What                                   | Bound                                   |
 |----------------------------------------|-----------------------------------------|
@@ -13,6 +16,11 @@ value costs a short `BadInput` naming the field, never a stalled server or a ful
 | messages, handoffs, completion reports | 1 MiB of UTF-8                          |
 | extra `data` of an item (as JSON)      | 64 KiB                                  |
 | paths and signal globs                 | 4 KiB of UTF-8, no NUL                  |
+| one folder or file name in a glob      | 255 characters; 200 levels              |
+| words: a model, a git ref, a preset    | 1-255 characters, no whitespace or      |
+|                                        | control characters                      |
+| a command's words (argv, a shell check)| 128 KiB each (Linux's limit for one),   |
+|                                        | the program 4 KiB, no NUL; 1,000 words  |
 | lists (changes, types, agent ids)      | 1,000 entries                           |
 | one inbox item file on the bus         | 8 MiB (larger is quarantined, unread)   |
 | one MCP request (a stdio line, an HTTP | 16 MiB (larger is answered with an      |
@@ -24,6 +32,7 @@ from __future__ import annotations
 
 import json
 import re
+import reprlib
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -38,12 +47,29 @@ MAX_LIST_LEN = 1000
 MAX_ITEM_FILE_BYTES = 8 << 20  # an item's JSON: a 1 MiB body escaped, plus its fields
 MAX_REQUEST_BYTES = 16 << 20  # one MCP request: a 1 MiB message escaped (up to 6 bytes a byte), plus its fields
 MAX_SCAN_ENTRIES = 100_000
+MAX_WORD_LEN = 255
+MAX_ARG_BYTES = (128 << 10) - 1  # Linux's MAX_ARG_STRLEN (32 pages) less the word's NUL
 
 T = TypeVar("T")
 
 
 def _size(n: int) -> str:
     return f"{n / (1 << 20):.1f} MiB" if n >= 1 << 20 else f"{n / 1024:.1f} KiB" if n >= 1024 else f"{n} bytes"
+
+
+_SHOWN = reprlib.Repr()
+_SHOWN.maxstring, _SHOWN.maxother, _SHOWN.maxlist, _SHOWN.maxdict = 40, 40, 3, 3
+
+
+def shown(value: object, chars: int = 60) -> str:
+    """`value` as an error may quote it: a string of at most `chars` characters whole, a longer
+    one's start and its length, anything else a short repr (at most 100 characters). A refusal
+    names what was wrong; echoing a megabyte back would cost the caller (a model's context)
+    more than the mistake did. Paths are quoted with `chars=300`: most are shown whole."""
+    if isinstance(value, str) and len(value) > chars:
+        return f"{value[: chars - 20]!r}… ({len(value):,} characters)"
+    text = _SHOWN.repr(value) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= max(chars, 100) else text[: max(chars, 100) - 1] + "…"
 
 
 def check_text(value: object, field: str, *, max_bytes: int = MAX_MESSAGE_BYTES, allow_empty: bool = False) -> str:
@@ -70,6 +96,29 @@ def check_path(value: object, field: str = "path") -> str:
     if "\x00" in value:
         raise BadInput(f"{field}: may not contain a NUL character")
     return value
+
+
+def check_command(value: object, field: str = "command") -> list[str]:
+    """A program and its arguments, as exec takes them: at most 1,000 words, the program a path
+    of at most 4 KiB, every word at most 128 KiB (Linux refuses a longer one) and without NUL."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)) or not value:
+        raise BadInput(f"{field}: give the program and its arguments as a non-empty list of strings")
+    if len(value) > MAX_LIST_LEN:
+        raise BadInput(f"{field}: at most {MAX_LIST_LEN:,} words, got {len(value):,}; put the rest in a script")
+    check_path(value[0], f"{field}[0]")
+    for i, word in enumerate(value):
+        if not isinstance(word, str) or not word:
+            raise BadInput(f"{field}[{i}]: must be a non-empty string")
+        if len(word) > MAX_ARG_BYTES or (
+            len(word) * 4 > MAX_ARG_BYTES and len(word.encode(errors="replace")) > MAX_ARG_BYTES
+        ):
+            raise BadInput(
+                f"{field}[{i}]: at most {_size(MAX_ARG_BYTES + 1)} (the longest word a program may be given), got "
+                f"{len(word):,} characters; put long content in a file and pass its path"
+            )
+        if "\x00" in word:
+            raise BadInput(f"{field}[{i}]: may not contain a NUL character")
+    return list(value)
 
 
 def check_list(

@@ -36,8 +36,8 @@ from pydantic import BaseModel, Field
 from . import agents, flights, git, messages, presets, wait, worktrees
 from .bus import Bus, wave_docs
 from .errors import BadInput, WavewaitError
-from .ids import check_name, new_id
-from .limits import check_text
+from .ids import check_name, check_word, new_id
+from .limits import check_text, shown
 from .model import Agent, Task, now
 from .results import Result
 
@@ -385,10 +385,13 @@ class Scratch:
         return git.text(["rev-parse", "HEAD"], self.path)
 
 
-def run_check(command: str, cwd: str, timeout: float = CHECK_TIMEOUT) -> tuple[int, str]:
+def run_check(
+    command: str, cwd: str, timeout: float = CHECK_TIMEOUT, started: Callable[[int], None] | None = None
+) -> tuple[int, str]:
     """Run the check (a shell command line) in `cwd`: its exit code and its last lines.
 
-    Its own process group, so a timeout (or our end) ends everything it started."""
+    Its own process group, so a timeout (or our end: `started` is told its id) ends everything
+    it started."""
     p = subprocess.Popen(
         ["/bin/sh", "-c", command],
         cwd=cwd,
@@ -397,6 +400,8 @@ def run_check(command: str, cwd: str, timeout: float = CHECK_TIMEOUT) -> tuple[i
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
+    if started is not None:
+        started(p.pid)
     assert p.stdout is not None
     tail = bytearray()
     timed_out = threading.Event()
@@ -421,6 +426,34 @@ def run_check(command: str, cwd: str, timeout: float = CHECK_TIMEOUT) -> tuple[i
         lines.append(f"[wavewait: the check took longer than {timeout:g} s and was stopped]")
         code = code or 124
     return code, "\n".join(lines)[-CHECK_OUTPUT_CHARS:]
+
+
+async def run_check_async(command: str, cwd: str) -> tuple[int, str]:
+    """`run_check` in a worker thread. Cancelled (the request ended, the server is stopping),
+    it kills the check's process group, so the thread ends at once: the process waits for its
+    worker threads before it exits, and a check may run for an hour."""
+    lock = threading.Lock()
+    group: list[int] = []
+    cancelled = False
+
+    def kill(pgid: int) -> None:
+        with suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGKILL)
+
+    def started(pgid: int) -> None:
+        with lock:
+            group.append(pgid)
+            if cancelled:  # cancelled while the thread was starting it
+                kill(pgid)
+
+    try:
+        return await asyncio.to_thread(run_check, command, cwd, started=started)
+    except asyncio.CancelledError:
+        with lock:
+            cancelled = True
+            for pgid in group:
+                kill(pgid)
+        raise
 
 
 def _move_target(repo: worktrees.Repo, target: str, new: str, old: str, checked_out: str | None, name: str) -> None:
@@ -685,7 +718,7 @@ class Run:
         f.result("pending", why="its check is running" if self.check else "moving the target")
         await self.changed()
         if self.check:
-            code, output = await asyncio.to_thread(run_check, self.check, scratch.path)
+            code, output = await run_check_async(self.check, scratch.path)
             if code != 0:
                 await self.stop(f, "check_failed", tip, onto, output=output, why=f"the check exited with {code}")
                 return
@@ -748,9 +781,11 @@ async def merge_wave(
         if len(check) > MAX_CHECK_LEN:
             raise BadInput(f"check: at most {MAX_CHECK_LEN} characters; put a longer check in a script")
     if resolve_with is not None and resolve_with not in ("claude", "codex") and presets_file is None:
-        raise BadInput(f"resolve_with: 'claude' or 'codex' (or a preset of --presets), got {resolve_with!r}")
+        raise BadInput(f"resolve_with: 'claude' or 'codex' (or a preset of --presets), got {shown(resolve_with)}")
     if resolve_with is not None:
-        presets.get(resolve_with, presets_file)  # an unknown one is refused before anything moves
+        presets.get(resolve_with, presets_file, "resolve_with")  # an unknown one is refused before anything moves
+    if into is not None:
+        check_word(into, "into")  # a branch name, measured before git is asked about it
     name = await _pick_wave(bus, wave)
     wave_docs.doc_key(name, DOC_KIND)  # a wave its progress cannot be kept for is refused before anything moves
     planned = await plan(bus, name)

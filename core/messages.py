@@ -160,6 +160,7 @@ async def answer(bus: Bus, sender: str, asker: str, text: str, question_id: str 
 
 async def find_question_asker(bus: Bus, question_id: str) -> str:
     """The agent whose open question has this id (for a reply given by question id only)."""
+    check_id(question_id, "question_id")
     for a in await bus.list_agents():
         if a.question_id == question_id and not a.finished:
             return a.id

@@ -44,7 +44,7 @@ from typing import Any, Literal
 from .agent_events import FORMATS
 from .agents import wavewait_bin
 from .errors import BadInput
-from .limits import check_text
+from .limits import check_text, shown
 
 McpStyle = Literal["claude", "codex", "none"]
 MCP_STYLES = ("claude", "codex", "none")
@@ -263,10 +263,15 @@ def load(path: str | None = None) -> dict[str, Preset]:
     return presets
 
 
-def get(name: str, path: str | None = None) -> Preset:
+def get(name: str, path: str | None = None, field: str = "preset") -> Preset:
+    """The preset `name` (of `path`'s file, or built in); its name is checked before the file is read."""
+    if not isinstance(name, str) or not PRESET_NAME.fullmatch(name):
+        raise BadInput(f"{field}: {shown(name)} is not a preset's name (1-40 letters, digits, '-' or '_'), e.g. claude")
     presets = load(path)
     if name not in presets:
-        raise BadInput(f"preset: no preset {name!r}; known: {', '.join(sorted(presets))} (add one with --presets FILE)")
+        raise BadInput(
+            f"{field}: no preset {name!r}; known: {', '.join(sorted(presets))} (add one with --presets FILE)"
+        )
     return presets[name]
 
 

@@ -11,7 +11,10 @@ every other call of the server. `scan` does the same matching for ordinary patte
 - it stops after `max_entries` directory entries or at `deadline` (time.monotonic), and
   says so in its result;
 - it is plain blocking code meant to run in a worker thread (`scan_async` does that), so
-  no call can stall another.
+  no call can stall another; cancelling the wait that awaits it ends it within 256 entries;
+- the pattern is bounded before any work (`check_pattern`): 4 KiB, 200 folder levels, 255
+  characters a part (turning a part into a regular expression costs the square of its
+  length), and each part is turned into one once per scan, not once per folder visited.
 
 Matching follows `glob.glob(pattern, recursive=True)`: `*`, `?` and `[...]` within one
 name, `**` for any depth of folders, names starting with `.` only for a pattern part that
@@ -31,10 +34,11 @@ from dataclasses import dataclass, field
 import anyio
 
 from .errors import BadInput
-from .limits import MAX_SCAN_ENTRIES, check_path
+from .limits import MAX_SCAN_ENTRIES, check_path, shown
 
 _MAGIC = re.compile(r"[*?[]")
 MAX_PARTS = 200  # folder levels in a pattern: deeper than any real tree, small enough to recurse
+MAX_PART_CHARS = 255  # one folder or file name of a pattern: as long as any file system's longest name
 
 
 @dataclass(frozen=True)
@@ -67,16 +71,26 @@ def check_pattern(pattern: object, root: str | os.PathLike[str], field: str = "s
 
     The pattern must be a path of at most 4 KiB, absolute or relative to `root`, that stays
     under `root` once `.` and `..` are resolved (lexically: nothing is looked up here).
+    Consecutive `**` parts are one (they match the same paths).
     """
     pattern = check_path(pattern, field)
     base = os.path.abspath(os.fspath(root))
     full = os.path.normpath(os.path.join(base, pattern))
     if full != base and not full.startswith(base.rstrip(os.sep) + os.sep):
-        raise BadInput(f"{field}: {pattern!r} is outside the project folder {base}; signal files must be inside it")
+        raise BadInput(
+            f"{field}: {shown(pattern, 300)} is outside the project folder {base}; signal files must be inside it"
+        )
     rel = os.path.relpath(full, base)
     parts = [] if rel == "." else rel.split(os.sep)
+    parts = [p for i, p in enumerate(parts) if not (p == "**" and i and parts[i - 1] == "**")]
     if len(parts) > MAX_PARTS:
         raise BadInput(f"{field}: at most {MAX_PARTS} folder levels below the project folder, got {len(parts)}")
+    longest = max(parts, key=len, default="")
+    if len(longest) > MAX_PART_CHARS:
+        raise BadInput(
+            f"{field}: a folder or file name in the pattern is at most {MAX_PART_CHARS} characters; one has "
+            f"{len(longest):,}: shorten it"
+        )
     return base, parts
 
 
@@ -85,22 +99,32 @@ class _Stop(Exception):
 
 
 class _Scanner:
-    def __init__(self, max_entries: int, deadline: float | None) -> None:
+    def __init__(
+        self, parts: list[str], max_entries: int, deadline: float | None, cancelled: Callable[[], object] | None
+    ) -> None:
         self.max_entries = max_entries
         self.deadline = deadline
+        self.cancelled = cancelled
         self.scanned = 0
         self.capped = False
         self.timed_out = False
         self.found: set[str] = set()
+        # each magic part's matcher, made once (fnmatch.translate is quadratic in a part's length)
+        self.matchers: dict[str, Callable[[str], re.Match[str] | None]] = {
+            p: re.compile(fnmatch.translate(p)).match for p in parts if p != "**" and _MAGIC.search(p)
+        }
 
     def _count(self) -> None:
         self.scanned += 1
         if self.scanned > self.max_entries:
             self.capped = True
             raise _Stop
-        if self.deadline is not None and self.scanned % 256 == 0 and time.monotonic() > self.deadline:
-            self.timed_out = True
-            raise _Stop
+        if self.scanned % 256 == 0:
+            if self.cancelled is not None:
+                self.cancelled()  # raises when the wait awaiting this scan was cancelled
+            if self.deadline is not None and time.monotonic() > self.deadline:
+                self.timed_out = True
+                raise _Stop
 
     def _entries(self, folder: str) -> list[tuple[str, bool, bool]]:
         """(name, is a real folder, is a symlink) of each entry; unreadable folders are empty."""
@@ -128,7 +152,7 @@ class _Scanner:
         if part == "**":
             self._double_star(folder, parts, i, last)
         elif _MAGIC.search(part):
-            match: Callable[[str], re.Match[str] | None] = re.compile(fnmatch.translate(part)).match
+            match = self.matchers[part]
             hidden_ok = part.startswith(".")
             for name, is_dir, is_link in self._entries(folder):
                 if is_link or (name.startswith(".") and not hidden_ok) or not match(name):
@@ -178,14 +202,16 @@ def scan(
     root: str | os.PathLike[str],
     deadline: float | None = None,
     max_entries: int = MAX_SCAN_ENTRIES,
+    cancelled: Callable[[], object] | None = None,
 ) -> Scan:
     """The files and folders under `root` matching `pattern`, without following any symlink.
 
-    Blocking: call it in a worker thread (`scan_async`). `deadline` is on time.monotonic().
+    Blocking: call it in a worker thread (`scan_async`). `deadline` is on time.monotonic();
+    `cancelled` is called every 256 entries and ends the scan by raising.
     Raises BadInput for a pattern that is too long or leaves `root`, before any work.
     """
     base, parts = check_pattern(pattern, root)
-    s = _Scanner(max_entries, deadline)
+    s = _Scanner(parts, max_entries, deadline, cancelled)
     try:
         if os.path.isdir(base):
             s.walk(base, parts, 0)
@@ -201,5 +227,15 @@ async def scan_async(
     deadline: float | None = None,
     max_entries: int = MAX_SCAN_ENTRIES,
 ) -> Scan:
-    """`scan` in a worker thread, so the event loop keeps serving other calls meanwhile."""
-    return await anyio.to_thread.run_sync(lambda: scan(pattern, root=root, deadline=deadline, max_entries=max_entries))
+    """`scan` in a worker thread, so the event loop keeps serving other calls meanwhile; when
+    the caller is cancelled (its wait ends, the server stops), the scan stops too, so no
+    thread outlives it (the process would wait for that thread before it exits)."""
+    return await anyio.to_thread.run_sync(
+        lambda: scan(
+            pattern,
+            root=root,
+            deadline=deadline,
+            max_entries=max_entries,
+            cancelled=anyio.from_thread.check_cancelled,
+        )
+    )

@@ -31,6 +31,7 @@ from .bus import TaskStore as TaskStore
 from .errors import BadInput, ForgedSender
 from .identity import check_sender
 from .ids import check_id, new_id
+from .limits import MAX_ID_LEN, shown
 from .model import FINISHED as FINISHED
 from .model import STATUSES as STATUSES
 from .model import Handoff as Handoff
@@ -352,7 +353,7 @@ class TaskQueue:
     def type_of(self, name: str) -> TaskType:
         t = self.types.get(name)
         if t is None:
-            raise BadInput(f"type: no task type {name!r}; the valid types are {', '.join(sorted(self.types))}")
+            raise BadInput(f"type: no task type {shown(name)}; the valid types are {', '.join(sorted(self.types))}")
         return t
 
     async def task(self, task_id: str, field: str = "taskId") -> Task:
@@ -434,7 +435,7 @@ async def enqueue_task(
     """
     if not q.types:
         raise BadInput("type: this queue has no task types; pass --task-types FILE or set WAVEWAIT_TASK_TYPES")
-    if not isinstance(type, str) or not type:
+    if not isinstance(type, str) or not type or len(type) > MAX_ID_LEN:  # a type's name is an id (load_task_types)
         raise BadInput(f"type: must be the name of a task type; the valid types are {', '.join(sorted(q.types))}")
     inputs = _check_inputs(inputs)
     deps = _check_depends(depends_on)

@@ -38,7 +38,7 @@ from .bus.keys import inbox_key, interrupt_key
 from .delivery import Delivery, take_and_end
 from .errors import BadInput
 from .ids import check_id, check_type, new_id
-from .limits import check_path
+from .limits import MAX_NAME_LEN, check_list, check_path, shown
 from .model import AGENT_ITEM_TYPES, Agent, Item, ItemRef, TargetStatus, WaitKind, WaitRecord, now
 from .proc import hostname, me
 from .results import (
@@ -834,7 +834,7 @@ async def wait_event(
     if types is not None:
         if isinstance(types, str) or not isinstance(types, Sequence) or not types:
             raise BadInput("types: give a non-empty list of event types, or omit it for all types")
-        types = [check_type(t, f"types[{i}]") for i, t in enumerate(types)]
+        types = check_list(types, "types", check_type)
     await ensure_registered(bus, caller)
     return await run(
         bus, caller, OneEvent(types), timeout=timeout, on_progress=on_progress, control=control, settings=settings
@@ -931,8 +931,10 @@ async def wait_agents(
         raise BadInput(f"kind: must be 'agent-idle' or 'agent-closed', got {kind!r}")
     if match not in ("any", "all"):
         raise BadInput(f"match: must be 'any' or 'all', got {match!r}")
-    if not isinstance(description, str) or not description.strip():
-        raise BadInput("description: say in a few words what is being waited for")
+    if not isinstance(description, str) or not description.strip() or len(description) > 10 * MAX_NAME_LEN:
+        raise BadInput(
+            f"description: say in a few words (at most {10 * MAX_NAME_LEN:,} characters) what is being waited for"
+        )
     deadline_ts = parse_deadline(timeout_at)
     key = f"wait_agent.{caller}.{id}"
     stored = await bus.get_resolution(key)
@@ -955,9 +957,11 @@ def parse_deadline(value: str | None) -> float | None:
     if value is None:
         return None
     try:
+        if len(value) > MAX_NAME_LEN:
+            raise ValueError
         dt = datetime.fromisoformat(value)
     except (TypeError, ValueError):
-        raise BadInput(f"timeoutAt: {value!r} is not an ISO-8601 time such as 2026-01-31T12:00:00Z") from None
+        raise BadInput(f"timeoutAt: {shown(value)} is not an ISO-8601 time such as 2026-01-31T12:00:00Z") from None
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)
     return dt.timestamp()
@@ -1027,7 +1031,8 @@ async def wait_signal(
     if isinstance(min_count, bool) or not isinstance(min_count, int) or min_count < 1:
         raise BadInput(f"min_count: must be a whole number ≥ 1, got {min_count!r}")
     if not os.path.isabs(check_path(pattern, "signal_path")):
-        raise BadInput(f"signal_path: {pattern!r} must be absolute here (faces resolve relative paths)")
+        raise BadInput(f"signal_path: {shown(pattern, 300)} must be absolute here (faces resolve relative paths)")
+    signals.check_pattern(pattern, scan_root(pattern))  # its levels and names bounded before the wait starts
     return await run(
         bus,
         caller,

@@ -25,7 +25,7 @@ from .core.agents import agent_view
 from .core.bus import Bus, bus_url, open_bus
 from .core.delivery import ClaimLost
 from .core.errors import BadInput, WavewaitError
-from .core.limits import check_env
+from .core.limits import check_env, check_path, shown
 from .core.results import (
     AgentInfo,
     AgentList,
@@ -141,7 +141,7 @@ async def cmd_wait(bus: Bus, args: argparse.Namespace) -> int:
 
 
 async def cmd_wait_signal(bus: Bus, args: argparse.Namespace) -> int:
-    pattern = os.path.abspath(args.glob)
+    pattern = os.path.abspath(check_path(args.glob, "glob"))
     return await _interruptible(
         lambda c: wait.wait_signal(
             bus,
@@ -200,9 +200,9 @@ async def cmd_spawn(bus: Bus, args: argparse.Namespace) -> int:
         if any("=" not in e for e in args.env):
             raise BadInput("--env: give NAME=value")
         env = {**os.environ, **check_env(pairs, "--env")}
-    cwd = os.path.realpath(os.path.expanduser(args.cwd)) if args.cwd else os.getcwd()
+    cwd = os.path.realpath(os.path.expanduser(check_path(args.cwd, "--cwd"))) if args.cwd else os.getcwd()
     if not os.path.isdir(cwd):
-        raise BadInput(f"--cwd: {args.cwd!r} is not a directory")
+        raise BadInput(f"--cwd: {shown(args.cwd, 300)} is not a directory")
     given = budgets.check(args.wave, **budget_args(args))
     if args.max_parallel is not None:
         if args.wave is None:

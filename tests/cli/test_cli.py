@@ -70,6 +70,27 @@ async def test_bad_input_exits_2_with_a_message_naming_what_was_wrong(crew, args
         assert sorted((a.id, a.status) for a in await crew.list_agents()) == before
 
 
+WORD = 128 * 1024 - 1  # the longest word Linux passes to a program
+LONG_WORDS = {
+    "glob": (["wait-signal", ("a/" * WORD)[:WORD], "--timeout", "1"], "glob: at most 4096 bytes"),
+    "cwd": (["spawn", "--cwd", ("~/" * WORD)[:WORD], "flight", "--", "true"], "--cwd: at most 4096 bytes"),
+    "program": (["spawn", "flight", "--", ("../" * WORD)[:WORD]], "command[0]: at most 4096 bytes"),
+    "model": (["spawn", "--preset", "claude", "--model", "*" * WORD, "flight", "--", "p"], "model: at most 255"),
+    "into": (["merge", "--into", ("[{a," * WORD)[:WORD], "--dry-run"], "into: at most 255 characters"),
+    "wave": (["agents", "--wave", "é" * (WORD // 2)], "wave: at most 100 characters"),
+}
+
+
+@pytest.mark.parametrize("args,message", LONG_WORDS.values(), ids=LONG_WORDS)
+async def test_the_longest_word_is_refused_before_any_work_saying_the_bound(crew, args, message):
+    """A path is measured before it is normalised (a `realpath` of 65,000 folders did an `lstat`
+    each), a word before git or a preset sees it; the error quotes at most the start of it."""
+    before = sorted((a.id, a.status) for a in await crew.list_agents())
+    done = run(crew, *args)
+    assert done.returncode == 2 and message in done.stderr and len(done.stderr) < 1000, done.stderr[:300]
+    assert sorted((a.id, a.status) for a in await crew.list_agents()) == before
+
+
 def test_an_unusable_bus_path_exits_2_naming_the_bus(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")

@@ -9,16 +9,19 @@ import pytest
 
 from wavewait.core import messages
 from wavewait.core.errors import BadInput
-from wavewait.core.ids import check_id, check_name, check_type
+from wavewait.core.ids import check_id, check_name, check_type, check_word
 from wavewait.core.limits import (
+    MAX_ARG_BYTES,
     MAX_DATA_BYTES,
     MAX_LIST_LEN,
     MAX_MESSAGE_BYTES,
     MAX_PATH_BYTES,
+    check_command,
     check_data,
     check_list,
     check_path,
     check_text,
+    shown,
 )
 
 from coretools import crew
@@ -103,3 +106,43 @@ async def test_send_and_notify_completion_refuse_oversized_input_before_touching
     with pytest.raises(BadInput, match=r"^worker_id: "):
         await messages.notify_completion(file_bus, "linter", status="success", worker_id="linter\n")
     assert os.listdir(box) == []
+
+
+def test_an_error_quotes_at_most_the_start_of_a_long_value():
+    """A refusal names what was wrong; it does not echo a megabyte back into a model's context."""
+    assert shown("worker") == "'worker'"
+    quoted = shown("a/" * 500_000)
+    assert quoted.startswith("'a/a/") and "(1,000,000 characters)" in quoted and len(quoted) < 80
+    assert len(shown(["x" * 1_000_000] * 50)) < 200
+    with pytest.raises(BadInput) as refused:
+        check_type("[" * 1_000_000, "types[0]")
+    assert len(str(refused.value)) < 200 and "(1,000,000 characters)" in str(refused.value)
+
+
+def test_a_command_is_bounded_as_exec_takes_it():
+    longest = "é" * (MAX_ARG_BYTES // 2)  # as many bytes as Linux takes in one word
+    assert check_command(("true", longest)) == ["true", longest]
+    for bad, said in [
+        ([], r"^command: give the program and its arguments"),
+        ("true", r"^command: give the program"),
+        (["a/" * 2049], r"^command\[0\]: at most 4096 bytes"),
+        (["true", "x" * (MAX_ARG_BYTES + 1)], r"^command\[1\]: at most 128\.0 KiB"),
+        (["true", longest + "é"], r"^command\[1\]: at most 128\.0 KiB"),
+        (["true", "a\x00b"], r"^command\[1\]: may not contain a NUL"),
+        (["true", ""], r"^command\[1\]: must be a non-empty string"),
+        (["true", 5], r"^command\[1\]: must be a non-empty string"),
+        (["true"] * (MAX_LIST_LEN + 1), r"^command: at most 1,000 words"),
+    ]:
+        with pytest.raises(BadInput, match=said):
+            check_command(bad)
+
+
+@pytest.mark.parametrize("bad", ["", "two words", "tab\there", "new\nline", "x" * 256, 7])
+def test_a_word_is_one_short_token(bad):
+    with pytest.raises(BadInput, match=r"^model: "):
+        check_word(bad, "model")
+
+
+def test_a_word_may_hold_slashes_dots_and_any_letters():
+    for good in ("claude-sonnet-4-5", "origin/main~3", "v1.2.3", "modèle", "x" * 255):
+        assert check_word(good, "base") == good

@@ -18,6 +18,8 @@ from hypothesis import strategies as st
 from wavewait.core import signals
 from wavewait.core.errors import BadInput
 
+from conftest import until
+
 
 def glob_matches(pattern: str) -> list[str]:
     """The reference: what `glob.glob` finds (it follows links, which the scanner must not)."""
@@ -178,3 +180,59 @@ def test_random_trees_and_patterns_match_as_glob_did(tree_paths, parts):
         pattern = os.path.join(root, *parts)
         expected = sorted({p for p in glob_matches(pattern) if os.path.lexists(p)})
         assert signals.scan(pattern, root=root).matched == expected
+
+
+def test_a_long_name_in_a_pattern_is_refused_before_any_work(tree):
+    """Turning a part into a regular expression costs the square of its length (0.5 s for 4 KiB of '[')."""
+    started = time.monotonic()
+    with pytest.raises(BadInput, match="a folder or file name in the pattern is at most 255 characters"):
+        signals.scan(str(tree / "a" / ("[" * 4000)), root=tree)
+    assert time.monotonic() - started < 0.1
+    assert signals.scan(str(tree / "a" / ("?" * 255)), root=tree).matched == []  # the longest name is fine
+
+
+def test_a_run_of_double_stars_is_one(tree):
+    """`**/**` matches what `**` does; a run of them is one, not one more level of search each."""
+    one = signals.scan(str(tree / "**" / "*.done"), root=tree)
+    many = signals.scan(str(tree) + "/" + "**/" * 1300 + "*.done", root=tree)
+    assert many.matched == one.matched == glob_matches(str(tree / "**" / "*.done"))
+    assert many.scanned == one.scanned
+
+
+def test_a_scan_asks_every_256_entries_whether_to_stop(tree):
+    for i in range(600):
+        (tree / "a" / f"h{i}").write_text("x")
+    asked = []
+
+    class Stopped(Exception):
+        pass
+
+    def cancelled() -> None:
+        asked.append(1)
+        if len(asked) == 2:
+            raise Stopped
+
+    with pytest.raises(Stopped):
+        signals.scan(str(tree / "**" / "*.done"), root=tree, cancelled=cancelled)
+    assert len(asked) == 2
+
+
+async def test_a_scan_ends_when_the_wait_awaiting_it_is_cancelled(tree, monkeypatch):
+    """A scan is never abandoned in its thread: the process would wait for that thread before
+    it exits. Cancelled (its wait ended, the server stopped), it stops within 256 entries."""
+    started = threading.Event()
+
+    def endless(self: signals._Scanner, folder: str) -> list[tuple[str, bool, bool]]:
+        started.set()
+        while True:  # a folder that never ends: only the cap, the deadline or a cancellation stops it
+            self._count()
+
+    monkeypatch.setattr(signals._Scanner, "_entries", endless)
+    with anyio.CancelScope() as scope:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: signals.scan_async(str(tree / "*.done"), root=tree, max_entries=20_000_000))
+            await until(started.is_set, what="the scan to start")
+            cancelled_at = time.monotonic()
+            scope.cancel()
+    took = time.monotonic() - cancelled_at
+    assert took < 1.0, f"the scan went on {took:.2f} s after its wait was cancelled"

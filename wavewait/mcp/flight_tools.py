@@ -17,7 +17,7 @@ from pydantic import Field
 from ..core import agents, merge, messages
 from ..core.bus import Bus
 from ..core.errors import BadInput
-from ..core.limits import check_env, check_path
+from ..core.limits import check_env, check_path, shown
 from ..core.results import OutputResult, SendResult
 from .settings import Settings
 from .toolkit import declare, reply
@@ -108,19 +108,21 @@ def wants_flight(preset: str | None, model: str | None, worktree: bool | None, b
     return preset is not None or model is not None or worktree is not None or base is not None
 
 
-def spawn_place(s: Settings, cwd: str | None, env: dict[str, str] | None) -> tuple[str, dict[str, str] | None]:
-    """`spawn_agent`'s cwd and env, checked: an existing directory; at most 100 plain names."""
-    where = (
-        os.path.realpath(os.path.join(s.project_dir, os.path.expanduser(check_path(cwd, "cwd"))))
-        if cwd
-        else s.project_dir
-    )
+async def spawn_place(s: Settings, cwd: str | None, env: dict[str, str] | None) -> tuple[str, dict[str, str] | None]:
+    """`spawn_agent`'s cwd and env, checked: an existing directory; at most 100 plain names.
+
+    Both are bounded first; the folder is looked up (one `lstat` a level) in a worker thread."""
+    if env is not None:
+        check_env(env)
+    where = s.project_dir if not cwd else await anyio.to_thread.run_sync(_folder, s, check_path(cwd, "cwd"))
+    return where, None if env is None else {**os.environ, **env}
+
+
+def _folder(s: Settings, cwd: str) -> str:
+    where = os.path.realpath(os.path.join(s.project_dir, os.path.expanduser(cwd)))
     if not os.path.isdir(where):
-        raise BadInput(f"cwd: {cwd!r} is not a directory (relative paths start at {s.project_dir})")
-    if env is None:
-        return where, None
-    check_env(env)
-    return where, {**os.environ, **env}
+        raise BadInput(f"cwd: {shown(cwd, 300)} is not a directory (relative paths start at {s.project_dir})")
+    return where
 
 
 def register_flight_tools(server: MCPServer, bus: Bus, s: Settings) -> None:

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..core import messages, wait
 from ..core.errors import BadInput
+from ..core.ids import check_word
 from ..core.limits import check_text
 from ..core.results import Outcome, Result
 from .settings import Settings
@@ -125,6 +126,8 @@ def register_question_tools(server: MCPServer, bus: Any, s: Settings) -> None:
         tool_use_id: Annotated[str | None, Field(description="The host's id of the tool call.")] = None,
     ) -> CallToolResult:
         check_text(tool_name, "tool_name", max_bytes=200)
+        if tool_use_id is not None:
+            check_word(tool_use_id, "tool_use_id")
         if not isinstance(input, dict):
             raise BadInput("input: the tool's input, an object")
         await messages.ask(bus, s.caller, question_for(tool_name, input))

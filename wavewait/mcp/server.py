@@ -34,7 +34,7 @@ from pydantic import ValidationError
 
 from ..core.bus import Bus, open_bus
 from ..core.errors import WavewaitError
-from ..core.limits import MAX_REQUEST_BYTES
+from ..core.limits import MAX_LIST_LEN, MAX_REQUEST_BYTES, shown
 from ..core.proc import settle_heap
 from .delivery import (
     Deliveries,
@@ -105,7 +105,7 @@ def explain(tool: str, exc: ValidationError, schema: dict[str, Any]) -> str:
         loc = [str(p) for p in err["loc"]]
         field = loc[0] if loc else "arguments"
         where = field + "".join(f"[{p}]" for p in loc[1:])
-        got = "" if err["type"] == "missing" else f", got {err.get('input')!r}"
+        got = "" if err["type"] == "missing" else f", got {shown(err.get('input'))}"
         lines.append(f"{where}: {err['msg'].lower()}{got}; allowed: {_allowed(props.get(field, {}))}")
     return f"{tool}: invalid arguments, nothing was done.\n" + "\n".join(lines)
 
@@ -137,6 +137,10 @@ class WaveServer(MCPServer):
                     f"{name}: unknown argument(s) {', '.join(unknown)}; nothing was done. "
                     f"Allowed: {', '.join(sorted(known))}"
                 )
+        # counted before the SDK validates them: its validation is one step of the event loop
+        for field, value in arguments.items():
+            if isinstance(value, (list, dict)) and len(value) > MAX_LIST_LEN:
+                return error(f"{name}: {field}: at most {MAX_LIST_LEN:,} entries, got {len(value):,}; nothing was done")
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as e:

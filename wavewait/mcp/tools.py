@@ -16,14 +16,17 @@ import shlex
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Annotated, Literal, TypeVar
 
+import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
-from ..core import admission, agents, budgets, flights, messages, wait, waves
+from ..core import admission, agents, budgets, flights, messages, presets, wait, waves
 from ..core.agents import spawn_result
 from ..core.bus import Bus
 from ..core.errors import BadInput
+from ..core.ids import check_id
+from ..core.limits import check_command, check_path, shown
 from ..core.model import now
 from ..core.results import (
     AgentInfo,
@@ -286,17 +289,24 @@ def allowed_roots(s: Settings) -> list[str]:
     return roots + [os.path.realpath(os.path.expanduser(p)) for p in s.allow_paths]
 
 
-def resolve_signal_path(s: Settings, raw: str) -> str:
-    """Absolute, normalised pattern; refused outside the project dir, the bus and --allow-path."""
+async def resolve_signal_path(s: Settings, raw: str) -> str:
+    """Absolute, normalised pattern; refused outside the project dir, the bus and --allow-path.
+
+    Its length is checked first; the file system is asked (`realpath`, one `lstat` a folder)
+    in a worker thread, so no pattern holds the event loop."""
     if not raw.strip():
         raise BadInput("signal_path: give a path or glob, e.g. wavebus/wave-7/flights/*.done")
-    if "\x00" in raw:
-        raise BadInput("signal_path: may not contain a NUL character")
+    check_path(raw, "signal_path")
+    return await anyio.to_thread.run_sync(_resolve_signal_path, s, raw)
+
+
+def _resolve_signal_path(s: Settings, raw: str) -> str:
     path = os.path.normpath(os.path.join(s.project_dir, os.path.expanduser(raw)))
+    check_path(path, "signal_path")  # `~` may have grown it
     base = os.path.realpath(wait.glob_base(path))
     if not any(base == r or base.startswith(r.rstrip(os.sep) + os.sep) for r in allowed_roots(s)):
         raise BadInput(
-            f"signal_path: {path} is outside the project directory ({s.project_dir})"
+            f"signal_path: {shown(path, 300)} is outside the project directory ({s.project_dir})"
             f"{' and the bus' if '://' not in s.bus else ''}; watch files under the project, or "
             "start the server with --allow-path DIR to allow another folder"
         )
@@ -307,11 +317,10 @@ def spawn_argv(s: Settings, command: Sequence[str] | None, prompt: str | None) -
     if (command is None) == (prompt is None):
         raise BadInput("command, prompt: give exactly one: command (an argv list) or prompt (a task text)")
     if command is not None:
-        if not command or not all(command):
-            raise BadInput("command: give the program and its arguments as a non-empty list of non-empty strings")
-        return list(command)
+        return check_command(command)
     if not prompt or not prompt.strip():
         raise BadInput("prompt: must be a non-empty string")
+    presets.check_prompt(prompt)  # one word of the agent's command line
     if not s.agent_command:
         raise BadInput(
             "prompt: this server has no agent command to run a prompt with; start it with "
@@ -410,7 +419,7 @@ def register(server: MCPServer, bus: Bus, s: Settings, deliveries: Deliveries) -
         timeout_sec: Annotated[int, Field(gt=0, description="Seconds to wait at most (whole number > 0).")] = 1800,
         min_count: Annotated[int, Field(gt=0, description="How many matching files satisfy the signal.")] = 1,
     ) -> Annotated[CallToolResult, Signal]:
-        pattern = resolve_signal_path(s, signal_path)
+        pattern = await resolve_signal_path(s, signal_path)
         eff, cut = clamp(s, float(timeout_sec), ctx)
         r = await wait.wait_signal(
             bus,
@@ -450,6 +459,7 @@ def register(server: MCPServer, bus: Bus, s: Settings, deliveries: Deliveries) -
             str | None, Field(description="ISO-8601 time at which the wait times out, e.g. 2026-01-31T12:00:00Z.")
         ] = None,
     ) -> Annotated[CallToolResult, AgentWait]:
+        check_id(id, "id")  # measured before any agent is looked up
         # resolved here first so an unknown id is named as the caller gave it (agentId or agentIds[i])
         first = (await agents.resolve_agent(bus, agentId, "agentId")).id
         more = [a.id for a in await agents.resolve_agents(bus, agentIds or [], "agentIds")]
@@ -570,7 +580,7 @@ def register(server: MCPServer, bus: Bus, s: Settings, deliveries: Deliveries) -
             ),
         ] = None,
     ) -> Annotated[CallToolResult, SpawnResult]:
-        where, child_env = spawn_place(s, cwd, env)
+        where, child_env = await spawn_place(s, cwd, env)
         argv = spawn_argv(s, command, prompt) if preset is None else None  # checked before the budget is kept
         given = budgets.check(
             wave,
