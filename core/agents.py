@@ -261,9 +261,12 @@ async def launch(
         raise BadInput(f"command: cannot start {shown(command[:1])}: {detail}") from e
     assert supervisor.stdin is not None and supervisor.stdout is not None
     # recorded before it starts anything: the flight's processes are known by this ancestor
-    # from their first instruction on (identity.py); then the go (supervise.py)
+    # from their first instruction on (identity.py); then the go (supervise.py). On a bus of
+    # several hosts its lease starts here too, so a host that vanishes before its supervisor's
+    # first renewal still leaves a flight that other hosts mark dead
+    lease = {"lease_expires_at": now() + AGENT_LEASE} if bus.multi_host else {}
     recorded = await bus.update_agent(
-        agent.id, supervisor_pid=supervisor.pid, supervisor_start=pid_start(supervisor.pid, zombie_ok=True)
+        agent.id, supervisor_pid=supervisor.pid, supervisor_start=pid_start(supervisor.pid, zombie_ok=True), **lease
     )
     if recorded is not None and recorded.status == "running":
         plan = {"log": agent.log_path, "events": agent.events}

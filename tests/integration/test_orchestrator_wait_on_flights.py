@@ -37,12 +37,14 @@ async def call(client: Client, tool: str, args: dict) -> dict:
 
 
 def flight(delay: float, name: str, *, report: bool = True, exit_code: int = 0) -> list[str]:
-    """A shell-only flight: work, drop its signal file by rename, report through the CLI."""
+    """A shell-only flight: work, report through the CLI, then drop its signal file by rename
+    (so a signal seen means its report is on the bus, however long the CLI took to start)."""
     ww = f"{shlex.quote(sys.executable)} -m wavewait"
     done = f"wavebus/wave-1/flights/{name}.done"
     steps = [f"sleep {delay}", f"echo ok > {done}.tmp", f"mv {done}.tmp {done}"]
     if report:
-        steps.append(f"{ww} notify --status success --message {shlex.quote(name + ' finished')} --change src/{name}.py")
+        notify = f"{ww} notify --status success --message {shlex.quote(name + ' finished')} --change src/{name}.py"
+        steps.insert(1, notify)
     else:
         steps = [f"sleep {delay}", f"exit {exit_code}"]
     return ["sh", "-c", " && ".join(steps)]

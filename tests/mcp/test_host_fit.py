@@ -134,6 +134,12 @@ async def test_flights_of_a_session_that_ended_are_stopped_and_say_why(bus, tmp_
         r = data(await c.call_tool("spawn_agent", {"name": "sleeper", "command": ["sleep", "60"]}))
         done = data(await c.call_tool("spawn_agent", {"name": "quick", "command": ["true"]}))
 
+        async def quick_ended() -> bool:  # a spawn answers once its command started, not ended
+            a = await bus.get_agent(done["agent_id"])
+            return a is not None and a.status != "running"
+
+        await until(quick_ended, 20, "the quick flight to end while its session is open")
+
     # stdin closed: the session is over
     async def stopped() -> bool:
         a = await bus.get_agent(r["agent_id"])
