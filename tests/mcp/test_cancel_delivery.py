@@ -126,9 +126,8 @@ async def _in_history(bus, body: str) -> bool:
 
 
 async def test_a_server_killed_between_take_and_reply_loses_nothing(bus):
-    """SIGKILL after the wait took its message, before the acknowledgement (its response is
-    never read, and a long grace keeps that window open too): the next wait gets the message,
-    with the same message_id."""
+    """SIGKILL after the wait took its message, before the acknowledgement (a long grace keeps
+    that window open): the next wait gets the message, with the same message_id."""
     await register_crew(bus, "orchestrator", "sender")
     sent = await messages.send(bus, "sender", "orchestrator", "survive me")
     env = server_env(bus, WAVEWAIT_ACK_GRACE="600")
@@ -160,6 +159,64 @@ INIT = (
     '{"jsonrpc":"2.0","method":"notifications/initialized"}\n'
 )
 WAIT_CALL = '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"wait","arguments":{"timeout":5}}}\n'
+
+
+def _start_server(bus, grace: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [PYTHON, "-m", "wavewait", "mcp", "--bus", bus.url],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=server_env(bus, WAVEWAIT_ACK_GRACE=grace),
+    )
+
+
+async def _read_reply(proc: subprocess.Popen) -> str:
+    """The wait's response (id 2), read from the server's stdout."""
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write((INIT + WAIT_CALL).encode())
+    proc.stdin.flush()
+    reply = ""
+    while '"id":2' not in reply.replace(" ", ""):
+        reply = (await anyio.to_thread.run_sync(proc.stdout.readline)).decode()
+        assert reply, "the server ended before it answered"
+    return reply
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+async def test_a_server_stopped_by_a_signal_within_the_grace_gives_the_message_back(bus, sig):
+    """Hosts end their MCP server with a signal, also when their user killed them: a response
+    written within the grace is not known to have been read, so the signal releases its
+    items before the process ends; the next wait gets them with the same message_id."""
+    await register_crew(bus, "orchestrator", "sender")
+    sent = await messages.send(bus, "sender", "orchestrator", "read once")
+    proc = _start_server(bus, "600")
+    try:
+        assert "read once" in await _read_reply(proc)
+        proc.send_signal(sig)
+        assert await anyio.to_thread.run_sync(lambda: proc.wait(20)) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert [ref.id for ref in await bus.pending("orchestrator")] == [sent.id]
+    assert await bus.history("orchestrator") == [] and await bus.list_waits() == []
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+async def test_a_server_stopped_by_a_signal_after_the_grace_gives_no_duplicate(bus, sig):
+    """Past the grace the response counts as read: a later signal leaves it acknowledged."""
+    await register_crew(bus, "orchestrator", "sender")
+    await messages.send(bus, "sender", "orchestrator", "read once")
+    proc = _start_server(bus, "0.2")
+    try:
+        assert "read once" in await _read_reply(proc)
+        await until(lambda: _in_history(bus, "read once"), what="the message acknowledged after the grace")
+        proc.send_signal(sig)
+        assert await anyio.to_thread.run_sync(lambda: proc.wait(20)) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert [i.body for i in await bus.history("orchestrator")] == ["read once"]
+    assert await bus.pending("orchestrator") == [] and await bus.list_waits() == []
 
 
 async def _pending_count(bus, n: int) -> bool:

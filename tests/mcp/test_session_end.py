@@ -1,12 +1,20 @@
-"""Over streamable HTTP, a session that ends gives back what a wait took unless its response
-went out: the server stays up for other clients, and a session's end is a DELETE with its
-`mcp-session-id` or the close of the connection the request came on (the SDK's client abandons
-a 2026-era exchange, which has no session, by closing it). On stdio see test_read_delivery.py.
+"""A session that ends right after a wait's response was written gives back what the wait took.
+
+A response is not delivered because it reached a pipe: a client that abandons a call and
+closes its session (what the MCP SDK does when the caller's cancel scope exits: its courtesy
+`notifications/cancelled` is lost with the transport's writer, stdin is closed, the server
+stopped), or a host killed by its user, never read it. Within the grace after the write,
+the session's end releases the items to the head of the inbox; the next wait gets them
+again with the same `message_id`.
 """
 
 from __future__ import annotations
 
+import signal
+import subprocess
+
 import anyio
+import anyio.lowlevel
 import httpx2
 import pytest
 from mcp import Client
@@ -14,10 +22,93 @@ from mcp.client.streamable_http import streamable_http_client
 
 from wavewait.core import messages
 
-from conftest import register_crew, until
-from mcptools import data
+from conftest import PYTHON, register_crew, until
+from mcptools import data, mcp_client, server_env
 
 pytestmark = pytest.mark.anyio
+
+
+async def _abandon_session_on_receipt(bus, tool: str, args: dict) -> bool:
+    """Call `tool` in a fresh session and abandon the session, as the SDK's caller does when its
+    cancel scope exits, the moment the response arrives. To the server, whose response reached
+    the pipe, that is a client that may never have read it: a session ending within the grace.
+    (A wait's last progress notification no longer announces a decided result, so there is no
+    earlier moment that is surely after the take.)"""
+    with anyio.CancelScope() as session_scope:
+        async with mcp_client(bus) as c:
+            await c.call_tool(tool, args)
+            session_scope.cancel()
+            await anyio.lowlevel.checkpoint()
+    return session_scope.cancelled_caught
+
+
+@pytest.mark.parametrize(
+    "tool, args, key",
+    [
+        ("wait", {"timeout": 5}, "message_id"),
+        ("wait_for_event", {"timeout_secs": 5}, "event_id"),
+    ],
+)
+async def test_a_session_abandoned_after_its_wait_took_a_message_loses_nothing(bus, tool, args, key):
+    await register_crew(bus, "orchestrator", "sender")
+    sent = [(await messages.send(bus, "sender", "orchestrator", f"m{i}")).id for i in range(4)]
+    for _ in range(4):
+        assert await _abandon_session_on_receipt(bus, tool, args)
+        # the session is over (the client stopped its server): the message is back in the inbox
+        assert len(await bus.pending("orchestrator")) == 4
+    assert await bus.list_waits() == []
+    async with mcp_client(bus) as c:
+        got = [data(await c.call_tool(tool, args))[key] for _ in range(4)]
+    assert got == sent  # every one, once, in order, with the same ids
+
+
+# A host: starts the server, calls wait, reads the response, says so, then blocks until killed.
+HOST = """
+import subprocess, sys
+server = subprocess.Popen([sys.executable, "-m", "wavewait", "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+server.stdin.write(sys.argv[1].encode()); server.stdin.flush()
+while b'"id":2' not in server.stdout.readline().replace(b" ", b""):
+    pass
+print(server.pid, flush=True)
+sys.stdin.read()
+"""
+INIT_AND_WAIT = (
+    '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",'
+    '"capabilities":{},"clientInfo":{"name":"t","version":"1"}}}\n'
+    '{"jsonrpc":"2.0","method":"notifications/initialized"}\n'
+    '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"wait","arguments":{"timeout":5}}}\n'
+)
+
+
+async def test_a_host_killed_right_after_reading_the_response_loses_nothing(bus):
+    """The host read the wait's response and was killed (SIGKILL) before it could show it:
+    its server sees stdin close, gives the message back, and ends."""
+    await register_crew(bus, "orchestrator", "sender")
+    sent = await messages.send(bus, "sender", "orchestrator", "for a dead host")
+    host = subprocess.Popen(
+        [PYTHON, "-c", HOST, INIT_AND_WAIT], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=server_env(bus)
+    )
+    try:
+        assert host.stdout is not None
+        server_pid = int(await anyio.to_thread.run_sync(host.stdout.readline))
+        assert await bus.pending("orchestrator") == []  # taken by the wait, its response read
+        host.send_signal(signal.SIGKILL)
+        host.wait(10)
+    finally:
+        if host.poll() is None:
+            host.kill()
+    await until(lambda: _pending_ids(bus, [sent.id]), what="the message back in the inbox")
+    await until(lambda: not _alive(server_pid), what="the orphaned server to end")
+    assert await bus.list_waits() == [] and await bus.history("orchestrator") == []
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie no one has reaped yet has ended)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+    except OSError:
+        return False
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
@@ -79,23 +170,3 @@ async def test_two_http_clients_with_the_same_request_ids_each_get_their_message
 
 async def _history(bus, bodies: list[str]) -> bool:
     return [i.body for i in await bus.history("orchestrator")] == bodies
-
-
-@pytest.mark.parametrize("mode", ["legacy", "auto"])
-async def test_an_http_client_that_read_its_answer_and_ended_gets_no_duplicate(bus, mode):
-    """A one-shot script over HTTP: its session ends (a DELETE, or the connection closed) right
-    after the response was sent to its last byte, and the message stays taken."""
-    from test_http import http_process, stderr_line
-
-    await register_crew(bus, "orchestrator", "sender")
-    sent = await messages.send(bus, "sender", "orchestrator", "once over http")
-    with http_process(bus, "--token", "s3cret") as proc:  # its session ends well within the 2 s grace
-        url = (await stderr_line(proc)).split(" on ", 1)[1].strip()
-        async with httpx2.AsyncClient(headers={"authorization": "Bearer s3cret"}) as h:
-            async with Client(streamable_http_client(url, http_client=h), mode=mode) as c:
-                assert data(await c.call_tool("wait", {"timeout": 5}))["message_id"] == sent.id
-        await until(lambda: _history(bus, ["once over http"]), what="the message acknowledged at the session's end")
-        async with httpx2.AsyncClient(headers={"authorization": "Bearer s3cret"}) as h:
-            async with Client(streamable_http_client(url, http_client=h), mode=mode) as c:
-                assert data(await c.call_tool("wait", {"timeout": 0}))["status"] == "timeout"
-    assert await bus.pending("orchestrator") == [] and await bus.list_waits() == []

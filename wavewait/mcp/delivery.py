@@ -1,34 +1,27 @@
-"""Acknowledged delivery over MCP: a wait's items leave the inbox once the client has read its response.
+"""Acknowledged delivery over MCP: a wait's items leave the inbox once its response is out.
 
 A consuming tool runs its wait with `Control(hold=True)` and hands the resulting
 `Delivery` to `Deliveries.hold` before it returns. Then:
 
-- on stdio the response is read once its bytes have left the pipe or socket the client reads
-  (`wire.Wire`: the bytes written to it, less the kernel's unread count; a reading taken after
-  stdin closed, or on a socket whose peer closed, does not count); over HTTP once its
-  exchange's last byte was sent (`sent`); elsewhere when the tool returns;
-- a `notifications/cancelled` for the request before the response was read, or within `grace`
-  seconds after (a cancel that crossed the response on the wire), releases the items to the
-  head of the inbox: the client drops a response to a request it cancelled;
-- otherwise, `grace` seconds after the read, the items are acknowledged: they move to the
-  inbox's history;
+- on stdio, `ReportingStdout` tells us when the line carrying the response was flushed to
+  the client; on other transports the response counts as written when the tool returns;
+- a `notifications/cancelled` for the request before the acknowledgement (the client gave
+  up on it and will drop the late response) releases the items to the head of the inbox;
+- otherwise, `grace` seconds after the write (time for such a cancel to arrive), the items
+  are acknowledged: they move to the inbox's history;
 - the session ending first (stdin closed, the server stopped by a signal, an HTTP session
-  deleted or the connection a response went on closed) settles each by the same rule: what
-  was read is acknowledged (a one-shot script that printed its answer and exited), what was
-  not is released (a client that abandoned the call and closed its session, as the MCP SDK
-  does when its caller's cancel scope exits, or a host killed by its user). An HTTP
-  connection reset releases too: the client may not have had the response.
+  deleted or the connection a response went on closed) releases them too, written or not:
+  a response is not delivered because it reached a pipe. A client that abandons a call and closes its session (the MCP SDK, when
+  its caller's cancel scope exits) or a host killed by its user never read it.
 
-So the one duplicate left is a server killed (SIGKILL) while its response sits unread: the
-items come back by recovery, and a client that reads the response later gets them again with
-the same `message_id`. (A client that read the response and lost it itself, killed before it
-showed it, is past our reach: the items were delivered.)
+So the one duplicate left is a response read and its session ended (or its process killed)
+within the grace: the next wait delivers the items again with the same `message_id`,
+never a loss.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import json
 import logging
@@ -36,7 +29,7 @@ import os
 import sys
 import time
 from collections import OrderedDict, deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, TextIO
@@ -46,12 +39,11 @@ from anyio.abc import TaskGroup
 
 from ..core.delivery import Delivery
 from .front import Lines, Oversized, too_large
-from .wire import Wire
 
 log = logging.getLogger(__name__)
 
-#: seconds from a response's read to its acknowledgement: a client's cancel that crossed the
-#: response on the wire arrives well within it
+#: seconds between a response's write and its acknowledgement: a client's cancel that
+#: crossed the response on the wire arrives well within it
 GRACE = 2.0
 #: seconds an ended connection is remembered: the client side of a closed TCP connection
 #: keeps its port in TIME_WAIT for 60 s, so its key is not reused sooner
@@ -66,22 +58,17 @@ class _Held:
     connection: str  # `connection_key` of the request's connection
     request_id: str
     peer: str  # the TCP connection it came on (HTTP), whose end also ends it
-    read: anyio.Event = field(default_factory=anyio.Event)  # the client has the response
+    written: anyio.Event = field(default_factory=anyio.Event)
     cancelled: anyio.Event = field(default_factory=anyio.Event)
-
-    @property
-    def delivered(self) -> bool:
-        return self.read.is_set() and not self.cancelled.is_set()
 
 
 class Deliveries:
     """The held deliveries of one server, until each is settled. Each is listed on its own
     (two HTTP clients may both use request id 1) and found by (connection, request id)."""
 
-    def __init__(self, grace: float = GRACE) -> None:
+    def __init__(self, grace: float = GRACE, *, writes_reported: bool = False) -> None:
         self.grace = grace
-        self.wire: Wire | None = None  # stdio: what the client has read (`attach`)
-        self.sends_reported = False  # HTTP: `sent` is called when a response's exchange is sent
+        self.writes_reported = writes_reported  # True on stdio: `written` is called per response
         self._held: dict[int, _Held] = {}
         self._serial = itertools.count()
         self._tg: TaskGroup | None = None
@@ -90,21 +77,10 @@ class Deliveries:
         #: just after its client went away has no one to answer
         self._ended: OrderedDict[str, float] = OrderedDict()
 
-    def attach(self, wire: Wire) -> None:
-        """Serve stdio on `wire`: a response counts as read when the wire says so."""
-        loop = asyncio.get_running_loop()
-
-        def on_read(keys: list[str]) -> None:  # from the wire's watcher thread
-            with contextlib.suppress(RuntimeError):  # the loop has closed: the session's end took its last look
-                loop.call_soon_threadsafe(self._read, keys)
-
-        self.wire = wire
-        wire.on_read = on_read
-
     @asynccontextmanager
     async def running(self) -> AsyncIterator[Deliveries]:
-        """Settle deliveries while the server runs; at its end, acknowledge what was read and
-        release the rest, and return only once the bus has them."""
+        """Settle deliveries while the server runs; at its end, release every delivery not
+        yet acknowledged, and return only once the bus has them back."""
         async with anyio.create_task_group() as tg:
             self._tg = tg
             try:
@@ -112,7 +88,7 @@ class Deliveries:
             finally:
                 self._tg, self._stopped = None, True
                 with anyio.CancelScope(shield=True):
-                    await self._settle_where(lambda held: True)
+                    await self._release_where(lambda held: True)
                 tg.cancel_scope.cancel()
 
     async def hold(self, request_context: Any, request_id: object, delivery: Delivery) -> None:
@@ -128,17 +104,15 @@ class Deliveries:
             return
         serial = next(self._serial)
         self._held[serial] = held
-        if self.wire is not None:
-            self.wire.watch(held.request_id)
-        elif not self.sends_reported:
-            held.read.set()
+        if not self.writes_reported:
+            held.written.set()
         self._tg.start_soon(self._settle, serial, held)
 
     async def _settle(self, serial: int, held: _Held) -> None:
-        """Acknowledge once the response was read and the grace after it passed with no cancel;
-        release on a cancel. Cancelled from outside (the session is ending), it leaves the
-        delivery to `running`, which settles it by what the client read."""
-        decided = False
+        """Acknowledge once the grace after the write has passed with no cancel; anything
+        else that ends this (a cancel, the server stopping: a signal cancels this task
+        before `running` gets to its end) releases."""
+        delivered = False
         try:
             async with anyio.create_task_group() as tg:
 
@@ -147,68 +121,51 @@ class Deliveries:
                     tg.cancel_scope.cancel()
 
                 tg.start_soon(on_cancel)
-                await held.read.wait()
+                await held.written.wait()
                 await anyio.sleep(self.grace)
+                delivered = not held.cancelled.is_set()
                 tg.cancel_scope.cancel()
-            decided = True
         finally:
-            if decided and self._held.get(serial) is held:
+            if self._held.get(serial) is held:
                 del self._held[serial]
-                self._forget(held)
                 with anyio.CancelScope(shield=True):
-                    await (held.delivery.ack() if held.delivered else held.delivery.release())
+                    await (held.delivery.ack() if delivered else held.delivery.release())
 
-    async def _settle_where(self, ended: Callable[[_Held], bool], reset: bool = False) -> int:
-        """Settle the held deliveries of ended connections after a last look at what the client
-        read: acknowledge those it read, release the others (all of them if the connection was
-        `reset`) in the order they were taken, so each item goes back to its place at the head
-        of its inbox."""
-        if self.wire is not None:
-            self._read(self.wire.check(final=True))
+    async def _release_where(self, ended: Callable[[_Held], bool]) -> int:
+        """Release the held deliveries of ended connections, in the order they were taken,
+        so each item goes back to its place at the head of its inbox."""
         gone = [(serial, held) for serial, held in self._held.items() if ended(held)]
-        for serial, held in gone:
+        for serial, _ in gone:
             del self._held[serial]
-            self._forget(held)
         for _, held in gone:
             with anyio.CancelScope(shield=True):
                 try:
-                    await (held.delivery.ack() if held.delivered and not reset else held.delivery.release())
-                except Exception as e:  # the others are still settled; recovery returns these once we are gone
-                    log.warning("wavewait mcp: could not settle what wait %s took: %s", held.delivery.wait_id, e)
+                    await held.delivery.release()
+                except Exception as e:  # the others still go back; recovery returns these once we are gone
+                    log.warning("wavewait mcp: could not give back what wait %s took: %s", held.delivery.wait_id, e)
         return len(gone)
 
-    def _forget(self, held: _Held) -> None:
-        if self.wire is not None:
-            self.wire.unwatch(held.request_id)
-
-    def _read(self, keys: Iterable[str]) -> None:
-        """The client has read the responses to these requests (stdio: one session, ids are unique)."""
-        wanted = set(keys)
-        for held in self._held.values():
-            if held.request_id in wanted:
-                held.read.set()
-
-    def ended(self, connection: str, reset: bool = False) -> None:
-        """A client connection ended (an HTTP session deleted, a connection closed, or `reset`):
-        what its responses carried is settled now, as when stdin closes. Callable from a
-        transport's callback; the settling runs in the background."""
+    def ended(self, connection: str) -> None:
+        """A client connection ended (an HTTP session deleted, a connection closed): what its
+        responses carried within the grace goes back, as when stdin closes. Callable from
+        a transport's callback; the release runs in the background."""
         now = time.monotonic()
         self._ended[connection] = now
         self._ended.move_to_end(connection)
         while now - next(iter(self._ended.values())) >= ENDED_KEPT:
             self._ended.popitem(last=False)
         if self._tg is not None and any(connection in (h.connection, h.peer) for h in self._held.values()):
-            self._tg.start_soon(self._settle_where, lambda held: connection in (held.connection, held.peer), reset)
+            self._tg.start_soon(self._release_where, lambda held: connection in (held.connection, held.peer))
 
-    def sent(self, connection: str, request_ids: Callable[[], list[object]]) -> None:
-        """HTTP: an exchange on `connection` was sent to its last byte: the responses to its
-        `request_ids()` (read only when one of its deliveries waits for that) are out."""
-        waiting = [held for held in self._held.values() if held.connection == connection and not held.read.is_set()]
-        if waiting:
-            wanted = {str(r) for r in request_ids()}
-            for held in waiting:
-                if held.request_id in wanted:
-                    held.read.set()
+    def _matching(self, request_ids: list[object]) -> list[_Held]:
+        """The held deliveries of these responses (stdio: one session, ids are unique)."""
+        wanted = {str(r) for r in request_ids}
+        return [held for held in self._held.values() if held.request_id in wanted]
+
+    def flushed(self, request_ids: list[object]) -> None:
+        """The flush carrying these responses returned: they reached the client's pipe."""
+        for held in self._matching(request_ids):
+            held.written.set()
 
     def cancelled(self, request_context: Any, request_id: object) -> None:
         connection, rid = connection_key(request_context), str(request_id)
@@ -216,33 +173,30 @@ class Deliveries:
             if (held.connection, held.request_id) == (connection, rid):
                 held.cancelled.set()
 
+    @property
+    def waiting_for_writes(self) -> bool:
+        return any(not h.written.is_set() for h in self._held.values())
+
 
 class ReportingStdout(anyio.AsyncFile[str]):
-    """The SDK's stdout on stdio: counts on `wire` what each flush put in the fd, and which
-    response (by id) each line carried while a delivery waits for its response."""
+    """The SDK's stdout on stdio: after each flush, says which responses (by id) went out."""
 
-    def __init__(self, fp: TextIO, wire: Wire) -> None:
+    def __init__(self, fp: TextIO, deliveries: Deliveries) -> None:
         super().__init__(fp)
-        self.wire = wire
-        self._lines: list[tuple[int, str | None]] = []
+        self.deliveries = deliveries
+        self._lines: list[str] = []
 
     async def write(self, b: str) -> int:
         n = await super().write(b)
-        rid = _response_id(b) if self.wire.watching else None
-        self._lines.append((len(b) if b.isascii() else len(b.encode()), None if rid is None else str(rid)))
+        if self.deliveries.waiting_for_writes:
+            self._lines.append(b)
         return n
 
     async def flush(self) -> None:
         lines, self._lines = self._lines, []
-        await anyio.to_thread.run_sync(self._flush, lines)
-
-    def _flush(self, lines: list[tuple[int, str | None]]) -> None:
-        """In the worker thread: counted as soon as the flush returned, even if the awaiting
-        task is being cancelled (the server is stopping and takes a last look)."""
-        with self.wire.writing:
-            self.wrapped.flush()
-            for nbytes, key in lines:
-                self.wire.sent(nbytes, key)
+        ids = [rid for line in lines if (rid := _response_id(line)) is not None]
+        await super().flush()
+        self.deliveries.flushed(ids)
 
 
 def connection_key(request_context: Any) -> str:

@@ -48,7 +48,6 @@ from typing import Any, BinaryIO
 
 from ..core.limits import MAX_REQUEST_BYTES
 from . import prerendered
-from .wire import Wire
 
 # "0" turns the front off (on by default; the host suite passes with it on).
 OFF = "WAVEWAIT_MCP_PRERENDER"
@@ -181,12 +180,9 @@ def queue_named(argv: list[str], environ: Mapping[str, str]) -> bool:
 class Front:
     """The pipes the SDK server reads and writes, and the threads that join them to stdio."""
 
-    def __init__(
-        self, stdin: Iterable[bytes | Oversized], stdout: BinaryIO, tools: bool = True, wire: Wire | None = None
-    ) -> None:
-        """`tools`: answer `tools/list` too (the pre-rendered list is that of a server without a queue).
-        `wire`: counts every byte written to `stdout` (the fd the client reads), from the first."""
-        self.stdin, self.stdout, self._tools, self.wire = stdin, stdout, tools, wire
+    def __init__(self, stdin: Iterable[bytes | Oversized], stdout: BinaryIO, tools: bool = True) -> None:
+        """`tools`: answer `tools/list` too (the pre-rendered list is that of a server without a queue)."""
+        self.stdin, self.stdout, self._tools = stdin, stdout, tools
         to_sdk_r, self._to_sdk_w = os.pipe()
         self._from_sdk_r, from_sdk_w = os.pipe()
         self.sdk_stdin = os.fdopen(to_sdk_r, "r", encoding="utf-8", errors="replace")
@@ -205,17 +201,10 @@ class Front:
         threading.Thread(target=self._pump_in, name="wavewait-front-in", daemon=True).start()
         threading.Thread(target=self._pump_out, name="wavewait-front-out", daemon=True).start()
 
-    def _write(self, line: bytes, response_to: object = None) -> None:
-        """Write one line; `response_to`: the id of the request it answers, if it is a response."""
+    def _write(self, line: bytes) -> None:
         with self._lock:
-            if self.wire is None:
-                self.stdout.write(line)
-                self.stdout.flush()
-                return
-            with self.wire.writing:
-                self.stdout.write(line)
-                self.stdout.flush()
-                self.wire.sent(len(line), None if response_to is None else str(response_to))
+            self.stdout.write(line)
+            self.stdout.flush()
 
     def _early(self, msg: dict[str, Any]) -> dict[str, Any] | None:
         """The answer the SDK would give, for the requests answered here; else None."""
@@ -304,8 +293,7 @@ class Front:
                     self._arrived[json.dumps(msg.get("id"))] = time.monotonic()
                 if isinstance(msg, dict) and (result := self._early(msg)) is not None:
                     self._answered.add(json.dumps(msg["id"]))
-                    answer = json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}) + "\n"
-                    self._write(answer.encode(), msg["id"])
+                    self._write((json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}) + "\n").encode())
                 out.write(raw if raw.endswith(b"\n") else raw + b"\n")
         except (BrokenPipeError, OSError):
             pass  # the SDK side is gone: the server is ending
@@ -319,7 +307,6 @@ class Front:
                     msg = json.loads(raw)
                 except ValueError:
                     msg = None
-                response_to = None
                 if isinstance(msg, dict) and "id" in msg and "method" not in msg:
                     key = json.dumps(msg["id"])
                     if key in self._answered:
@@ -327,13 +314,12 @@ class Front:
                         self._sdk_spoke.set()
                         continue
                     self._sdk_spoke.set()
-                    response_to = msg["id"]
                 elif isinstance(msg, dict) and msg.get("method") == ACKNOWLEDGED and self._acked:
                     meta = (msg.get("params") or {}).get("_meta") or {}
                     if meta.get(SUBSCRIPTION_KEY) in self._acked:
                         self._acked.discard(meta[SUBSCRIPTION_KEY])
                         continue
-                self._write(raw, response_to)
+                self._write(raw)
 
     def queued(self, request_id: object) -> float:
         """Seconds tools/call `request_id` waited here for the SDK to start (0 for one it read at once)."""
@@ -367,7 +353,6 @@ def start() -> Front | None:
     if os.environ.get(OFF) == "0":
         return None
     global _running
-    tools = not queue_named(sys.argv[1:], os.environ)
-    f = _running = Front(fd_lines(0), sys.stdout.buffer, tools=tools, wire=Wire(sys.stdout.fileno()))
+    f = _running = Front(fd_lines(0), sys.stdout.buffer, tools=not queue_named(sys.argv[1:], os.environ))
     f.start()
     return f

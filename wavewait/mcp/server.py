@@ -53,7 +53,6 @@ from .settings import Settings
 from .tasks_ext import TasksExtension
 from .toolkit import error
 from .tools import register, stop_orphans
-from .wire import Wire
 
 log = logging.getLogger(__name__)
 
@@ -200,6 +199,7 @@ async def _serve_stdio(server: WaveServer, front: Front | None) -> None:
     """Serve until stdin closes or SIGTERM, SIGHUP or SIGINT arrives (hosts end their servers
     with a signal right after the last response): either way, what was written is
     acknowledged and what was not goes back to its inbox before the process ends."""
+    server.deliveries.writes_reported = True
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP, signal.SIGINT) as signals:
         async with anyio.create_task_group() as tg:
 
@@ -213,21 +213,18 @@ async def _serve_stdio(server: WaveServer, front: Front | None) -> None:
             async with server.deliveries.running(), server.tasks.running():
                 if front is not None:  # its pipe read on the loop too, so a signal stops the server at once
                     sdk_stdin = await LoopStdin.open(front.sdk_stdin.fileno()) or anyio.wrap_file(front.sdk_stdin)
-                    if front.wire is not None:  # the front counts what reaches the client
-                        server.deliveries.attach(front.wire)
-                    await _run_stdio(server, anyio.wrap_file(front.sdk_stdout), sdk_stdin)
+                    await _run_stdio(server, ReportingStdout(front.sdk_stdout, server.deliveries), sdk_stdin)
                     front.sdk_stdout.close()
                 else:
                     stdin = await LoopStdin.open()
-                    async with claimed_stdout() as out:
-                        server.deliveries.attach(wire := Wire(out.fileno()))
-                        await _run_stdio(server, ReportingStdout(out, wire), stdin)
+                    async with claimed_stdout() as wire:
+                        await _run_stdio(server, ReportingStdout(wire, server.deliveries), stdin)
             tg.cancel_scope.cancel()
 
 
-async def _run_stdio(server: WaveServer, stdout: anyio.AsyncFile[str], stdin: object = None) -> None:
-    """As `MCPServer.run_stdio_async`, on these streams (a stdout that counts what reaches the
-    client, or the front's pipe; stdin as any async iterable of lines: the SDK only iterates it)."""
+async def _run_stdio(server: WaveServer, stdout: ReportingStdout, stdin: object = None) -> None:
+    """As `MCPServer.run_stdio_async`, with a stdout that reports each response it flushed
+    (and stdin as any async iterable of lines: the SDK only iterates it)."""
     async with stdio_server(stdin=cast("anyio.AsyncFile[str] | None", stdin), stdout=stdout) as (read, write):
         if isinstance(stdin, LoopStdin):  # an oversized request is answered on the server's own wire
 
@@ -245,11 +242,10 @@ LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
 
 class Guard:
     """ASGI wrapper: only our own Host/Origin, and only with the bearer token. A session
-    deleted by its client (a DELETE with `mcp-session-id`) is reported to `deliveries.ended`,
-    and a POST's response sent to its last byte to `deliveries.sent`."""
+    deleted by its client (a DELETE with `mcp-session-id`) is reported to `ended`."""
 
-    def __init__(self, app: Any, token: str, hosts: set[str], deliveries: Deliveries | None = None) -> None:
-        self.app, self.token, self.hosts, self.deliveries = app, token.encode(), hosts, deliveries
+    def __init__(self, app: Any, token: str, hosts: set[str], ended: Callable[[str], None] | None = None) -> None:
+        self.app, self.token, self.hosts, self.ended = app, token.encode(), hosts, ended
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -274,35 +270,10 @@ class Guard:
         if over is not None:  # a JSON-RPC error, which MCP clients show, with HTTP's own status
             error = json.dumps(too_large(over, MAX_REQUEST_BYTES)).encode()
             return await _reply(send, 413, error, b"application/json")
-        session = headers.get("mcp-session-id")
-        if self.deliveries is not None and scope["method"] == "POST":
-            client = scope.get("client")
-            where = session_key(session) if session else peer_key(*client) if client else ""
-            send = _reporting_send(send, self.deliveries, where, [m.get("body", b"") for m in body])
         await self.app(scope, _replay(body, receive), send)
-        if scope["method"] == "DELETE" and session and self.deliveries is not None:
-            self.deliveries.ended(session_key(session))
-
-
-def _reporting_send(send: Any, deliveries: Deliveries, connection: str, body: list[bytes]) -> Any:
-    """`send` for a POST, telling `deliveries` as the response's last byte goes out (the
-    responses to the requests in `body`, on `connection`)."""
-
-    def request_ids() -> list[object]:
-        try:
-            msg = json.loads(b"".join(body))
-        except ValueError:
-            return []
-        return [m["id"] for m in (msg if isinstance(msg, list) else [msg]) if isinstance(m, dict) and "id" in m]
-
-    async def reporting(message: dict[str, Any]) -> None:
-        if message["type"] == "http.response.body" and not message.get("more_body", False):
-            # told first: the client may read it and end its session before this task resumes
-            # (a reset of the connection still gives back what it carried)
-            deliveries.sent(connection, request_ids)
-        await send(message)
-
-    return reporting
+        session = headers.get("mcp-session-id")
+        if scope["method"] == "DELETE" and session and self.ended is not None:
+            self.ended(session_key(session))
 
 
 async def _bounded_body(receive: Any, limit: int) -> tuple[Oversized | None, list[dict[str, Any]]]:
@@ -358,17 +329,16 @@ async def _reply(
     await send({"type": "http.response.body", "body": body})
 
 
-def _reporting_protocol(ended: Callable[[str, bool], None]) -> type[Any]:
-    """uvicorn's HTTP/1.1 protocol, telling `ended` when a client closes its connection (and
-    whether it was reset): a 2026-era exchange has no session, and the SDK's client abandons
-    one by closing it."""
+def _reporting_protocol(ended: Callable[[str], None]) -> type[Any]:
+    """uvicorn's HTTP/1.1 protocol, telling `ended` when a client closes its connection: a
+    2026-era exchange has no session, and the SDK's client abandons one by closing it."""
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
     class ReportingProtocol(H11Protocol):
         def connection_lost(self, exc: Exception | None) -> None:
             super().connection_lost(exc)
             if self.client is not None:
-                ended(peer_key(*self.client), exc is not None)
+                ended(peer_key(*self.client))
 
     return ReportingProtocol
 
@@ -394,13 +364,9 @@ async def serve_http(server: WaveServer, host: str, port: int, token: str) -> No
             allowed_origins=sorted(f"http://{h}" for h in hosts) + sorted(f"https://{h}" for h in hosts),
         ),
     )
-    deliveries = server.deliveries
-    deliveries.sends_reported = True
+    ended = server.deliveries.ended
     config = uvicorn.Config(
-        Guard(app, token, hosts, deliveries),
-        log_level="warning",
-        lifespan="on",
-        http=_reporting_protocol(deliveries.ended),
+        Guard(app, token, hosts, ended), log_level="warning", lifespan="on", http=_reporting_protocol(ended)
     )
     sock.listen(2048)  # a client that read the address below may connect at once: the kernel queues it
     print(f"wavewait mcp: streamable HTTP on http://{shown}:{port}/mcp", file=sys.stderr, flush=True)
