@@ -143,6 +143,22 @@ async def test_a_killed_process_group_is_found_dead_by_the_liveness_sweep(bus):
     assert agents.SWEEP_INTERVAL <= 1.0
 
 
+async def test_a_flight_whose_supervisor_pid_was_taken_by_another_process_is_dead(bus):
+    """Pids wrap within minutes on a busy machine: a supervisor that died with its flight, its
+    pid now another process's (this one), is known by its start time, not taken for alive."""
+    gone = await anyio.run_process(["sh", "-c", "echo $$"])
+    pid = int(gone.stdout)  # a process that ended and was reaped
+    me = os.getpid()
+    await agents.register(bus, "reused", parent_id="orchestrator")
+    await bus.update_agent("reused", pid=pid, pid_start="1", supervisor_pid=me, supervisor_start="1")
+    assert alive(me) and not alive(me, "1")
+    (dead,) = await agents.sweep(bus, [await bus.get_agent("reused")])
+    assert (dead.status, dead.reason) == ("dead", "process vanished")
+    live = await agents.register(bus, "recording", parent_id="orchestrator")  # its supervisor is still at it
+    await bus.update_agent(live.id, pid=pid, pid_start="1", supervisor_pid=me, supervisor_start=pid_start(me))
+    assert await agents.sweep(bus, [await bus.get_agent(live.id)]) == []
+
+
 @pytest.mark.parametrize("wait_starts", ["before the death", "after the death"])
 async def test_a_message_sent_before_death_stays_received(bus, wait_starts):
     await crew(bus)
