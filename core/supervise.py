@@ -65,6 +65,11 @@ def start(agent_id: str, command: list[str]) -> tuple[subprocess.Popen[bytes], I
     fd = os.open(plan["log"] or os.devnull, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
     log = open(fd, "ab", buffering=0)  # noqa: SIM115 -- held while the child runs
     relay = bool(plan["events"])  # its stdout is its events, read by the relay
+    # a supervisor started by another one (an admission step at that flight's end) inherits
+    # its ignored TERM and INT, and an ignored signal stays ignored across exec: the command
+    # gets the defaults, so a kill's TERM ends it rather than waiting for the KILL
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     try:
         child = subprocess.Popen(
             command,

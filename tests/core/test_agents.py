@@ -159,6 +159,35 @@ async def test_a_flight_whose_supervisor_pid_was_taken_by_another_process_is_dea
     assert await agents.sweep(bus, [await bus.get_agent(live.id)]) == []
 
 
+async def test_a_flight_started_by_a_process_that_ignores_term_and_int_gets_the_defaults(bus):
+    """A queued flight is started by whoever runs the admission step: often another flight's
+    supervisor, which ignores TERM and INT. Its command must not inherit that (an ignored
+    signal stays ignored across exec), or a kill's TERM would do nothing."""
+    await crew(bus)
+    script = (
+        "import asyncio, signal\n"
+        "from wavewait.core import agents\n"
+        "from wavewait.core.bus import open_bus\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+        "async def main():\n"
+        "    bus = await open_bus()\n"
+        "    a = await agents.spawn(bus, 'sleeper', ['sleep', '60'], parent_id='orchestrator')\n"
+        "    print(a.id)\n"
+        "    await bus.close()\n"
+        "asyncio.run(main())\n"
+    )
+    p = await anyio.run_process([PYTHON, "-c", script], env={**os.environ, "WAVEWAIT_BUS": bus.url})
+    flight = await bus.get_agent(p.stdout.decode().strip())
+    try:
+        with open(f"/proc/{flight.pid}/status") as f:
+            ignored = int(next(line for line in f if line.startswith("SigIgn:")).split()[1], 16)
+        assert not ignored & (1 << (signal.SIGTERM - 1)) and not ignored & (1 << (signal.SIGINT - 1))
+    finally:
+        await agents.kill(bus, flight)
+    await until(lambda: not alive(flight.pid, flight.pid_start), 10, "the flight's command to end")
+
+
 @pytest.mark.parametrize("wait_starts", ["before the death", "after the death"])
 async def test_a_message_sent_before_death_stays_received(bus, wait_starts):
     await crew(bus)
