@@ -6,6 +6,7 @@ import os
 import signal
 import sys
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import anyio
 import pytest
@@ -186,6 +187,28 @@ async def test_a_flight_started_by_a_process_that_ignores_term_and_int_gets_the_
     finally:
         await agents.kill(bus, flight)
     await until(lambda: not alive(flight.pid, flight.pid_start), 10, "the flight's command to end")
+
+
+async def test_a_supervisor_that_fails_says_why_in_the_flights_log(file_bus, bus_dir):
+    """Its stderr goes nowhere: a supervisor that cannot record the end (here its bus lost
+    its locks folder, as when the bus is removed under a running flight) says so in the
+    flight's log, where a person reading a 'process vanished' looks."""
+    await crew(file_bus)
+    flight = await agents.spawn(file_bus, "orphan", ["sleep", "60"], parent_id="orchestrator")
+
+    async def supervising() -> bool:  # its own first write, after it opened the bus: the spawner's was the last before
+        return (await file_bus.get_agent(flight.id)).updated_at > flight.updated_at
+
+    await until(supervising, 30, "the supervisor to record the flight's pid")
+    for lock in (bus_dir / "locks").iterdir():
+        lock.unlink()
+    (bus_dir / "locks").rmdir()
+    os.kill(flight.pid, signal.SIGKILL)
+    log = Path(flight.log_path)
+    await until(
+        lambda: "wavewait supervise: failed, its end is not recorded" in log.read_text(), 30, "the failure said"
+    )
+    await until(lambda: not alive(flight.supervisor_pid, flight.supervisor_start), 30, "the supervisor to end")
 
 
 @pytest.mark.parametrize("wait_starts", ["before the death", "after the death"])
