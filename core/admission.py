@@ -174,7 +174,10 @@ class Machine:
         roots = {
             a.id: a.supervisor_pid
             for a in flights
-            if a.supervisor_pid and not a.finished and a.host == hostname() and alive(a.supervisor_pid)
+            if a.supervisor_pid
+            and not a.finished
+            and a.host == hostname()
+            and alive(a.supervisor_pid, a.supervisor_start)
         }
         trees = tree_memory(processes(), roots) if roots else {}
         return cls(cores=cores(), available=mem_available(), load=load1(), trees=trees)

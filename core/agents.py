@@ -484,7 +484,9 @@ async def sweep(bus: Bus, agents: Iterable[Agent]) -> list[Agent]:
         reason = None
         here = bool(a.pid) and a.host == hostname()  # on its own host the pid decides
         if here and not alive(a.pid, a.pid_start):
-            if a.exit_code is None and a.supervisor_pid and alive(a.supervisor_pid):
+            # its supervisor, by pid and start time: pids wrap within minutes on a busy machine,
+            # and a dead supervisor's pid taken by another process would keep it running forever
+            if a.exit_code is None and a.supervisor_pid and alive(a.supervisor_pid, a.supervisor_start):
                 continue  # its supervisor is recording how it ended (exit code, signal)
             reason = "process vanished" if a.exit_code is None else f"exited with code {a.exit_code}"
         elif not here and a.lease_expires_at is not None and a.lease_expires_at < t:

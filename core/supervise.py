@@ -62,9 +62,19 @@ def start(agent_id: str, command: list[str]) -> tuple[subprocess.Popen[bytes], I
         return None
     plan = json.loads(go)
     # 0600 whatever the umask: an agent's output is as private as the bus it came from
-    fd = os.open(plan["log"] or os.devnull, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
-    log = open(fd, "ab", buffering=0)  # noqa: SIM115 -- held while the child runs
+    # (named by its path, so that a failure after it was closed can still be said there: main)
+    log = open(  # noqa: SIM115 -- held while the child runs
+        plan["log"] or os.devnull,
+        "ab",
+        buffering=0,
+        opener=lambda path, flags: os.open(path, flags | os.O_CLOEXEC, 0o600),
+    )
     relay = bool(plan["events"])  # its stdout is its events, read by the relay
+    # a supervisor started by another one (an admission step at that flight's end) inherits
+    # its ignored TERM and INT, and an ignored signal stays ignored across exec: the command
+    # gets the defaults, so a kill's TERM ends it rather than waiting for the KILL
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     try:
         child = subprocess.Popen(
             command,
@@ -239,7 +249,19 @@ def main() -> None:
     child, log = started
     import asyncio
 
-    sys.exit(asyncio.run(supervise(args[0], child, log)))
+    try:
+        code = asyncio.run(supervise(args[0], child, log))
+    except Exception as e:
+        # said in the flight's log: this process's stderr goes nowhere, and the sweep can only
+        # say that the flight's process vanished
+        import traceback
+
+        with open(log.name, "ab") as said:
+            said.write(
+                f"\nwavewait supervise: failed, its end is not recorded: {e!r}\n{traceback.format_exc()}".encode()
+            )
+        raise
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ import os
 import signal
 import sys
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import anyio
 import pytest
@@ -141,6 +142,73 @@ async def test_a_killed_process_group_is_found_dead_by_the_liveness_sweep(bus):
     assert r.status == "complete"
     assert [(t.status, t.reason) for t in r.results] == [("dead", "process vanished")]
     assert agents.SWEEP_INTERVAL <= 1.0
+
+
+async def test_a_flight_whose_supervisor_pid_was_taken_by_another_process_is_dead(bus):
+    """Pids wrap within minutes on a busy machine: a supervisor that died with its flight, its
+    pid now another process's (this one), is known by its start time, not taken for alive."""
+    gone = await anyio.run_process(["sh", "-c", "echo $$"])
+    pid = int(gone.stdout)  # a process that ended and was reaped
+    me = os.getpid()
+    await agents.register(bus, "reused", parent_id="orchestrator")
+    await bus.update_agent("reused", pid=pid, pid_start="1", supervisor_pid=me, supervisor_start="1")
+    assert alive(me) and not alive(me, "1")
+    (dead,) = await agents.sweep(bus, [await bus.get_agent("reused")])
+    assert (dead.status, dead.reason) == ("dead", "process vanished")
+    live = await agents.register(bus, "recording", parent_id="orchestrator")  # its supervisor is still at it
+    await bus.update_agent(live.id, pid=pid, pid_start="1", supervisor_pid=me, supervisor_start=pid_start(me))
+    assert await agents.sweep(bus, [await bus.get_agent(live.id)]) == []
+
+
+async def test_a_flight_started_by_a_process_that_ignores_term_and_int_gets_the_defaults(bus):
+    """A queued flight is started by whoever runs the admission step: often another flight's
+    supervisor, which ignores TERM and INT. Its command must not inherit that (an ignored
+    signal stays ignored across exec), or a kill's TERM would do nothing."""
+    await crew(bus)
+    script = (
+        "import asyncio, signal\n"
+        "from wavewait.core import agents\n"
+        "from wavewait.core.bus import open_bus\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+        "async def main():\n"
+        "    bus = await open_bus()\n"
+        "    a = await agents.spawn(bus, 'sleeper', ['sleep', '60'], parent_id='orchestrator')\n"
+        "    print(a.id)\n"
+        "    await bus.close()\n"
+        "asyncio.run(main())\n"
+    )
+    p = await anyio.run_process([PYTHON, "-c", script], env={**os.environ, "WAVEWAIT_BUS": bus.url})
+    flight = await bus.get_agent(p.stdout.decode().strip())
+    try:
+        with open(f"/proc/{flight.pid}/status") as f:
+            ignored = int(next(line for line in f if line.startswith("SigIgn:")).split()[1], 16)
+        assert not ignored & (1 << (signal.SIGTERM - 1)) and not ignored & (1 << (signal.SIGINT - 1))
+    finally:
+        await agents.kill(bus, flight)
+    await until(lambda: not alive(flight.pid, flight.pid_start), 10, "the flight's command to end")
+
+
+async def test_a_supervisor_that_fails_says_why_in_the_flights_log(file_bus, bus_dir):
+    """Its stderr goes nowhere: a supervisor that cannot record the end (here its bus lost
+    its locks folder, as when the bus is removed under a running flight) says so in the
+    flight's log, where a person reading a 'process vanished' looks."""
+    await crew(file_bus)
+    flight = await agents.spawn(file_bus, "orphan", ["sleep", "60"], parent_id="orchestrator")
+
+    async def supervising() -> bool:  # its own first write, after it opened the bus: the spawner's was the last before
+        return (await file_bus.get_agent(flight.id)).updated_at > flight.updated_at
+
+    await until(supervising, 30, "the supervisor to record the flight's pid")
+    for lock in (bus_dir / "locks").iterdir():
+        lock.unlink()
+    (bus_dir / "locks").rmdir()
+    os.kill(flight.pid, signal.SIGKILL)
+    log = Path(flight.log_path)
+    await until(
+        lambda: "wavewait supervise: failed, its end is not recorded" in log.read_text(), 30, "the failure said"
+    )
+    await until(lambda: not alive(flight.supervisor_pid, flight.supervisor_start), 30, "the supervisor to end")
 
 
 @pytest.mark.parametrize("wait_starts", ["before the death", "after the death"])
