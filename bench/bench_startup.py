@@ -265,7 +265,7 @@ def warmed(cmd: list[str], env: dict[str, str], deadline: float = 120) -> None:
 def cost_rows(env: dict[str, str], n: int, warm_too: bool = True) -> None:
     """The start cost rows: CPU to tools/list, first wait, spawn wall times; cold and warm."""
     cmd = [sys.executable, "-m", "wavewait", "mcp"]
-    runs = [("cold", env | {"WAVEWAIT_WARM": "0"})] + ([("warm", env)] if warm_too else [])
+    runs = [("cold", env | {"WAVEWAIT_WARM": "0"})] + ([("warm", env | {"WAVEWAIT_WARM": "1"})] if warm_too else [])
     print(f"{'start cost (median of ' + str(n) + ')':<34}{'CPU to list':>12}{'1st wait':>10}{'CPU then':>10}")
     for label, e in runs:
         if label == "warm":
@@ -286,7 +286,9 @@ def cost_rows(env: dict[str, str], n: int, warm_too: bool = True) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-spawn-") as folder:
         repo = git_repo(folder)
         senv = spawn_env(folder, env)
-        for label, e in [("cold", senv | {"WAVEWAIT_WARM": "0"})] + ([("warm", senv)] if warm_too else []):
+        for label, e in [("cold", senv | {"WAVEWAIT_WARM": "0"})] + (
+            [("warm", senv | {"WAVEWAIT_WARM": "1"})] if warm_too else []
+        ):
             if label == "warm":
                 warmed([sys.executable, "-m", "wavewait", "mcp"], e)
             plain = statistics.median(spawn_wall("plain", repo, e, n))

@@ -24,6 +24,12 @@ from wavewait.core.proc import alive
 from conftest import PYTHON, clean_env, env_for, until, wavewait_cmd
 from mcptools import data
 
+
+def warm_env(bus, **extra: str) -> dict[str, str]:
+    """`env_for` with warm starts on (they are opt-in: WAVEWAIT_WARM=1)."""
+    return env_for(bus, **({"WAVEWAIT_WARM": "1"} | extra))
+
+
 pytestmark = [pytest.mark.anyio, pytest.mark.one_bus]
 
 ROOT = Path(warm.__file__).resolve().parent.parent
@@ -67,7 +73,7 @@ def handed_over(pid: int) -> bool:
 
 
 def server(bus, env: dict[str, str] | None = None) -> Client:
-    params = StdioServerParameters(command=PYTHON, args=["-m", "wavewait", "mcp"], env=env or env_for(bus))
+    params = StdioServerParameters(command=PYTHON, args=["-m", "wavewait", "mcp"], env=env or warm_env(bus))
     return Client(params)  # type: ignore[arg-type]
 
 
@@ -110,11 +116,12 @@ IN_A_FLIGHT = textwrap.dedent(
 )
 
 
-async def test_a_flights_warm_mcp_server_is_known_as_that_flight(bus, run_dir, tmp_path):
+async def test_a_flights_warm_mcp_server_is_known_as_that_flight(bus, run_dir, tmp_path, monkeypatch):
     """The child of the warm process takes its launcher's place in the process tree, so the
     flight's supervisor is its ancestor (core/identity.py) with no WAVEWAIT_AGENT_ID at all."""
+    monkeypatch.setenv("WAVEWAIT_WARM", "1")  # the flight inherits it: warm starts are opt-in
     await agents.ensure_agent(bus, "orchestrator")
-    subprocess.run(wavewait_cmd("mcp"), env=env_for(bus), input="", capture_output=True, timeout=60)
+    subprocess.run(wavewait_cmd("mcp"), env=warm_env(bus), input="", capture_output=True, timeout=60)
     await until(lambda: warm_pid(run_dir) is not None, 60, "the warm process to listen")
     script = tmp_path / "flight.py"
     script.write_text(IN_A_FLIGHT)
@@ -134,17 +141,17 @@ async def test_a_flights_warm_mcp_server_is_known_as_that_flight(bus, run_dir, t
 
 async def test_exit_codes_output_and_signals_are_the_commands(bus, run_dir, tmp_path):
     refused = wavewait_cmd("spawn", "x", "--cwd", "/no/such/dir", "--", "true")
-    cold = subprocess.run(refused, env=env_for(bus, WAVEWAIT_WARM="0"), capture_output=True, text=True, timeout=60)
-    subprocess.run(wavewait_cmd("mcp"), env=env_for(bus), input="", capture_output=True, timeout=60)
+    cold = subprocess.run(refused, env=warm_env(bus, WAVEWAIT_WARM="0"), capture_output=True, text=True, timeout=60)
+    subprocess.run(wavewait_cmd("mcp"), env=warm_env(bus), input="", capture_output=True, timeout=60)
     await until(lambda: warm_pid(run_dir) is not None, 60, "the warm process to listen")
     z = warm_pid(run_dir)
-    again = subprocess.run(refused, env=env_for(bus), capture_output=True, text=True, timeout=60)
+    again = subprocess.run(refused, env=warm_env(bus), capture_output=True, text=True, timeout=60)
     assert (again.returncode, again.stdout, again.stderr) == (cold.returncode, cold.stdout, cold.stderr)
     assert again.returncode == 2 and "--cwd" in again.stderr
 
     ended = {}
     for how in (signal.SIGTERM, signal.SIGKILL):
-        for env in (env_for(bus, WAVEWAIT_WARM="0"), env_for(bus)):
+        for env in (warm_env(bus, WAVEWAIT_WARM="0"), warm_env(bus)):
             proc = subprocess.Popen(
                 wavewait_cmd("mcp"), env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
             )
