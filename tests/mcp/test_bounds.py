@@ -278,19 +278,25 @@ async def test_the_server_ends_within_a_second_while_it_handles_a_bad_request(bu
         await until(lambda: has_waits(bus, 1), timeout=60, what="the blocked wait on the bus")
         await anyio.to_thread.run_sync(lambda: (proc.stdin.write(bad), proc.stdin.flush()))
         await until(lambda: _unread(proc.stdin.fileno()) == 0, what="the server to read the request")
-        t0 = time.monotonic()
-        if end == "sigterm":
-            proc.send_signal(signal.SIGTERM)
-        else:
-            proc.stdin.close()
-        with suppress(subprocess.TimeoutExpired):
-            await anyio.to_thread.run_sync(proc.wait, 30)
-        took = time.monotonic() - t0
+        took = await _end(proc, end)
     finally:
         proc.kill()
         proc.wait()
     assert took < 1.0, f"the server took {took:.2f} s to end ({end})"
     assert proc.returncode == 0 and await bus.list_waits() == []
+
+
+async def _end(proc: subprocess.Popen[bytes], end: str) -> float:
+    """End the server by SIGTERM or by closing its stdin; the seconds it took to exit."""
+    assert proc.stdin is not None
+    t0 = time.monotonic()
+    if end == "sigterm":
+        proc.send_signal(signal.SIGTERM)
+    else:
+        proc.stdin.close()
+    with suppress(subprocess.TimeoutExpired):
+        await anyio.to_thread.run_sync(proc.wait, 30)
+    return time.monotonic() - t0
 
 
 @pytest.mark.parametrize("end", ["sigterm", "stdin-closed"])
@@ -318,14 +324,7 @@ async def test_the_server_ends_within_a_second_while_a_merge_check_runs(bus, tmp
         proc.stdin.flush()
         await until(marker.exists, timeout=60, what="the merge's check to start")
         sleeper = int(marker.read_text())
-        t0 = time.monotonic()
-        if end == "sigterm":
-            proc.send_signal(signal.SIGTERM)
-        else:
-            proc.stdin.close()
-        with suppress(subprocess.TimeoutExpired):
-            await anyio.to_thread.run_sync(proc.wait, 30)
-        took = time.monotonic() - t0
+        took = await _end(proc, end)
     finally:
         proc.kill()
         proc.wait()
