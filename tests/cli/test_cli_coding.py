@@ -37,6 +37,11 @@ async def test_spawn_refuses_what_cannot_apply(bus, tmp_path, monkeypatch, args,
     assert branches(repo) == ["main"]
 
 
+async def _ended_with_final_changes(bus, agent_id: str) -> bool:
+    a = await bus.get_agent(agent_id)
+    return a.finished and a.changes is not None and a.changes.final
+
+
 async def test_spawn_in_a_worktree_then_diff_and_prune(bus, tmp_path, monkeypatch):
     repo = make_repo(tmp_path / "project", monkeypatch)
     sub = repo / "src"
@@ -46,12 +51,7 @@ async def test_spawn_in_a_worktree_then_diff_and_prune(bus, tmp_path, monkeypatc
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     agent_id = json.loads(r.stdout)["agent_id"]
-
-    async def ended() -> bool:
-        a = await bus.get_agent(agent_id)
-        return a.finished and a.changes is not None and a.changes.final
-
-    await until(ended, 30, "the flight to end")
+    await until(lambda: _ended_with_final_changes(bus, agent_id), 30, "the flight to end")
     stat = json.loads(run(bus, repo, "diff", agent_id[:8], "--stat").stdout)
     assert stat["worktree"]["branch"] == "wavewait/w/fixer"
     assert (stat["changes"]["files"], stat["changes"]["added"]) == (1, 1)
@@ -74,12 +74,7 @@ async def test_diff_of_a_flight_that_changed_nothing_says_so(bus, tmp_path, monk
     r = run(bus, repo, "spawn", "idler", "--wave", "w", "--worktree", "--", "true")
     assert r.returncode == 0, r.stderr
     agent_id = json.loads(r.stdout)["agent_id"]
-
-    async def ended() -> bool:
-        a = await bus.get_agent(agent_id)
-        return a.finished and a.changes is not None and a.changes.final
-
-    await until(ended, 30, "the flight to end")
+    await until(lambda: _ended_with_final_changes(bus, agent_id), 30, "the flight to end")
     r = run(bus, repo, "diff", agent_id[:8])
     assert (r.returncode, r.stdout) == (0, "")  # stdout stays a patch (an empty one) for a pipe
     assert r.stderr == f"wavewait diff: idler ({agent_id[:8]}) has no changes against its base\n"
