@@ -54,9 +54,12 @@ def server(bus_url: str, *flags: str) -> StdioServerParameters:
     return StdioServerParameters(command=sys.executable, args=["-m", "wavewait", "mcp", *flags], env=env)
 
 
-async def until_waiting(bus: Any) -> None:
-    """Until a wait is registered on the bus (the call reached its sleep)."""
+async def until_waiting(bus: Any, answered: dict[str, Any] | None = None) -> None:
+    """Until a wait is registered on the bus (the call reached its sleep); a call that was
+    `answered` first (a refusal) ends the bench with its answer rather than waiting forever."""
     while not await bus.list_waits():
+        if answered:
+            raise RuntimeError(f"the wait was answered before it blocked: {str(answered)[:500]}")
         await anyio.sleep(0.002)
     await anyio.sleep(0.01)  # let the wait settle into its sleep
 
@@ -148,13 +151,16 @@ async def fanin(bus_url: str, n: int, rate: float, runs: int) -> list[dict[str, 
                 got["r"] = await c.call_tool("wait", args, progress_callback=on_progress)
                 got["t"] = time.time()
 
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(call)
-                await until_waiting(bus)
-                assert writer.stdin is not None
-                writer.stdin.write("go\n")
-                writer.stdin.flush()
-                line, _ = await asyncio.to_thread(writer.communicate, timeout=n / rate * 3 + 120)
+            try:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(call)
+                    await until_waiting(bus, got)
+                    assert writer.stdin is not None
+                    writer.stdin.write("go\n")
+                    writer.stdin.flush()
+                    line, _ = await asyncio.to_thread(writer.communicate, timeout=n / rate * 3 + 120)
+            finally:
+                writer.kill()
             last = json.loads(line.strip().splitlines()[-1])["last"]
             r = got["r"].structured_content
             assert r["status"] == "complete" and all(x["status"] == "received" for x in r["results"]), str(r)[:300]

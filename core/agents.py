@@ -27,7 +27,7 @@ from .bus import Bus
 from .errors import BadInput, WavewaitError
 from .identity import SECRET_ENV, new_secret, supervised_flight_id, supervisor_argv
 from .ids import check_id, check_name, new_id, resolve
-from .limits import check_command, check_list, shown
+from .limits import MAX_AGENT_IDS, check_command, check_list, shown
 from .model import Agent, Item, now
 from .proc import alive, group_members, hostname, pid_start
 from .results import SpawnResult, iso
@@ -135,7 +135,9 @@ async def resolve_agent(bus: Bus, token: str, field: str = "agent") -> Agent:
 
 async def resolve_agents(bus: Bus, tokens: Iterable[str], field: str = "agents") -> list[Agent]:
     """Resolve several ids or prefixes, deduplicated, in the order given."""
-    tokens = check_list(list(tokens), field, check_id)  # bounded and well-formed before the bus is read
+    tokens = check_list(
+        list(tokens), field, check_id, max_len=MAX_AGENT_IDS
+    )  # bounded and well-formed before the bus is read
     if not tokens:
         return []
     # exact ids in one read; the whole list only when some token is a prefix (or unknown)

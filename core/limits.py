@@ -21,7 +21,8 @@ regular expression, the file system); an error quotes at most the start of the v
 |                                        | control characters                      |
 | a command's words (argv, a shell check)| 128 KiB each (Linux's limit for one),   |
 |                                        | the program 4 KiB, no NUL; 1,000 words  |
-| lists (changes, types, agent ids)      | 1,000 entries                           |
+| lists (changes, types, words, keys)    | 1,000 entries                           |
+| agent ids of one wait (a fan-in)       | 100,000 entries (a wave's flights)      |
 | one inbox item file on the bus         | 8 MiB (larger is quarantined, unread)   |
 | one MCP request (a stdio line, an HTTP | 16 MiB (larger is answered with an      |
 | body)                                  | error and dropped unread)               |
@@ -44,6 +45,8 @@ MAX_MESSAGE_BYTES = 1 << 20  # 1 MiB
 MAX_DATA_BYTES = 64 << 10
 MAX_PATH_BYTES = 4 << 10  # 4 KiB
 MAX_LIST_LEN = 1000
+#: a fan-in names every flight of its wave: the list is as long as the largest wave served
+MAX_AGENT_IDS = 100_000
 MAX_ITEM_FILE_BYTES = 8 << 20  # an item's JSON: a 1 MiB body escaped, plus its fields
 MAX_REQUEST_BYTES = 16 << 20  # one MCP request: a 1 MiB message escaped (up to 6 bytes a byte), plus its fields
 MAX_SCAN_ENTRIES = 100_000

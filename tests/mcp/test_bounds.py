@@ -33,7 +33,7 @@ from wavewait.core import agents, messages
 
 from conftest import PYTHON, has_waits, register_crew, until
 from gittools import make_repo
-from mcptools import server_env
+from mcptools import data, mcp_client, server_env
 from mergetools import WAVE, flight, preset_file
 
 pytestmark = [pytest.mark.anyio, pytest.mark.one_bus]
@@ -214,10 +214,11 @@ async def test_a_megabyte_in_any_field_is_refused_at_once_and_a_blocked_wait_goe
 
 
 MANY = 20_000  # entries: 20 times the bound
+WAVE_IDS = 200_000  # agent ids: twice the bound of a fan-in's list (a wave of 100,000)
 LISTS = [
-    ("wait", {"timeout": 0, "from_agents": ["a"] * MANY}, "from_agents"),
+    ("wait", {"timeout": 0, "from_agents": ["a"] * WAVE_IDS}, "from_agents"),
     ("wait_for_event", {"types": ["a"] * MANY, "timeout_secs": 0}, "types"),
-    ("wait_agent", AGENT_WAIT | {"agentIds": ["worker"] * MANY}, "agentIds"),
+    ("wait_agent", AGENT_WAIT | {"agentIds": ["worker"] * WAVE_IDS}, "agentIds"),
     ("notify_completion", {"status": "success", "message": "m", "changes": ["a"] * MANY}, "changes"),
     ("spawn_agent", {"name": "n", "command": ["true"] * MANY}, "command"),
     ("spawn_agent", {"name": "n", "command": CMD, "env": {f"V{i}": "x" for i in range(MANY)}}, "env"),
@@ -237,7 +238,8 @@ async def test_a_long_list_or_object_is_refused_before_it_is_validated(bus, tmp_
         for tool, args, field in LISTS:
             r = await c.call_tool(tool, args)
             text = r.content[0].text if r.content else ""
-            assert r.is_error and f"{field}: at most 1,000 entries, got {MANY:,}" in text, (tool, text[:300])
+            most, got = ("100,000", WAVE_IDS) if field in ("from_agents", "agentIds") else ("1,000", MANY)
+            assert r.is_error and f"{field}: at most {most} entries, got {got:,}" in text, (tool, text[:300])
     assert await bus.list_agents() and not [a for a in await bus.list_agents() if a.name == "n"]
 
 
@@ -338,3 +340,22 @@ def _running(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+@pytest.mark.both_buses
+async def test_a_fan_in_over_a_wave_longer_than_the_list_bound_is_served(bus):
+    """The 1,000-entry bound is for words and keys; a fan-in names every flight of its wave. A
+    fan-in over 2,000 flights was refused with that bound, and a client that waited on the
+    wait's record for its answer waited forever."""
+    n = 1_500
+    ids = [f"flight-{i:05d}" for i in range(n)]
+    await agents.register(bus, "orchestrator")
+    for i in range(0, n, 100):
+        await asyncio.gather(*(agents.register(bus, f, parent_id="orchestrator") for f in ids[i : i + 100]))
+    for f in ids[:2]:
+        await messages.send(bus, f, "orchestrator", f"REPORT {f}")
+    async with mcp_client(bus, "--output-budget", "200000") as c:
+        r = data(await c.call_tool("wait", {"timeout": 0, "from_agents": ids}))
+    assert [x["agent_id"] for x in r["results"]] == ids
+    assert [x["message"] for x in r["results"][:2]] == [f"REPORT {f}" for f in ids[:2]]
+    assert {x["status"] for x in r["results"][2:]} == {"running"}, r["results"][2]

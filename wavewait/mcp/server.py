@@ -34,7 +34,7 @@ from pydantic import ValidationError
 
 from ..core.bus import Bus, open_bus
 from ..core.errors import WavewaitError
-from ..core.limits import MAX_LIST_LEN, MAX_REQUEST_BYTES, shown
+from ..core.limits import MAX_AGENT_IDS, MAX_LIST_LEN, MAX_REQUEST_BYTES, shown
 from ..core.proc import settle_heap
 from .delivery import (
     Deliveries,
@@ -68,6 +68,8 @@ INSTRUCTIONS = (
     "keep them. Agents are named by id or a unique prefix of at least 4 characters. Results "
     "are JSON."
 )
+#: argument lists longer than the default bound: a fan-in names every flight of its wave
+LIST_BOUNDS = {"from_agents": MAX_AGENT_IDS, "agentIds": MAX_AGENT_IDS}
 
 
 def _allowed(prop: dict[str, Any]) -> str:
@@ -139,8 +141,9 @@ class WaveServer(MCPServer):
                 )
         # counted before the SDK validates them: its validation is one step of the event loop
         for field, value in arguments.items():
-            if isinstance(value, (list, dict)) and len(value) > MAX_LIST_LEN:
-                return error(f"{name}: {field}: at most {MAX_LIST_LEN:,} entries, got {len(value):,}; nothing was done")
+            most = LIST_BOUNDS.get(field, MAX_LIST_LEN)
+            if isinstance(value, (list, dict)) and len(value) > most:
+                return error(f"{name}: {field}: at most {most:,} entries, got {len(value):,}; nothing was done")
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as e:
