@@ -303,6 +303,9 @@ class Front:
     def _pump_out(self) -> None:
         with os.fdopen(self._from_sdk_r, "rb") as sdk:
             for raw in sdk:
+                if self._sdk_spoke.is_set() and not self._answered and not self._acked:
+                    self._write(raw)  # nothing of the SDK's left to drop: no parse (it holds the GIL)
+                    continue
                 try:
                     msg = json.loads(raw)
                 except ValueError:

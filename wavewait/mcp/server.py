@@ -14,6 +14,7 @@ import os
 import signal
 import socket
 import sys
+import typing
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -112,8 +113,21 @@ def explain(tool: str, exc: ValidationError, schema: dict[str, Any]) -> str:
     return f"{tool}: invalid arguments, nothing was done.\n" + "\n".join(lines)
 
 
+def _trust_results(server: MCPServer) -> None:
+    """The SDK validates a tool's `CallToolResult` against the tool's output model before it
+    sends it. Ours are dumped from the core's own pydantic models (toolkit.reply), valid by
+    construction, so that second pass over a fan-in of thousands of entries only delays its
+    answer. The output schema stays published, and clients still check results against it."""
+    for tool in server._tool_manager.list_tools():  # MCPServer has no public registry of its tools
+        returns = typing.get_type_hints(tool.fn, include_extras=True).get("return")
+        if typing.get_origin(returns) is typing.Annotated and typing.get_args(returns)[0] is CallToolResult:
+            tool.fn_metadata.output_model = None
+
+
 class WaveServer(MCPServer):
     """`MCPServer` with strict arguments (no unknown fields) and the core's errors as `isError` results."""
+
+    _schemas: dict[str, dict[str, Any]] | None = None  # each tool's input schema, once all are registered
 
     spawned: list[str]  # the flights spawn_agent started in this session
     deliveries: Deliveries  # what consuming waits took, until their responses are out
@@ -130,7 +144,10 @@ class WaveServer(MCPServer):
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context | None = None
     ) -> CallToolResult | InputRequiredResult:
-        schema = next((t.input_schema for t in await self.list_tools(True) if t.name == name), None)
+        if self._schemas is None:
+            self._schemas = {t.name: t.input_schema for t in await self.list_tools(True)}
+            _trust_results(self)
+        schema = self._schemas.get(name)
         if schema is not None:
             known = set(schema.get("properties", {}))
             unknown = sorted(set(arguments) - known)
