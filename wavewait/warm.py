@@ -16,8 +16,8 @@ reads who connected from the kernel (SO_PEERCRED), not from anything the launche
 Anything that makes the child not the process the command would have been starts cold
 instead: another interpreter, flags, `sys.path`, code (any .py file's size or time), installed
 packages, WAVEWAIT_* or PYTHON* setting read at import, namespace,
-cgroup, resource limit, user or groups; a sandboxed launcher (no_new_privs). Off unless WAVEWAIT_WARM=1: a warm `wavewait mcp` was
-seen to hang before its first answer in a CI run (not yet understood; issue 31 stays open).
+cgroup, resource limit, user or groups; a sandboxed launcher (no_new_privs). WAVEWAIT_WARM=0
+turns warm starts off.
 The warm process ends after `IDLE` seconds without a command, or once its code changed, when
 no child of its own is left.
 """
@@ -42,7 +42,7 @@ import time
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-OFF = "WAVEWAIT_WARM"  # "1": warm starts on; anything else: every command starts cold
+OFF = "WAVEWAIT_WARM"  # "0": every command starts cold
 #: seconds a warm process with no command and no child waits before it ends
 IDLE = float(os.environ.get("WAVEWAIT_WARM_IDLE", "900"))
 #: read only while a command runs, never at import (tests/cli/test_warm.py checks): they may
@@ -148,7 +148,7 @@ def sandboxed() -> bool:
 
 def wanted(argv: list[str]) -> bool:
     """The commands that start warm: `mcp` on stdio (wavewait.launch decides that) and `spawn`."""
-    return os.environ.get(OFF) == "1" and bool(argv) and argv[0] in ("mcp", "spawn") and not sandboxed()
+    return os.environ.get(OFF) != "0" and bool(argv) and argv[0] in ("mcp", "spawn") and not sandboxed()
 
 
 # --------------------------------------------------------------------------- the launcher's side

@@ -26,7 +26,7 @@ from mcptools import data
 
 
 def warm_env(bus, **extra: str) -> dict[str, str]:
-    """`env_for` with warm starts on (they are opt-in: WAVEWAIT_WARM=1)."""
+    """`env_for` with warm starts on (the default, said here so the environment cannot turn them off)."""
     return env_for(bus, **({"WAVEWAIT_WARM": "1"} | extra))
 
 
@@ -119,7 +119,7 @@ IN_A_FLIGHT = textwrap.dedent(
 async def test_a_flights_warm_mcp_server_is_known_as_that_flight(bus, run_dir, tmp_path, monkeypatch):
     """The child of the warm process takes its launcher's place in the process tree, so the
     flight's supervisor is its ancestor (core/identity.py) with no WAVEWAIT_AGENT_ID at all."""
-    monkeypatch.setenv("WAVEWAIT_WARM", "1")  # the flight inherits it: warm starts are opt-in
+    monkeypatch.setenv("WAVEWAIT_WARM", "1")  # the flight inherits it (the default, said here)
     await agents.ensure_agent(bus, "orchestrator")
     subprocess.run(wavewait_cmd("mcp"), env=warm_env(bus), input="", capture_output=True, timeout=60)
     await until(lambda: warm_pid(run_dir) is not None, 60, "the warm process to listen")
