@@ -751,7 +751,7 @@ class Run:
         f.result("pending", why=f"{fixer.name} ({fixer.id[:8]}) is resolving its conflict")
         await self.changed()
         deadline = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now() + RESOLVE_TIMEOUT))
-        got = await wait.wait_agents(
+        got = await wait.wait_agent(
             self.bus,
             self.caller,
             id=new_id(),

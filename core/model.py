@@ -22,7 +22,7 @@ TargetStatus = Literal["received", "queued", "running", "idle", "dead", "closed"
 #: a flight's one word in every face (panel, CLI, MCP results, docs): its lifecycle status,
 #: or `needs_input` while a question it asked is unanswered (`Agent.state`)
 FlightState = Literal["queued", "running", "idle", "needs_input", "closed", "dead"]
-WaitKind = Literal["next", "fan_in", "agents", "signal", "event"]
+WaitKind = Literal["next", "fan_in", "agent", "signal", "event"]
 
 #: Items that agents send; `wait` takes these. System events are only for `wait_for_event`.
 AGENT_ITEM_TYPES = frozenset({"message", "worker_complete", "question"})

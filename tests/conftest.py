@@ -161,9 +161,9 @@ class Background:
 
 def push_timers_out(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every timer of the engine an hour away: only a change on the bus can wake a wait."""
-    monkeypatch.setattr(wait, "RESCAN_EVERY", 3600.0)
-    monkeypatch.setattr(wait, "PROGRESS_EVERY", 3600.0)
-    monkeypatch.setattr(wait, "SWEEP_INTERVAL", 3600.0)
+    monkeypatch.setattr(wait.engine, "RESCAN_EVERY", 3600.0)
+    monkeypatch.setattr(wait.engine, "PROGRESS_EVERY", 3600.0)
+    monkeypatch.setattr(wait.engine, "SWEEP_INTERVAL", 3600.0)
 
 
 def wavewait_cmd(*args: str) -> list[str]:

@@ -60,7 +60,7 @@ async def test_a_flight_that_reports_and_exits_cleanly_is_closed_not_dead(bus):
         bus, "tidy", [PYTHON, "-m", "wavewait", "notify", "--message", "all done"], parent_id="orchestrator"
     )
     with anyio.fail_after(30):
-        r = await wait.wait_agents(
+        r = await wait.wait_agent(
             bus, "orchestrator", id="tidy-closed", agent_id=a.id, kind="agent-closed", description="tidy finishes"
         )
     assert r.resolution.status == "agent_closed"
@@ -235,7 +235,7 @@ async def test_an_agent_whose_lease_runs_out_without_a_heartbeat_is_dead(bus):
     await crew(bus)
     await agents.register(bus, "remote", lease=0.3, parent_id="orchestrator")
     with anyio.fail_after(15):
-        r = await wait.wait_agents(
+        r = await wait.wait_agent(
             bus, "orchestrator", id="lease-1", agent_id="remote", kind="agent-idle", description="remote finishes"
         )
     assert r.resolution.status == "agent_dead" and r.resolution.dead == ["remote"]
@@ -290,7 +290,7 @@ async def test_wait_agent_any_returns_on_the_first_idle_and_all_waits_for_every_
         bg = Background(tg)
         bg.start(
             "any",
-            wait.wait_agents,
+            wait.wait_agent,
             bus,
             "orchestrator",
             id="any-1",
@@ -302,7 +302,7 @@ async def test_wait_agent_any_returns_on_the_first_idle_and_all_waits_for_every_
         )
         bg.start(
             "all",
-            wait.wait_agents,
+            wait.wait_agent,
             bus,
             "orchestrator",
             id="all-1",
@@ -311,7 +311,7 @@ async def test_wait_agent_any_returns_on_the_first_idle_and_all_waits_for_every_
             kind="agent-idle",
             description="both done",
         )
-        await until(lambda: len(bg.results) == 0 and waits_of(bus, "agents"), what="waits to register")
+        await until(lambda: len(bg.results) == 0 and waits_of(bus, "agent"), what="waits to register")
         await messages.notify_completion(bus, "test-runner", status="success")
         r_any = await bg.result("any")
         assert "all" not in bg.results
@@ -327,10 +327,10 @@ async def test_wait_agent_any_returns_on_the_first_idle_and_all_waits_for_every_
 async def test_wait_agent_with_a_repeated_id_returns_the_stored_resolution(bus):
     await crew(bus)
     await agents.close(bus, await bus.get_agent("linter"))
-    first = await wait.wait_agents(
+    first = await wait.wait_agent(
         bus, "orchestrator", id="lint-closed", agent_id="linter", kind="agent-closed", description="linter closes"
     )
-    again = await wait.wait_agents(
+    again = await wait.wait_agent(
         bus,
         "orchestrator",
         id="lint-closed",
@@ -346,7 +346,7 @@ async def test_wait_agent_with_a_timeout_in_the_past_resolves_timed_out_at_once(
     await crew(bus)
     past = (datetime.now(UTC) - timedelta(minutes=5)).isoformat()
     with anyio.fail_after(10):
-        r = await wait.wait_agents(
+        r = await wait.wait_agent(
             bus,
             "orchestrator",
             id="late",
@@ -371,5 +371,5 @@ async def test_wait_agent_rejects_unknown_agents_and_bad_fields(bus):
         ({"timeout_at": "tomorrow"}, "timeoutAt"),
     ]:
         with pytest.raises(BadInput, match=match):
-            await wait.wait_agents(bus, "orchestrator", **(ok | bad))
+            await wait.wait_agent(bus, "orchestrator", **(ok | bad))
     assert await bus.list_waits() == []

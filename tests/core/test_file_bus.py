@@ -63,7 +63,7 @@ async def test_folders_are_0700_and_files_0600(file_bus, tmp_path):
     await messages.send(file_bus, "file-reader", "orchestrator", "hi")
     await messages.send(file_bus, "linter", "orchestrator", "hi")
     assert (await wait.wait_next(file_bus, "orchestrator", 0)).status == "received"
-    await wait.wait_agents(
+    await wait.wait_agent(
         file_bus,
         "orchestrator",
         id="w1",

@@ -109,7 +109,7 @@ async def test_every_kind_of_wait_times_out_normally(bus, tmp_path):
     assert (await wait.wait_event(bus, "orchestrator", 0.1)).type == "timeout"
     s = await wait.wait_signal(bus, "orchestrator", str(tmp_path / "*.done"), timeout=0.1, min_count=2)
     assert s.timed_out and s.partial_matches == [str(tmp_path / "a.done")] and s.matched is None
-    a = await wait.wait_agents(
+    a = await wait.wait_agent(
         bus,
         "orchestrator",
         id="w1",
@@ -287,8 +287,8 @@ async def test_every_kind_of_wait_is_registered_while_it_runs_and_gone_after(bus
         bg.start("event", wait.wait_event, bus, "orchestrator", 3600, ["question"])
         bg.start("signal", wait.wait_signal, bus, "orchestrator", pattern, timeout=3600)
         bg.start(
-            "agents",
-            wait.wait_agents,
+            "agent",
+            wait.wait_agent,
             bus,
             "orchestrator",
             id="w-reg",
@@ -299,14 +299,14 @@ async def test_every_kind_of_wait_is_registered_while_it_runs_and_gone_after(bus
 
         await until(lambda: has_waits(bus, 5), what="five waits on the bus")
         records = {w.kind: w for w in await bus.list_waits()}
-        assert set(records) == {"next", "fan_in", "event", "signal", "agents"}
+        assert set(records) == {"next", "fan_in", "event", "signal", "agent"}
         assert records["fan_in"].targets == ["file-reader", "linter"]
         assert records["fan_in"].waiter == "orchestrator"
         assert records["fan_in"].deadline is not None and records["fan_in"].deadline > time.time()
         assert records["fan_in"].progress.startswith("0/2 received")
         assert records["signal"].targets == [pattern]
-        assert records["agents"].targets == ["test-runner"] and records["agents"].deadline is None
-        assert records["agents"].description == "runner closes"
+        assert records["agent"].targets == ["test-runner"] and records["agent"].deadline is None
+        assert records["agent"].description == "runner closes"
         for record in records.values():
             assert await bus.interrupt(record.id)
         for key in records:

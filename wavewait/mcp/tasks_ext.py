@@ -266,7 +266,7 @@ class TasksExtension(Extension):
             local = self.local.get(task.id)
             if local is not None:
                 await self.bus.transition_mcp_task(task.id, "cancelling", ("working",))
-                local[1].cancel()  # the wait is cancelled; its claims go back (core/wait.py)
+                local[1].cancel()  # the wait is cancelled; its claims go back (core/wait/engine.py)
             else:
                 await mcptasks.request_cancel(self.bus, task)  # the process running it settles it
         return {"resultType": "complete"}

@@ -469,7 +469,7 @@ def register(server: MCPServer, bus: Bus, s: Settings, deliveries: Deliveries) -
         if mb is not None and (asked is None or asked - now() > mb):
             eff = now() + mb
             eff_at, cut = iso(eff), True
-        r = await wait.wait_agents(
+        r = await wait.wait_agent(
             bus,
             s.caller,
             id=id,

@@ -1,0 +1,36 @@
+"""Waiting: the engine (engine.py) and one module per kind of wait (docs/words.md, "Kinds of wait").
+
+The faces call the kinds' functions through this package: `wait.wait_fan_in(...)`.
+"""
+
+from .agent import AgentCondition, parse_deadline, wait_agent
+from .engine import Condition, Control, Progress, ProgressFn, WaitSettings, check_timeout, run
+from .event import EventCondition, event_view, wait_event
+from .fan_in import FanInCondition, wait_fan_in
+from .next import MAX_MESSAGES, NextCondition, wait_next
+from .signal import SignalCondition, glob_base, scan_root, wait_signal
+
+__all__ = [
+    "MAX_MESSAGES",
+    "AgentCondition",
+    "Condition",
+    "Control",
+    "EventCondition",
+    "FanInCondition",
+    "NextCondition",
+    "Progress",
+    "ProgressFn",
+    "SignalCondition",
+    "WaitSettings",
+    "check_timeout",
+    "event_view",
+    "glob_base",
+    "parse_deadline",
+    "run",
+    "scan_root",
+    "wait_agent",
+    "wait_event",
+    "wait_fan_in",
+    "wait_next",
+    "wait_signal",
+]
