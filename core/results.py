@@ -12,10 +12,11 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel, model_validator
 
-from .model import Agent, ChangeSummary, TargetStatus, Usage, WaitRecord, WorktreeInfo
+from .model import Agent, ChangeSummary, Item, TargetStatus, Usage, WaitRecord, WorktreeInfo
 
-Outcome = Literal["satisfied", "timeout", "interrupted"]
-EXIT_CODES: dict[Outcome, int] = {"satisfied": 0, "timeout": 3, "interrupted": 4}
+Outcome = Literal["satisfied", "timeout", "interrupted", "needs_input", "unmet"]
+#: docs/words.md, "Results": 6 is also `wavewait merge`'s needs_input (a flight waits on you)
+EXIT_CODES: dict[Outcome, int] = {"satisfied": 0, "timeout": 3, "interrupted": 4, "needs_input": 6, "unmet": 8}
 
 
 def iso(ts: float | None) -> str | None:
@@ -100,6 +101,7 @@ class TargetResult(BaseModel):
     message: str | None = None
     message_id: str | None = None  # the message's id: a duplicate has the same one
     reason: str | None = None  # why a target is dead, for people
+    output: str | None = None  # a join's check that failed: its last lines
     # a coding flight's (docs/coding-waves.md): its branch, what it changed, what it spent
     branch: str | None = None
     changes: ChangeSummary | None = None
@@ -115,12 +117,38 @@ def flight_facts(agent: Agent) -> dict[str, Any]:
     }
 
 
-class FanIn(Result):
-    """`wait` with `from_agents`: one entry per requested agent, in request order."""
+class FileEntry(BaseModel):
+    """A join's file target (`--files GLOB[:N]`): met once `min_count` files match."""
 
-    status: Literal["complete", "partial", "timeout", "interrupted"]
+    glob: str
+    min_count: int
+    status: Literal["met", "pending"]
+    matched: int
+    files: list[str]
+
+
+class EventEntry(BaseModel):
+    """A join's event target (`--event TYPE`): met by one event of that type, taken with the result."""
+
+    type: str
+    status: Literal["met", "pending"]
+    event: dict[str, Any] | None = None
+
+
+class FanIn(Result):
+    """`wait` over flights (`from_agents`, a wave), files and events: a join (docs/joins.md).
+    `results` has one entry per flight in request order, `files` and `events` one per target."""
+
+    status: Literal["complete", "partial", "needs_input", "unmet", "timeout", "interrupted"]
     results: list[TargetResult]
     elapsed_sec: float
+    need: int | None = Field(default=None, description="How many targets must be met (all of them unless `need`).")
+    met: int | None = Field(default=None, description="How many are met: reported (and passed the check), or found.")
+    files: list[FileEntry] | None = None
+    events: list[EventEntry] | None = None
+    stopped: list[str] | None = Field(
+        default=None, description="Flights stopped once the need was met (stop_rest): dead, with the reason."
+    )
     more_waiting: int | None = Field(
         default=None,
         description="Listed agents whose message is queued but was not taken: it did not fit this "
@@ -133,14 +161,18 @@ class FanIn(Result):
         return "satisfied" if self.status == "complete" else self.status
 
     def summary(self) -> str:
-        got = sum(r.status == "received" for r in self.results)
         word = {
             "complete": "fan-in complete",
             "partial": "fan-in partial",
+            "needs_input": "a flight needs your answer",
+            "unmet": "need can no longer be met",
             "timeout": "fan-in timed out",
             "interrupted": "interrupted",
         }
         more = f", {self.more_waiting} more waiting" if self.more_waiting else ""
+        if self.files or self.events or (self.need is not None and self.need != len(self.results)):
+            return f"{word[self.status]}: met {self.met}/{self.need}{more}"
+        got = sum(r.status == "received" for r in self.results)
         return f"{word[self.status]}: {got}/{len(self.results)} received{more}"
 
 
@@ -362,3 +394,20 @@ class WaitList(ToolResult):
 
     def summary(self) -> str:
         return f"{len(self.waits)} wait(s) in progress"
+
+
+def event_view(item: Item) -> dict[str, Any]:
+    """The seed 004 shape of an inbox item."""
+    base = {"event_id": item.id, "type": item.type}
+    if item.type == "worker_complete":
+        return base | {
+            "worker_id": item.sender,
+            "status": item.data.get("status", "success"),
+            "changes": item.data.get("changes", []),
+            "message": item.body,
+        }
+    if item.type == "question":
+        return base | {"from": item.sender, "question_id": item.data.get("question_id", item.id), "body": item.body}
+    if item.type == "message":
+        return base | {"from": item.sender, "body": item.body}
+    return base | {"from": item.sender, "body": item.body} | {k: v for k, v in item.data.items() if k not in base}

@@ -24,6 +24,7 @@ starts with `.`; results are absolute paths, sorted.
 from __future__ import annotations
 
 import fnmatch
+import glob
 import os
 import re
 import stat
@@ -239,3 +240,21 @@ async def scan_async(
             cancelled=anyio.from_thread.check_cancelled,
         )
     )
+
+
+def glob_base(pattern: str) -> str:
+    """The deepest folder of `pattern` without glob characters: what to watch."""
+    parts = []
+    for part in pattern.split(os.sep):
+        if glob.has_magic(part):
+            break
+        parts.append(part)
+    base = os.sep.join(parts) or os.sep
+    return base if not os.path.isfile(base) or base != pattern else os.path.dirname(base)
+
+
+def scan_root(pattern: str) -> str:
+    """The folder a scan of `pattern` starts in and never leaves: its literal folders."""
+    parts = pattern.split(os.sep)
+    literal = next((i for i, part in enumerate(parts) if glob.has_magic(part)), len(parts) - 1)
+    return os.sep.join(parts[:literal]) or os.sep

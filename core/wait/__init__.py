@@ -3,12 +3,14 @@
 The faces call the kinds' functions through this package: `wait.wait_fan_in(...)`.
 """
 
+from ..results import event_view
+from ..signals import glob_base, scan_root
 from .agent import AgentCondition, parse_deadline, wait_agent
 from .engine import Condition, Control, Progress, ProgressFn, WaitSettings, check_timeout, run
-from .event import EventCondition, event_view, wait_event
-from .fan_in import FanInCondition, wait_fan_in
+from .event import EventCondition, wait_event
+from .fan_in import FanInCondition, FilesTarget, Join, wait_fan_in
 from .next import MAX_MESSAGES, NextCondition, wait_next
-from .signal import SignalCondition, glob_base, scan_root, wait_signal
+from .signal import SignalCondition, wait_signal
 
 __all__ = [
     "MAX_MESSAGES",
@@ -17,6 +19,8 @@ __all__ = [
     "Control",
     "EventCondition",
     "FanInCondition",
+    "FilesTarget",
+    "Join",
     "NextCondition",
     "Progress",
     "ProgressFn",

@@ -110,6 +110,10 @@ class Control:
 
     def interrupt(self) -> None:
         self.interrupted = True
+        self.wake()
+
+    def wake(self) -> None:
+        """Step the wait now: something it reads changed in this process (a join's check ended)."""
         if self._changes is not None:
             self._changes.poke()
 
@@ -205,6 +209,11 @@ class Condition(Generic[R]):
     def claimed(self) -> int:
         """How many inbox items the result carries (claimed by this wait)."""
         return 0
+
+    async def finish(self, w: Waiting, result: R) -> R:
+        """Last work once the result is decided, before the claims are settled: give back what
+        the result does not carry, act on it (a join's stop_rest). The result as it ends."""
+        return result
 
     def senders(self) -> list[str] | None:
         """The senders whose items this wait takes from the inbox (None: any); the bus then
@@ -319,7 +328,7 @@ class _Engine(Generic[R]):
                 )
             else:
                 await w.bus.register_wait(record)
-            result = await self._loop(changes)
+            result = await c.finish(w, await self._loop(changes))
             cancelled = False
             return result
         finally:

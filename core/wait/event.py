@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from ..agents import ensure_registered
 from ..bus import Bus
@@ -13,6 +12,7 @@ from ..limits import check_list
 from ..model import Item
 from ..results import (
     Event,
+    event_view,
 )
 from .engine import (
     Condition,
@@ -25,23 +25,6 @@ from .engine import (
     claim_oldest,
     run,
 )
-
-
-def event_view(item: Item) -> dict[str, Any]:
-    """The seed 004 shape of an inbox item."""
-    base = {"event_id": item.id, "type": item.type}
-    if item.type == "worker_complete":
-        return base | {
-            "worker_id": item.sender,
-            "status": item.data.get("status", "success"),
-            "changes": item.data.get("changes", []),
-            "message": item.body,
-        }
-    if item.type == "question":
-        return base | {"from": item.sender, "question_id": item.data.get("question_id", item.id), "body": item.body}
-    if item.type == "message":
-        return base | {"from": item.sender, "body": item.body}
-    return base | {"from": item.sender, "body": item.body} | {k: v for k, v in item.data.items() if k not in base}
 
 
 class EventCondition(Condition[Event]):

@@ -1,21 +1,43 @@
-"""A fan-in: one message from each listed agent; a dead, idle or closed one ends its part early."""
+"""A fan-in, or join: one wait over flights, files and events, met by all, any or K of them.
+
+With only flights and no join option it is the fan-in it always was: one message from each
+listed agent, a dead, idle or closed one ending its part early. A join (docs/joins.md) adds a
+wave's flights, file targets (`GLOB:N`) and event targets, a need (all, any or K), a check a
+flight's report must pass, and stopping the flights left once the need is met.
+"""
 
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Literal
 
-from ..agents import ensure_registered, resolve_agents
+import anyio
+import anyio.abc
+from pydantic import BaseModel, Field
+
+from .. import signals
+from ..admission import step as admission_step
+from ..agents import ensure_registered, resolve_agents, stop
 from ..bus import Bus
 from ..bus.keys import inbox_key
 from ..errors import BadInput
-from ..model import Agent, Item, ItemRef, TargetStatus
+from ..ids import check_type
+from ..limits import MAX_AGENT_IDS, MAX_LIST_LEN, check_path, shown
+from ..model import AGENT_ITEM_TYPES, Agent, Item, ItemRef, TargetStatus
+from ..proc import hostname
 from ..results import (
+    EventEntry,
     FanIn,
+    FileEntry,
     TargetResult,
+    event_view,
     flight_facts,
 )
+from ..signals import glob_base, scan_root
+from .checks import CHECK_TIMEOUT, Verdict, check_command, run_check
 from .engine import (
     AGENT_TYPES,
     NAMES_SHOWN,
@@ -30,19 +52,79 @@ from .engine import (
     run,
 )
 
+Status = Literal["complete", "partial", "needs_input", "unmet", "timeout", "interrupted"]
+#: a stopped flight's reason (stop_rest)
+STOPPED = "stopped: the join's need was met (stop_rest)"
+
+
+class FilesTarget(BaseModel):
+    """`--files GLOB[:N]` / `files: [{glob, min_count}]`: met once `min_count` files match."""
+
+    glob: str
+    min_count: int = Field(default=1, ge=1)
+
+
+class Join(BaseModel):
+    """What a join adds to a fan-in (docs/joins.md); the defaults are today's fan-in."""
+
+    wave: str | None = None
+    files: list[FilesTarget] = Field(default_factory=list)
+    events: list[str] = Field(default_factory=list)
+    need: int | Literal["all", "any"] = "all"
+    check: str | None = None
+    check_timeout: float = CHECK_TIMEOUT
+    stop_rest: bool = False
+
+    @property
+    def plain(self) -> bool:
+        """Nothing of a join asked: the result keeps the fan-in's words."""
+        return self == Join()
+
+
+@dataclass
+class _Files:
+    """One file target's state: the absolute pattern, and what its last scan found."""
+
+    pattern: str
+    min_count: int
+    shown: str  # as the caller wrote it
+    root: str = ""
+    found: list[str] = field(default_factory=list)
+    met: bool = False  # sticky: an artifact that was there counts
+
+    def __post_init__(self) -> None:
+        self.root = scan_root(self.pattern)
+
 
 class FanInCondition(Condition[FanIn]):
-    """One message from each target; a dead, idle or closed target ends its part early.
+    """One message from each target flight (a dead, idle or closed one ends its part early),
+    and, in a join, its files and events, until `need` of them are met.
 
-    Takes at most one message (the oldest) per target; messages from others stay.
+    Takes at most one message (the oldest) per flight; messages from others stay.
     """
 
     kind = "fan_in"
     tool = "wait"
     uses_inbox = True
 
-    def __init__(self, targets: Sequence[Agent], budget: int | None = None) -> None:
-        super().__init__(f"a message from each of {names_of(targets)}", targets)
+    def __init__(
+        self,
+        targets: Sequence[Agent],
+        budget: int | None = None,
+        join: Join | None = None,
+        files: Sequence[_Files] = (),
+    ) -> None:
+        self.join = join or Join()
+        self.files = list(files)
+        self.events: dict[str, Item | None] = dict.fromkeys(self.join.events)
+        watch = sorted({glob_base(f.pattern) for f in self.files})
+        what = [f"{f.min_count} file(s) matching {f.shown}" for f in self.files] + [f"a {t} event" for t in self.events]
+        description = f"a message from each of {names_of(targets)}" if targets else ""
+        description = "; ".join([d for d in (description, *what) if d])
+        super().__init__(description, targets, other_targets=[f.shown for f in self.files], watch_dirs=watch)
+        total = len(targets) + len(self.files) + len(self.events)
+        need = self.join.need
+        self.need = total if need == "all" else 1 if need == "any" else need
         self.state: dict[str, Agent] = {a.id: a for a in targets}
         self.got: dict[str, Item] = {}  # claims by sender, in the order received
         self.entries: dict[str, TargetResult] = {}  # their lines of the result
@@ -56,11 +138,25 @@ class FanInCondition(Condition[FanIn]):
         # the waiting targets that stopped running (dead, idle, closed), kept as they change,
         # so a progress line over 10,000 targets does not look at every one
         self.stopped: dict[str, None] = dict.fromkeys(a.id for a in targets if not a.pending)
+        # waiting targets with an open question, kept as they change: the join returns for them
+        self.asking: dict[str, None] = dict.fromkeys(a.id for a in targets if a.state == "needs_input")
+        self.met_flights = 0  # entries received (their check passed, or there is none)
+        self.asked = 0  # questions this wait took (an ask, a permission): the caller answers them
+        self.checking: dict[str, Item] = {}  # reports whose check runs
+        self.verdicts: dict[str, Verdict] = {}  # checks that ended, until a step reads them
+        self.tg: anyio.abc.TaskGroup | None = None  # where checks run (wait_fan_in's)
+        self.check_scopes: set[anyio.CancelScope] = set()  # one per running check: the wait's end cancels them
+        self.control: Control | None = None  # to wake the wait when a check ends
 
     def _update(self, agent: Agent) -> bool:
         """Keep the record and the count of running targets; True if it stopped running."""
         old = self.state[agent.id]
         self.state[agent.id] = agent
+        if agent.id in self.waiting:
+            if agent.state == "needs_input":
+                self.asking[agent.id] = None
+            else:
+                self.asking.pop(agent.id, None)
         if agent.id in self.waiting and old.pending != agent.pending:
             self.running += 1 if agent.pending else -1
             if agent.pending:
@@ -72,16 +168,37 @@ class FanInCondition(Condition[FanIn]):
 
     async def step(self, w: Waiting) -> FanIn | None:
         """Re-read only the targets whose records changed, and the inbox only when it changed
-        or a target stopped running (agents first: a message sent before a death is seen)."""
+        or a target stopped running (agents first: a message sent before a death is seen);
+        files when their folders changed, events while the need is not met."""
         stopped = False
         if changed := w.agents_changed(self.waiting):
             for agent in (await w.bus.get_agents(changed)).values():
                 stopped = self._update(agent) or stopped
-        if stopped or w.touched(inbox_key(w.caller)):
+        if self.waiting and (stopped or w.touched(inbox_key(w.caller))):
             await self._claim(w)
             if self.full:
                 return self._result("partial", w)
-        return self._result("complete", w) if self.running == 0 else None
+        self._read_verdicts()
+        if self.files and w.changed is None:  # a folder of theirs changed (a poke), or a rescan
+            await self._scan(w)
+        if self.events and w.touched(inbox_key(w.caller)) and self.met() < self.need:
+            await self._claim_events(w)
+        return self._decide(w)
+
+    def _decide(self, w: Waiting) -> FanIn | None:
+        if self.asking or self.asked:
+            return self._result("needs_input", w)
+        met = self.met()
+        unsettled = self.running + len(self.checking) + sum(not f.met for f in self.files)
+        unsettled += sum(item is None for item in self.events.values())
+        if self.join.need == "all":
+            return self._result("complete", w) if unsettled == 0 else None
+        if met >= self.need:
+            return self._result("complete", w)
+        return self._result("unmet", w) if met + unsettled < self.need else None
+
+    def met(self) -> int:
+        return self.met_flights + sum(f.met for f in self.files) + sum(i is not None for i in self.events.values())
 
     async def _claim(self, w: Waiting) -> None:
         """The oldest pending message of each waited-on target, claimed in one go (where
@@ -101,17 +218,70 @@ class FanInCondition(Condition[FanIn]):
 
     def _got(self, item: Item) -> None:
         self.got[item.sender] = item
-        word: TargetStatus = "needs_input" if item.type == "question" else "received"  # awaits an answer
-        name = self.state[item.sender].name
-        # made now, as each report comes: the result over 10,000 targets is then a list, not 10,000 models
-        self.entries[item.sender] = TargetResult(
-            agent_id=item.sender, name=name, status=word, message=item.body, message_id=item.id
-        )
         self.used += len(item.body)
         del self.waiting[item.sender]
         self.stopped.pop(item.sender, None)
+        self.asking.pop(item.sender, None)
         if self.state[item.sender].pending:
             self.running -= 1
+        if self.join.check is not None and item.type != "question":
+            self.checking[item.sender] = item  # counted once its check passed
+            assert self.tg is not None
+            self.tg.start_soon(self._check, self.state[item.sender])
+            return
+        self._entry(item, "needs_input" if item.type == "question" else "received")  # a question awaits an answer
+
+    def _entry(self, item: Item, word: TargetStatus, output: str | None = None) -> None:
+        # made now, as each report comes: the result over 10,000 targets is then a list, not 10,000 models
+        self.entries[item.sender] = TargetResult(
+            agent_id=item.sender,
+            name=self.state[item.sender].name,
+            status=word,
+            message=item.body,
+            message_id=item.id,
+            output=output,
+        )
+        self.met_flights += word == "received"
+        self.asked += word == "needs_input"
+
+    async def _check(self, agent: Agent) -> None:
+        """Run the join's check where the flight worked; its verdict wakes the wait."""
+        assert self.join.check is not None and self.control is not None
+        folder = agent.worktree.path if agent.worktree else agent.cwd
+        with anyio.CancelScope() as scope:
+            self.check_scopes.add(scope)
+            if agent.host not in (None, hostname()):
+                verdict = Verdict(False, f"{agent.name} runs on host {agent.host}: its folder is not here to check")
+            elif folder is None:
+                verdict = Verdict(False, f"{agent.name} has no folder of its own to run the check in")
+            else:
+                verdict = await run_check(self.join.check, folder, self.join.check_timeout)
+            self.verdicts[agent.id] = verdict
+            self.control.wake()
+        self.check_scopes.discard(scope)
+
+    def _read_verdicts(self) -> None:
+        for a_id, verdict in list(self.verdicts.items()):
+            del self.verdicts[a_id]
+            item = self.checking.pop(a_id, None)
+            if item is not None:
+                self._entry(
+                    item, "received" if verdict.passed else "check_failed", None if verdict.passed else verdict.output
+                )
+
+    async def _scan(self, w: Waiting) -> None:
+        for f in self.files:
+            if not f.met:
+                res = await signals.scan_async(f.pattern, root=f.root, deadline=w.deadline)
+                f.found = res.matched
+                f.met = len(f.found) >= f.min_count
+
+    async def _claim_events(self, w: Waiting) -> None:
+        for t, item in self.events.items():
+            if item is None and self.met() < self.need:
+                got = await w.bus.claim_next(w.caller, w.id, [t], 1)
+                if got:
+                    self.events[t] = got[0]
 
     def live_targets(self) -> list[Agent]:
         return [a for a_id in self.waiting if not (a := self.state[a_id]).finished]
@@ -132,6 +302,18 @@ class FanInCondition(Condition[FanIn]):
 
     def progress(self) -> str:
         """Built from counts and at most NAMES_SHOWN names per list, not from every name."""
+        if self.join.plain:
+            return self._flights_line()
+        parts = [f"met {self.met()} / need {self.need}"]
+        if self.state:
+            parts.append(self._flights_line())
+        if self.checking:
+            parts.append(f"checking {self._names_of(self.checking, len(self.checking))}")
+        parts += [f"{len(f.found)}/{f.min_count} files {f.shown}" for f in self.files]
+        parts += [f"{t} event {'met' if item else 'pending'}" for t, item in self.events.items()]
+        return " · ".join(parts)
+
+    def _flights_line(self) -> str:
         got: Collection[str] = self.got
         if len(self.state) <= NAMES_SHOWN:  # few: in target order, as people read the list
             got = [a for a in self.state if a in self.got]
@@ -149,20 +331,88 @@ class FanInCondition(Condition[FanIn]):
         return self._result(why, w)
 
     def claimed(self) -> int:
-        return len(self.got)
+        return len(self.got) + sum(i is not None for i in self.events.values())
 
     def received(self) -> tuple[str, ...]:
         return tuple(self.got)
 
-    def _result(self, status: Literal["complete", "partial", "timeout", "interrupted"], w: Waiting) -> FanIn:
+    def _result(self, status: Status, w: Waiting) -> FanIn:
         results = []
         for a_id, agent in self.state.items():
             entry = self.entries.get(a_id)
             if entry is None:
                 reason = agent.reason if agent.finished else None
+                if a_id in self.checking:
+                    reason = (
+                        "its check was still running when the wait ended: stopped, its report is back in your inbox"
+                    )
                 entry = TargetResult(agent_id=a_id, name=agent.name, status=agent.state, reason=reason)
             results.append(entry)
-        return FanIn(status=status, results=results, elapsed_sec=w.elapsed)
+        fan = FanIn(status=status, results=results, elapsed_sec=w.elapsed, need=self.need, met=self.met())
+        if self.files:
+            fan.files = [
+                FileEntry(
+                    glob=f.shown,
+                    min_count=f.min_count,
+                    status="met" if f.met else "pending",
+                    matched=len(f.found),
+                    files=f.found,
+                )
+                for f in self.files
+            ]
+        if self.events:
+            fan.events = [
+                EventEntry(type=t, status="met" if item else "pending", event=event_view(item) if item else None)
+                for t, item in self.events.items()
+            ]
+        return fan
+
+    async def finish(self, w: Waiting, result: FanIn) -> FanIn:
+        """Reports whose check still ran go back to the inbox; with stop_rest and the need
+        met, the flights still running or queued are stopped (dead, with the reason)."""
+        for scope in self.check_scopes:
+            scope.cancel()  # the checks end with the wait (wait_fan_in awaits them)
+        for a_id, item in list(self.checking.items()):
+            del self.got[a_id]
+            await w.bus.unclaim(w.caller, ItemRef(item.seq, item.type, item.sender, item.id), w.id)
+        if not (self.join.stop_rest and result.status == "complete"):
+            return result
+        left = [a_id for a_id in (*self.waiting, *self.checking) if self.state[a_id].pending]
+        result.stopped = []
+        entries = {e.agent_id: e for e in result.results}
+        for a_id in left:
+            agent = self.state[a_id]
+            if agent.host not in (None, hostname()):
+                continue  # its host ends it: a kill from here would name another machine's process
+            after = await stop(w.bus, agent, STOPPED)
+            if after.wave is not None:
+                await admission_step(w.bus, after.wave)
+            entries[a_id].status, entries[a_id].reason = after.state, after.reason
+            result.stopped.append(a_id)
+        return result
+
+
+def _need(value: object, total: int) -> int | Literal["all", "any"]:
+    """`need`: all, any or a whole number from 1 to the number of targets."""
+    if value == "all" or value == "any":
+        return value
+    k = value if isinstance(value, int) and not isinstance(value, bool) else None
+    if k is None or not 1 <= k <= total:
+        raise BadInput(
+            f"need: 'all', 'any' or a whole number from 1 to {total} (the number of targets), got {shown(value)}"
+        )
+    return k
+
+
+def _files(join: Join) -> list[_Files]:
+    out = []
+    for i, f in enumerate(join.files):
+        pattern = check_path(f.glob, f"files[{i}]")
+        if not os.path.isabs(pattern):
+            raise BadInput(f"files[{i}]: {shown(pattern, 300)} must be absolute here (faces resolve relative paths)")
+        signals.check_pattern(pattern, scan_root(pattern))  # bounded before the wait starts
+        out.append(_Files(pattern, f.min_count, f.glob))
+    return out
 
 
 async def wait_fan_in(
@@ -171,30 +421,51 @@ async def wait_fan_in(
     timeout: float,
     from_agents: Sequence[str],
     *,
+    join: Join | None = None,
     on_progress: ProgressFn | None = None,
     control: Control | None = None,
     settings: WaitSettings | None = None,
     budget: int | None = None,
 ) -> FanIn:
-    """Wait for one message from each listed agent; dead, idle or closed ones end early.
+    """Wait for one message from each listed agent; dead, idle or closed ones end early. A
+    `join` adds a wave, files and events, and a need of all, any or K (docs/joins.md).
 
     `budget` (characters of message bodies) ends the wait as "partial" once what it took
     fills it: a message that would overflow it goes back to the inbox (the first is always taken).
     """
     timeout = check_timeout(timeout)
-    if not from_agents:
-        raise BadInput("from_agents: list at least one agent id or prefix (or omit it for the next message)")
-    targets = await resolve_agents(bus, from_agents, "from_agents")
+    join = join or Join()
+    if len(join.files) + len(join.events) > MAX_LIST_LEN:
+        raise BadInput(f"files, events: at most {MAX_LIST_LEN:,} targets of these kinds")
+    for i, t in enumerate(join.events):
+        check_type(t, f"events[{i}]")
+        if t in AGENT_ITEM_TYPES:
+            raise BadInput(f"events[{i}]: {t!r} is a flight's report; wait for flights by id or wave instead")
+    if join.check is not None:
+        check_command(join.check)
+    if not check_timeout(join.check_timeout, "check_timeout"):
+        raise BadInput("check_timeout: must be more than 0 seconds")
+    files = _files(join)
+    targets = await resolve_agents(bus, from_agents, "from_agents") if from_agents else []
+    if join.wave is not None:
+        known = {a.id for a in targets}
+        targets += [a for a in await bus.list_agents() if a.wave == join.wave and a.id not in known]
+        if len(targets) > MAX_AGENT_IDS:
+            raise BadInput(f"wave: {join.wave} and the ids name more than {MAX_AGENT_IDS:,} flights")
+    if not targets and not files and not join.events:
+        what = f"wave: {join.wave} has no flights" if join.wave else "from_agents: list at least one agent id or prefix"
+        raise BadInput(f"{what} (or omit every target for the next message)")
+    join = join.model_copy(update={"need": _need(join.need, len(targets) + len(files) + len(join.events))})
     await ensure_registered(bus, caller)
-    fan = await run(
-        bus,
-        caller,
-        FanInCondition(targets, budget),
-        timeout=timeout,
-        on_progress=on_progress,
-        control=control,
-        settings=settings,
-    )
+    control = control or Control()
+    condition = FanInCondition(targets, budget, join, files)
+    condition.control = control
+    async with anyio.create_task_group() as tg:
+        condition.tg = tg
+        fan = await run(
+            bus, caller, condition, timeout=timeout, on_progress=on_progress, control=control, settings=settings
+        )
+        tg.cancel_scope.cancel()
     # coding flights' entries carry their branch, changes and usage as their records say now
     coding = [a.id for a in targets if a.preset or a.worktree]
     fresh = await bus.get_agents(coding) if coding else {}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import glob
 import os
 
 from .. import signals
@@ -12,6 +11,7 @@ from ..limits import check_path, shown
 from ..results import (
     Signal,
 )
+from ..signals import glob_base, scan_root
 from .engine import (
     Condition,
     Control,
@@ -22,24 +22,6 @@ from .engine import (
     check_timeout,
     run,
 )
-
-
-def glob_base(pattern: str) -> str:
-    """The deepest folder of `pattern` without glob characters: what to watch."""
-    parts = []
-    for part in pattern.split(os.sep):
-        if glob.has_magic(part):
-            break
-        parts.append(part)
-    base = os.sep.join(parts) or os.sep
-    return base if not os.path.isfile(base) or base != pattern else os.path.dirname(base)
-
-
-def scan_root(pattern: str) -> str:
-    """The folder a scan of `pattern` starts in and never leaves: its literal folders."""
-    parts = pattern.split(os.sep)
-    literal = next((i for i, part in enumerate(parts) if glob.has_magic(part)), len(parts) - 1)
-    return os.sep.join(parts[:literal]) or os.sep
 
 
 class SignalCondition(Condition[Signal]):
