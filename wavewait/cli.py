@@ -133,10 +133,21 @@ async def cmd_send(bus: Bus, args: argparse.Namespace) -> int:
 async def cmd_wait(bus: Bus, args: argparse.Namespace) -> int:
     caller = agents_mod.caller_id(args.agent)
     timeout = wait.check_timeout(args.timeout)
-    if args.ids:
+    join = wait.Join(
+        wave=args.wave,
+        files=[wait.FilesTarget.parse(f, os.getcwd()) for f in args.files or ()],
+        events=args.event or [],
+        need=wait.parse_need(args.need),
+        check=args.check,
+        check_timeout=wait.check_timeout(args.check_timeout, "--check-timeout"),
+        stop_rest=args.stop_rest,
+    )
+    if args.ids or join.wave is not None or join.files or join.events:
         if args.max != 1:
-            raise BadInput("--max: applies without agent ids; a fan-in takes one message per listed agent")
-        return await _interruptible(lambda c: wait.wait_fan_in(bus, caller, timeout, args.ids, control=c))
+            raise BadInput("--max: applies to the next message; a fan-in takes one message per listed agent")
+        return await _interruptible(lambda c: wait.wait_fan_in(bus, caller, timeout, args.ids, join=join, control=c))
+    if not join.plain:
+        raise BadInput("--need, --check, --stop-rest: name the targets (ids, --wave, --files, --event) they apply to")
     return await _interruptible(lambda c: wait.wait_next(bus, caller, timeout, max_messages=args.max, control=c))
 
 
@@ -463,9 +474,19 @@ def build_parser() -> argparse.ArgumentParser:
     s = cmd("send", "send a message to an agent")
     s.add_argument("to", help="recipient id or unique prefix (≥ 4 characters)")
     s.add_argument("message")
-    s = cmd("wait", "wait for the next message, or for one message from each listed agent")
+    s = cmd(
+        "wait",
+        "wait for the next message, or join: one message from each listed agent, files, events (docs/joins.md)",
+    )
     s.add_argument("timeout", help="seconds; 0 is an instant check")
     s.add_argument("ids", nargs="*", help="agents to fan in on (ids or prefixes)")
+    s.add_argument("--wave", help="every flight of this wave too, queued ones included")
+    s.add_argument("--files", action="append", metavar="GLOB[:N]", help="met once N files match (default 1)")
+    s.add_argument("--event", action="append", metavar="TYPE", help="met by one event of this type (repeatable)")
+    s.add_argument("--need", default="all", help="all (default), any, or K: how many targets must be met")
+    s.add_argument("--check", metavar="CMD", help="a flight counts once CMD passes in its worktree (sh -c)")
+    s.add_argument("--check-timeout", default="600", metavar="S", help="seconds a check may run (default 600)")
+    s.add_argument("--stop-rest", action="store_true", help="once the need is met, stop the flights left")
     s.add_argument(
         "--max",
         type=_whole(1, wait.MAX_MESSAGES, f"a whole number from 1 to {wait.MAX_MESSAGES}"),

@@ -6,13 +6,15 @@ The faces call the kinds' functions through this package: `wait.wait_fan_in(...)
 from ..results import event_view
 from ..signals import glob_base, scan_root
 from .agent import AgentCondition, parse_deadline, wait_agent
+from .checks import CHECK_TIMEOUT
 from .engine import Condition, Control, Progress, ProgressFn, WaitSettings, check_timeout, run
 from .event import EventCondition, wait_event
-from .fan_in import FanInCondition, FilesTarget, Join, wait_fan_in
+from .fan_in import FanInCondition, FilesTarget, Join, parse_need, wait_fan_in
 from .next import MAX_MESSAGES, NextCondition, wait_next
 from .signal import SignalCondition, wait_signal
 
 __all__ = [
+    "CHECK_TIMEOUT",
     "MAX_MESSAGES",
     "AgentCondition",
     "Condition",
@@ -30,6 +32,7 @@ __all__ = [
     "event_view",
     "glob_base",
     "parse_deadline",
+    "parse_need",
     "run",
     "scan_root",
     "wait_agent",

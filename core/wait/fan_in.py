@@ -63,6 +63,16 @@ class FilesTarget(BaseModel):
     glob: str
     min_count: int = Field(default=1, ge=1)
 
+    @classmethod
+    def parse(cls, text: str, folder: str) -> FilesTarget:
+        """`GLOB[:N]` as a person types it; a relative glob is taken from `folder`."""
+        glob, _, count = text.rpartition(":")
+        if not glob or not count.isdigit():
+            glob, count = text, "1"
+        if int(count) < 1:
+            raise BadInput(f"--files: {shown(text)}: the count after ':' must be a whole number ≥ 1")
+        return cls(glob=os.path.join(folder, os.path.expanduser(check_path(glob, "--files"))), min_count=int(count))
+
 
 class Join(BaseModel):
     """What a join adds to a fan-in (docs/joins.md); the defaults are today's fan-in."""
@@ -209,12 +219,23 @@ class FanInCondition(Condition[FanIn]):
         everything = w.changed is None and self.stepped
         self.stepped = True
         claimed = await w.bus.claim_each(w.caller, w.id, self.waiting, AGENT_TYPES, relist=everything)
+        if self.join.need != "all" and self.join.check is None:
+            claimed.sort(key=lambda i: i.seq)  # the first K reports, by their place in the inbox
         for item in claimed:
             ref = ItemRef(item.seq, item.type, item.sender, item.id)
+            if self._beyond_need(item) and await w.bus.unclaim(w.caller, ref, w.id):
+                continue  # a report past the first K stays queued, at its place, for the next call
             if self._overflows(item) and await w.bus.unclaim(w.caller, ref, w.id):
                 self.full = True  # it stays queued, at its place, for the next call
                 continue
             self._got(item)
+
+    def _beyond_need(self, item: Item) -> bool:
+        """A report the need does not take: K are met already (a question is always taken:
+        the caller must answer it; with a check, every report is a candidate)."""
+        return (
+            self.join.need != "all" and self.join.check is None and item.type != "question" and self.met() >= self.need
+        )
 
     def _got(self, item: Item) -> None:
         self.got[item.sender] = item
@@ -377,19 +398,33 @@ class FanInCondition(Condition[FanIn]):
             await w.bus.unclaim(w.caller, ItemRef(item.seq, item.type, item.sender, item.id), w.id)
         if not (self.join.stop_rest and result.status == "complete"):
             return result
-        left = [a_id for a_id in (*self.waiting, *self.checking) if self.state[a_id].pending]
+        # the losers: every flight not met (still waiting, checking, its check failed) that runs
+        losers = [a for a in self.state if (e := self.entries.get(a)) is None or e.status != "received"]
         result.stopped = []
         entries = {e.agent_id: e for e in result.results}
-        for a_id in left:
-            agent = self.state[a_id]
+        for agent in (await w.bus.get_agents(losers)).values():
+            a_id = agent.id
+            if not agent.pending:
+                continue
             if agent.host not in (None, hostname()):
                 continue  # its host ends it: a kill from here would name another machine's process
             after = await stop(w.bus, agent, STOPPED)
             if after.wave is not None:
                 await admission_step(w.bus, after.wave)
-            entries[a_id].status, entries[a_id].reason = after.state, after.reason
+            if entries[a_id].status != "check_failed":
+                entries[a_id].status = after.state
+            entries[a_id].reason = after.reason
             result.stopped.append(a_id)
         return result
+
+
+def parse_need(text: str) -> int | Literal["all", "any"]:
+    """`--need all|any|K` as a person types it (checked against the targets by the wait)."""
+    if text in ("all", "any"):
+        return text  # type: ignore[return-value]
+    if not text.isdigit():
+        raise BadInput(f"--need: 'all', 'any' or a whole number, got {shown(text)}")
+    return int(text)
 
 
 def _need(value: object, total: int) -> int | Literal["all", "any"]:

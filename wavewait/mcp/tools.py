@@ -118,7 +118,11 @@ WAIT_DOC = (
     "name, status: received|queued|running|idle|dead|closed, message?}], elapsed_sec}, one entry per "
     "agent in your order. It takes at most one message (the oldest) per listed agent; messages "
     "from others stay queued. Messages returned are consumed: keep them. A 'dead' agent will not "
-    "report: handle it. timeout 0 is an instant check."
+    "report: handle it. timeout 0 is an instant check. A join: add a wave's flights (wave), "
+    "files (files: [{glob, min_count}]) and events (events: [types]), and wait for all, any or "
+    "the first K of them (need), a flight counting once check (a shell command run in its "
+    "worktree) passes; stop_rest stops the flights left once the need is met. status "
+    "needs_input: a flight asked; answer it (reply), then call again with the same arguments."
 )
 SIGNAL_DOC = (
     "Wait for signal files: returns once at least min_count files match signal_path (a path or "
@@ -187,6 +191,22 @@ AgentIds = Annotated[
     list[str] | None,
     Field(description="Agent ids or unique prefixes (≥ 4 characters) to fan in on; omit for the next message."),
 ]
+Wave = Annotated[str | None, Field(description="A join: every flight of this wave too, queued ones included.")]
+Files = Annotated[
+    list[wait.FilesTarget] | None,
+    Field(description="A join: file targets, each met once min_count files match glob (relative to the project)."),
+]
+Events = Annotated[list[str] | None, Field(description="A join: event types, each met by one event of that type.")]
+Need = Annotated[
+    int | Literal["all", "any"],
+    Field(description="How many targets must be met: all (default), any (the first one), or K (the first K of N)."),
+]
+Check = Annotated[
+    str | None,
+    Field(description="A flight counts only once this shell command passes in its worktree (e.g. 'pytest -q')."),
+]
+CheckTimeout = Annotated[float, Field(gt=0, description="Seconds one check may run (default 600).")]
+StopRest = Annotated[bool, Field(description="Once the need is met, stop the flights still running or queued.")]
 MaxMessages = Annotated[
     int,
     Field(
@@ -250,10 +270,20 @@ def fan_hint(s: Settings, r: FanIn, asked: float, cut: bool) -> str | None:
     running = [t for t in r.results if t.status == "running"]
     dead = [t for t in r.results if t.status == "dead"]
     got = [t for t in r.results if t.status == "received"]
-    if r.status == "complete" and not dead and len(got) == len(r.results):
+    if r.status == "complete" and not dead and len(got) == len(r.results) and not r.stopped:
         return None
     parts = []
-    if r.status == "interrupted":
+    if r.status == "needs_input":
+        parts.append(
+            "A flight needs your answer (needs_input: its question is the entry's message, or its "
+            "record's): answer it with reply, then call wait again with the same arguments to go on."
+        )
+    elif r.status == "unmet":
+        parts.append(
+            f"The need ({r.need}) can no longer be met: {r.met} met, and the other targets ended "
+            "without meeting it (dead, closed, or their check failed). Spawn more, or take what came."
+        )
+    elif r.status == "interrupted":
         parts.append("A person interrupted this wait (TUI or `wavewait interrupt`).")
     elif r.status == "partial":
         parts.append(
@@ -272,7 +302,12 @@ def fan_hint(s: Settings, r: FanIn, asked: float, cut: bool) -> str | None:
             + ", ".join(f"{t.name} ({t.reason or 'no reason recorded'})" for t in dead)
             + "; handle them."
         )
-    if running:
+    if r.stopped:
+        parts.append(f"Stopped once the need was met (stop_rest): {len(r.stopped)} flight(s), now dead.")
+    failed = [t for t in r.results if t.status == "check_failed"]
+    if failed:
+        parts.append(f"Check failed: {', '.join(t.name for t in failed)} (their reports are consumed; see output).")
+    if running and r.status != "complete":
         ids = json.dumps([t.agent_id for t in running])
         parts.append(
             f"Still running: {', '.join(t.name for t in running)}. To wait only on "
@@ -370,13 +405,35 @@ def register(server: MCPServer, bus: Bus, s: Settings, deliveries: Deliveries) -
 
     @tool("wait", WAIT_DOC, "Wait for messages from agents", read_only=False)
     async def wait_(
-        ctx: Context, timeout: Timeout, from_agents: AgentIds = None, max_messages: MaxMessages = 1
+        ctx: Context,
+        timeout: Timeout,
+        from_agents: AgentIds = None,
+        max_messages: MaxMessages = 1,
+        wave: Wave = None,
+        files: Files = None,
+        events: Events = None,
+        need: Need = "all",
+        check: Check = None,
+        check_timeout: CheckTimeout = wait.CHECK_TIMEOUT,
+        stop_rest: StopRest = False,
     ) -> Annotated[CallToolResult, WaitResult]:
         timeout = wait.check_timeout(timeout)
-        if from_agents is not None and max_messages != 1:
+        join = wait.Join(
+            wave=wave,
+            files=[f.model_copy(update={"glob": await resolve_signal_path(s, f.glob)}) for f in files or ()],
+            events=events or [],
+            need=need,
+            check=check,
+            check_timeout=check_timeout,
+            stop_rest=stop_rest,
+        )
+        joins = from_agents is not None or wave is not None or bool(join.files or join.events)
+        if joins and max_messages != 1:
             raise BadInput("max_messages: applies without from_agents; a fan-in takes one message per listed agent")
+        if not joins and not join.plain:
+            raise BadInput("need, check, stop_rest: name the targets (from_agents, wave, files, events) they apply to")
         eff, cut = clamp(s, timeout, ctx)
-        if from_agents is None:
+        if not joins:
             nxt = await consuming(
                 ctx,
                 deliveries,
@@ -392,7 +449,7 @@ def register(server: MCPServer, bus: Bus, s: Settings, deliveries: Deliveries) -
                 ),
             )
             return reply(nxt, next_hint(s, nxt, timeout, cut))
-        agents_ = from_agents
+        agents_ = from_agents or []
         fan = await consuming(
             ctx,
             deliveries,
@@ -401,6 +458,7 @@ def register(server: MCPServer, bus: Bus, s: Settings, deliveries: Deliveries) -
                 s.caller,
                 eff,
                 agents_,
+                join=join,
                 on_progress=Reporter(ctx, eff),
                 control=c,
                 settings=ws,
