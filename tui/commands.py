@@ -22,9 +22,10 @@ class SlashCommand:
 COMMANDS: tuple[SlashCommand, ...] = (
     SlashCommand(
         "/wait",
-        "/wait TIMEOUT [ID ...]",
-        "wait for the next message, or for one message from each listed flight "
-        "(fan-in); Escape interrupts with partial results",
+        "/wait TIMEOUT [ID ...] [--wave W] [--files GLOB[:N]] [--event T] [--need all|any|K] "
+        "[--check CMD] [--check-timeout S] [--stop-rest]",
+        "wait for the next message, or for one message from each listed flight (fan-in), or join "
+        "flights, files and events (docs/joins.md); Escape interrupts with partial results",
         takes_ids=True,
     ),
     SlashCommand("/send", "/send ID MESSAGE", "send a message to a flight", takes_ids=True),
@@ -71,6 +72,7 @@ class Parsed:
     wave: str | None = None
     preset: str | None = None  # /spawn --preset: `rest` is the prompt
     options: dict[str, str | bool] = field(default_factory=dict)  # /spawn's --model, --base, --worktree
+    repeated: dict[str, list[str]] = field(default_factory=dict)  # /wait's --files and --event
 
 
 def usage_error(cmd: SlashCommand, why: str) -> Usage:
@@ -100,9 +102,7 @@ def parse(line: str) -> Parsed:
     if cmd.name == "/spawn":
         return _parse_spawn(cmd, words)
     if cmd.name == "/wait":
-        if not words:
-            raise usage_error(cmd, "give a timeout in seconds (0 is an instant check)")
-        return Parsed(cmd, words)
+        return _parse_wait(cmd, words)
     if cmd.name in ("/kill", "/close", "/interrupt"):
         if len(words) != 1:
             raise usage_error(cmd, "give exactly one id")
@@ -116,6 +116,35 @@ def parse(line: str) -> Parsed:
     if words:
         raise usage_error(cmd, f"{cmd.name} takes no arguments")
     return Parsed(cmd)
+
+
+def _parse_wait(cmd: SlashCommand, words: list[str]) -> Parsed:
+    """TIMEOUT [ID ...], then a join's flags as the CLI's `wait` takes them (docs/joins.md)."""
+    if not words or words[0].startswith("--"):
+        raise usage_error(cmd, "give a timeout in seconds (0 is an instant check)")
+    args = [words[0]]
+    options: dict[str, str | bool] = {}
+    repeated: dict[str, list[str]] = {}
+    i = 1
+    while i < len(words):
+        w = words[i]
+        if w == "--stop-rest":
+            options["stop_rest"] = True
+        elif w in ("--wave", "--need", "--check", "--check-timeout", "--files", "--event"):
+            if i + 1 >= len(words):
+                raise usage_error(cmd, f"give a value after {w}")
+            key = w[2:].replace("-", "_")
+            if w in ("--files", "--event"):
+                repeated.setdefault(key, []).append(words[i + 1])
+            else:
+                options[key] = words[i + 1]
+            i += 1
+        elif w.startswith("--"):
+            raise usage_error(cmd, f"unexpected {w!r}")
+        else:
+            args.append(w)
+        i += 1
+    return Parsed(cmd, args, options=options, repeated=repeated)
 
 
 def _parse_merge(cmd: SlashCommand, words: list[str]) -> Parsed:

@@ -652,3 +652,24 @@ async def test_the_mirror_says_a_wait_runs_as_a_background_task_and_the_log_show
         server.stdin.close()
         server.wait(20)
     assert "1/1 received" in woke or "complete" in woke, woke
+
+
+async def test_wait_as_a_join_shows_met_and_need_and_the_flight_being_checked(bus, tmp_path):
+    """`/wait` takes the CLI's join flags; the status layer says `met M / need K` and which
+    flight's check runs."""
+    gate = tmp_path / "gate"
+    check = f"while [ ! -e {gate} ]; do sleep 0.05; done"  # the test decides when it passes
+    async with running(bus, "file-reader", "test-runner", "linter") as (app, pilot):
+        await bus.update_agent(IDS["file-reader"], cwd=str(tmp_path))
+        await type_command(pilot, f"/wait 60 a1b2 e5f6 --need 1 --check '{check}' --stop-rest")
+        await until(lambda: app.main.waiting, what="the join to start")
+        await until(lambda: "met 0 / need 1" in screen_text(app), what="met and need on the status layer")
+        await messages.send(bus, IDS["file-reader"], "orchestrator", "found 3 issues")
+        await until(lambda: "checking file-reader" in screen_text(app), what="the check shown")
+        gate.write_text("pass")
+        await until(lambda: not app.main.waiting, what="the join to end")
+        r = app.main.last_result
+        assert r.status == "complete" and (r.need, r.met) == (1, 1), r
+        assert [e.status for e in r.results] == ["received", "dead"] and r.stopped == [IDS["test-runner"]]
+        await pilot.press("ctrl+q")
+    assert app.return_code == 0

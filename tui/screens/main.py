@@ -30,11 +30,11 @@ from ...core import admission, flights, merge, messages, waves
 from ...core import agents as agents_mod
 from ...core.bus import Bus, Changes
 from ...core.bus.keys import inbox_key
-from ...core.errors import WavewaitError
+from ...core.errors import BadInput, WavewaitError
 from ...core.ids import is_id, resolve, short
 from ...core.model import AGENT_ITEM_TYPES, Agent, McpTask, WaitRecord, now
 from ...core.results import Result
-from ...core.wait import Control, Progress, check_timeout, wait_fan_in, wait_next
+from ...core.wait import Control, FilesTarget, Join, Progress, check_timeout, parse_need, wait_fan_in, wait_next
 from ..commands import Parsed, Usage, parse
 from ..demo import launch
 from ..messages import WaitEnded, WaitProgressed
@@ -638,10 +638,25 @@ received. **F1** shows the help of the focused part.
         if self._refuse_second_wait():
             return
         timeout = check_timeout(p.args[0], "TIMEOUT")
+        o = p.options
+        join = Join(
+            wave=o.get("wave"),
+            files=[FilesTarget.parse(f, os.getcwd()) for f in p.repeated.get("files", [])],
+            events=p.repeated.get("event", []),
+            need=parse_need(str(o.get("need", "all"))),
+            check=o.get("check"),
+            check_timeout=check_timeout(o.get("check_timeout", "600"), "--check-timeout"),
+            stop_rest=bool(o.get("stop_rest")),
+        )
         targets = await agents_mod.resolve_agents(self.bus, p.args[1:], "ID") if p.args[1:] else []
+        if join.wave is not None:
+            named = {a.id for a in targets}
+            targets += [a for a in await self.bus.list_agents() if a.wave == join.wave and a.id not in named]
         if self._refuse_second_wait():  # one may have started while the ids resolved
             return
-        self.start_wait(timeout, targets)
+        if not (targets or join.files or join.events) and not join.plain:
+            raise BadInput("--need, --check, --stop-rest: name the targets (ids, --wave, --files, --event)")
+        self.start_wait(timeout, targets, join)
 
     def _refuse_second_wait(self) -> bool:
         if self.control is not None:
@@ -774,7 +789,7 @@ received. **F1** shows the help of the focused part.
     def waiting(self) -> bool:
         return self.control is not None
 
-    def start_wait(self, timeout: float, targets: list[Agent]) -> Control:
+    def start_wait(self, timeout: float, targets: list[Agent], join: Join | None = None) -> Control:
         control = Control()
         self.control = control
         self.own_waits.add(control.wait_id)
@@ -786,18 +801,18 @@ received. **F1** shows the help of the focused part.
         self.query_one(WaitStatus).set_class(True, "-active")
         self._paint_status(self.wait_started)
         self.refresh_bindings()
-        self._run_wait(timeout, [a.id for a in targets], control)
+        self._run_wait(timeout, [a.id for a in targets], control, join or Join())
         return control
 
     @work(exclusive=True, group="wait", exit_on_error=False, description="waiting")
-    async def _run_wait(self, timeout: float, ids: list[str], control: Control) -> None:
+    async def _run_wait(self, timeout: float, ids: list[str], control: Control, join: Join) -> None:
         def on_progress(p: Progress) -> None:
             self.post_message(WaitProgressed(p.message, list(p.received)))
 
         try:
-            if ids:
+            if ids or join.files or join.events:
                 result: Result = await wait_fan_in(
-                    self.bus, self.me, timeout, ids, on_progress=on_progress, control=control
+                    self.bus, self.me, timeout, ids, join=join, on_progress=on_progress, control=control
                 )
             else:
                 result = await wait_next(self.bus, self.me, timeout, on_progress=on_progress, control=control)

@@ -50,10 +50,14 @@ class WaitStatus(Static):
         )
         room = len(targets) + 2 if self.room is None else max(1, self.room)
         out = Text()
+        join = progress.startswith("met ")  # a join's line: `met M / need K · ... · checking NAME`
         if not targets:
-            out.append(f"{spinner(t)} Waiting for the next message", style="bold")
+            out.append(f"{spinner(t)} Waiting for the " + ("join" if join else "next message"), style="bold")
         else:
             out.append("Waiting for sub-agents:", style="bold")
+        if join:
+            parts = progress.split(" · ")
+            out.append(" " + " · ".join([parts[0], *(p for p in parts if p.startswith("checking "))]), style="bold")
         shown: list[tuple[str, str]] = list(targets)
         got: list[tuple[str, str]] = []
         rest = 0
