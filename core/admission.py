@@ -40,6 +40,7 @@ from typing import Any, Literal
 from . import agents, budgets, waves
 from .bus import Bus, open_bus
 from .errors import BadInput, BudgetSpent
+from .exits import Exit
 from .ids import check_name, is_id
 from .model import Agent, now
 from .proc import alive, hostname, me
@@ -503,5 +504,5 @@ async def _main(wave: str) -> None:
 if __name__ == "__main__":
     if len(sys.argv) != 2:
         print("usage: python -m wavewait.core.admission WAVE", file=sys.stderr)
-        sys.exit(2)
+        sys.exit(Exit.BAD_INPUT)
     asyncio.run(_main(sys.argv[1]))

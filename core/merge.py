@@ -36,6 +36,7 @@ from pydantic import BaseModel, Field
 from . import agents, flights, git, messages, presets, wait, worktrees
 from .bus import Bus, wave_docs
 from .errors import BadInput, WavewaitError
+from .exits import Exit
 from .ids import check_name, check_word, new_id
 from .limits import check_text, shown
 from .model import Agent, Task, now
@@ -61,10 +62,6 @@ QUESTION_FILES = 50  # conflicting files named in a question
 MAX_CHECK_LEN = 4000
 LOCK_WAIT = 5.0  # seconds a merge waits for another merge of the same repository
 RESOLVE_TIMEOUT = 3600.0  # seconds a resolving flight may take
-#: exit codes of `wavewait merge`: 0 merged (or skipped as expected), 2 bad input, 6 a flight
-#: stopped (conflict, failed check, or waiting on one), 7 the merge could not go on (run it again)
-EXIT_NEEDS_INPUT = 6
-EXIT_MERGE_ERROR = 7
 
 
 class MergeError(WavewaitError):
@@ -102,8 +99,8 @@ class MergeResult(Result):
     flights: list[FlightMerge] = Field(default_factory=list)
 
     @property
-    def exit_code(self) -> int:
-        return EXIT_NEEDS_INPUT if self.status == "needs_input" else 0
+    def exit_code(self) -> Exit:
+        return Exit.NEEDS_INPUT if self.status == "needs_input" else Exit.OK
 
     def summary(self) -> str:
         n = {
@@ -840,8 +837,6 @@ def _merge_lock(repo: worktrees.Repo) -> Iterator[None]:
 
 
 __all__ = [
-    "EXIT_MERGE_ERROR",
-    "EXIT_NEEDS_INPUT",
     "FlightMerge",
     "MergeError",
     "MergeResult",

@@ -1,7 +1,9 @@
 """The `wavewait` command: the same core as the MCP tools, for people and shell-only agents.
 
 Every command prints the JSON of the core result its tool returns and exits with that
-result's `exit_code`: 0 satisfied, 3 timed out, 4 interrupted; 2 is bad input.
+result's `exit_code`; the codes are `core/exits.py: Exit` (docs/words.md, "Results"): 0 satisfied,
+1 `run-queue` not all done, 2 bad input, 3 timed out, 4 interrupted, 5 not delivered,
+6 `merge` stopped on a flight, 7 `merge` could not go on.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from .core.agents import agent_view
 from .core.bus import Bus, bus_url, open_bus
 from .core.delivery import ClaimLost
 from .core.errors import BadInput, WavewaitError
+from .core.exits import Exit
 from .core.limits import check_env, check_path, shown
 from .core.results import (
     AgentInfo,
@@ -49,10 +52,6 @@ from .queue_cli import add_commands as add_queue_commands
 if TYPE_CHECKING:
     from .mcp.front import Front
 
-BAD_INPUT = 2
-#: the answer could not be written or the wait lost its claims: nothing was consumed, run it again
-NOT_DELIVERED = 5
-
 
 class Parser(argparse.ArgumentParser):
     """Bad arguments exit 2 (the bad-input code), naming the command and the fault."""
@@ -60,7 +59,7 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
         command = self.prog.partition(" ")[2]  # "" for the top-level parser
-        self.exit(BAD_INPUT, f"wavewait{' ' + command if command else ''}: error: {message}\n")
+        self.exit(Exit.BAD_INPUT, f"wavewait{' ' + command if command else ''}: error: {message}\n")
 
 
 def _print(result: Result) -> int:
@@ -100,7 +99,7 @@ async def _interruptible(run: Callable[[wait.Control], Awaitable[Result]]) -> in
             "nothing was consumed, the wait can be run again",
             file=sys.stderr,
         )
-        return NOT_DELIVERED
+        return Exit.NOT_DELIVERED
     if control.delivery is not None:
         await control.delivery.ack()
     return code
@@ -178,7 +177,7 @@ async def cmd_notify(bus: Bus, args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         print(json.dumps({"success": True, "already_reported": True, "status": known.status}))
-        return 0
+        return Exit.OK
     item = await messages.notify_completion(
         bus,
         worker,
@@ -227,7 +226,7 @@ async def cmd_spawn(bus: Bus, args: argparse.Namespace) -> int:
     )
     if args.quiet:  # the id alone, for a shell to collect: ids="$ids $(wavewait spawn -q ...)"
         print(agent.id)
-        return 0
+        return Exit.OK
     return _print(agents_mod.spawn_result(agent))
 
 
@@ -243,7 +242,7 @@ async def cmd_diff(bus: Bus, args: argparse.Namespace) -> int:
     if not patch:  # an empty patch on stdout, and a word on stderr so an empty screen is not a riddle
         print(f"wavewait diff: {agent.name} ({agent.id[:8]}) has no changes against its base", file=sys.stderr)
     sys.stdout.write(patch)
-    return 0
+    return Exit.OK
 
 
 async def cmd_prune(bus: Bus, args: argparse.Namespace) -> int:
@@ -593,14 +592,14 @@ def _notify_hook_guard(args: argparse.Namespace) -> int | None:
             "nothing sent (run under 'wavewait spawn', or pass --agent)",
             file=sys.stderr,
         )
-        return 0
+        return Exit.OK
     if not (args.session or os.environ.get("WAVEWAIT_PARENT_ID")):
         print(
             "wavewait notify: WAVEWAIT_PARENT_ID is not set, so there is no one to report to; "
             "nothing sent (pass --session)",
             file=sys.stderr,
         )
-        return 0
+        return Exit.OK
     return None
 
 
@@ -625,7 +624,7 @@ def run_mcp(args: argparse.Namespace, front: Front | None = None) -> int:
 
         shown = url if "://" in url else os.path.abspath(os.path.expanduser(url))
         sys.stdout.write(render(args.print_config, shown, args.max_block, os.getcwd()))
-        return 0
+        return Exit.OK
     if args.transport == "stdio" and front is None:  # answer the host's first requests while the SDK imports
         from .mcp.front import start as start_front  # (wavewait.launch starts it sooner)
 
@@ -655,10 +654,10 @@ def run_mcp(args: argparse.Namespace, front: Front | None = None) -> int:
         anyio.run(serve, settings, front)
     except WavewaitError as e:
         print(f"wavewait mcp: error: {e}", file=sys.stderr)
-        return BAD_INPUT
+        return Exit.BAD_INPUT
     except KeyboardInterrupt:
         pass
-    return 0
+    return Exit.OK
 
 
 def _project_dir() -> str:
@@ -741,20 +740,20 @@ def main(argv: list[str] | None = None, front: Front | None = None) -> None:
             else "the command after --: spawn NAME -- CMD ..."
         )
         print(f"wavewait spawn: error: give {what}", file=sys.stderr)
-        sys.exit(BAD_INPUT)
+        sys.exit(Exit.BAD_INPUT)
     if (code := _notify_hook_guard(args)) is not None:
         sys.exit(code)
     try:
         sys.exit(asyncio.run(_run(args)))
     except ClaimLost as e:
         print(f"wavewait {args.command}: {e}", file=sys.stderr)
-        sys.exit(NOT_DELIVERED)
+        sys.exit(Exit.NOT_DELIVERED)
     except merge.MergeError as e:
         print(f"wavewait {args.command}: error: {e}", file=sys.stderr)
-        sys.exit(merge.EXIT_MERGE_ERROR)
+        sys.exit(Exit.MERGE_ERROR)
     except WavewaitError as e:
         if args.command == "notify":
             print(f"wavewait notify: {e}; nothing sent", file=sys.stderr)
-            sys.exit(0)
+            sys.exit(Exit.OK)
         print(f"wavewait {args.command}: error: {e}", file=sys.stderr)
-        sys.exit(BAD_INPUT)
+        sys.exit(Exit.BAD_INPUT)

@@ -1,7 +1,8 @@
 """The task queue from a shell: `run-queue`, `enqueue`, `complete`, `handoffs`, `tasks`.
 
 Each prints the JSON its MCP tool returns (`run-queue`: its summary) and exits 2 on bad
-input or a guard trip. `run-queue` exits 0 only when every task is done, else 1. The queue
+input or a guard trip. `run-queue` exits 0 only when every task is done, else 1, and 4 when
+interrupted (core/exits.py). The queue
 flags (`--queue`, `--task-types`, `--max-tasks`, `--max-depth`, `--max-attempts`) are
 shared with `wavewait mcp`; each falls back to its WAVEWAIT_ variable.
 """
@@ -25,8 +26,8 @@ from pydantic import BaseModel
 from .core import agents, budgets, waves
 from .core.bus import Bus
 from .core.errors import BadInput
+from .core.exits import Exit
 from .core.proc import settle_heap
-from .core.results import EXIT_CODES
 from .core.runner import DEFAULT_MAX_PARALLEL, Runner, RunSummary, queue_wave
 from .core.tasks import (
     HandoffList,
@@ -199,7 +200,7 @@ def _queue(bus: Bus, args: argparse.Namespace, need_types: bool = False) -> Task
 
 def _print(result: BaseModel) -> int:
     print(json.dumps(result_json(result), ensure_ascii=False))
-    return 0
+    return Exit.OK
 
 
 def _inputs(args: argparse.Namespace) -> dict[str, Any]:
@@ -309,11 +310,9 @@ async def cmd_run_queue(bus: Bus, args: argparse.Namespace) -> int:
         )
     print(summary.model_dump_json(by_alias=True) if args.json else summary_text(summary), flush=True)
     if scope.cancelled_caught:
-        return INTERRUPTED
-    return 0 if summary.ok else 1
+        return Exit.INTERRUPTED
+    return Exit.OK if summary.ok else Exit.NOT_ALL_DONE
 
-
-INTERRUPTED = EXIT_CODES["interrupted"]
 
 COMMANDS: dict[str, Callable[[Bus, argparse.Namespace], Awaitable[int]]] = {
     "run-queue": cmd_run_queue,

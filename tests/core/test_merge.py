@@ -12,6 +12,7 @@ import pytest
 
 from wavewait.core import flights, merge, messages
 from wavewait.core.errors import BadInput
+from wavewait.core.exits import Exit
 
 from conftest import until
 from gittools import git, make_repo
@@ -58,7 +59,7 @@ async def test_five_branches_merge_in_report_order_and_two_need_input_then_a_fix
     assert git(repo, "rev-parse", "main").strip() == start  # a dry run moves nothing
 
     first = await merge.merge_wave(bus, WAVE, caller="orchestrator", check=CHECK)
-    assert first.status == "needs_input" and first.exit_code == merge.EXIT_NEEDS_INPUT
+    assert first.status == "needs_input" and first.exit_code == Exit.NEEDS_INPUT
     assert first.method == "merge --no-ff"
     assert statuses(first) == [
         ("alpha", "merged"),
