@@ -33,7 +33,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from . import agents, flights, git, messages, presets, wait, worktrees
+from . import admission, git, messages, presets, spawning, wait, worktrees
 from .bus import Bus, wave_docs
 from .errors import BadInput, WavewaitError
 from .exits import Exit
@@ -41,6 +41,7 @@ from .ids import check_name, check_word, new_id
 from .limits import check_text, shown
 from .model import Agent, Task, now
 from .results import Result
+from .spawning import SpawnRequest
 
 FlightStatus = Literal["merged", "conflict", "check_failed", "skipped", "pending"]
 MergeStatus = Literal["merged", "needs_input", "planned"]
@@ -196,7 +197,7 @@ async def plan(bus: Bus, wave: str) -> list[Flight]:
     flights: list[Flight] = []
     tasks = await _tasks_of(bus, wave)
     task_agent = {t.id: aid for aid, t in tasks.items()}
-    listed = await agents.list_swept(bus, wave)
+    listed = await admission.list_swept(bus, wave)
     for a in listed:
         if a.worktree is None:
             continue
@@ -734,16 +735,18 @@ class Run:
             f"in: {', '.join(files[:QUESTION_FILES])}. Run `git merge refs/heads/{self.target}`, resolve every "
             "conflict keeping the intent of both sides, and commit the merge. Do not push or switch branches."
         )
-        fixer = await flights.start(
+        fixer = await spawning.spawn(
             self.bus,
-            check_name(f"{f.agent.name}-resolve"[:64], "name"),
-            parent_id=self.caller,
-            prompt=prompt,
-            preset=self.resolve_with,
-            presets_file=self.presets_file,
-            wave=f"{self.wave}-merge"[:64],
-            worktree=False,
-            cwd=wt.path,
+            SpawnRequest(
+                name=check_name(f"{f.agent.name}-resolve"[:64], "name"),
+                parent=self.caller,
+                prompt=prompt,
+                preset=self.resolve_with,
+                presets_file=self.presets_file,
+                wave=f"{self.wave}-merge"[:64],
+                worktree=False,
+                cwd=wt.path,
+            ),
         )
         f.result("pending", why=f"{fixer.name} ({fixer.id[:8]}) is resolving its conflict")
         await self.changed()

@@ -21,14 +21,14 @@ from typing import TYPE_CHECKING, NoReturn
 
 import anyio
 
-from .core import admission, budgets, changes, flights, merge, messages, wait, waves
+from .core import admission, changes, flights, merge, messages, spawning, wait
 from .core import agents as agents_mod
 from .core.agents import agent_view
 from .core.bus import Bus, bus_url, open_bus
 from .core.delivery import ClaimLost
 from .core.errors import BadInput, WavewaitError
 from .core.exits import Exit
-from .core.limits import check_env, check_path, shown
+from .core.limits import check_path
 from .core.results import (
     AgentInfo,
     AgentList,
@@ -46,8 +46,9 @@ from .core.results import (
 )
 from .mcp.hosts import HOSTS
 from .queue_cli import COMMANDS as QUEUE_COMMANDS
-from .queue_cli import add_budget_flags, add_queue_flags, budget_args, mcp_settings
 from .queue_cli import add_commands as add_queue_commands
+from .queue_cli import add_queue_flags, mcp_settings
+from .spawn_flags import add_spawn_flags, spawn_request
 
 if TYPE_CHECKING:
     from .mcp.front import Front
@@ -192,38 +193,7 @@ async def cmd_notify(bus: Bus, args: argparse.Namespace) -> int:
 async def cmd_spawn(bus: Bus, args: argparse.Namespace) -> int:
     """A plain command, or a preset's agent on a prompt (the words after --); in its own
     worktree by default for a preset in a repository (docs/coding-waves.md)."""
-    parent = agents_mod.caller_id(args.agent)
-    env = None
-    if args.env:
-        pairs = dict(e.partition("=")[::2] for e in args.env)
-        if any("=" not in e for e in args.env):
-            raise BadInput("--env: give NAME=value")
-        env = {**os.environ, **check_env(pairs, "--env")}
-    cwd = os.path.realpath(os.path.expanduser(check_path(args.cwd, "--cwd"))) if args.cwd else os.getcwd()
-    if not os.path.isdir(cwd):
-        raise BadInput(f"--cwd: {shown(args.cwd, 300)} is not a directory")
-    given = budgets.check(args.wave, **budget_args(args))
-    if args.max_parallel is not None:
-        if args.wave is None:
-            raise BadInput("--max-parallel: caps a wave; give --wave too")
-        await waves.set_settings(bus, args.wave, max_parallel=args.max_parallel)
-    await agents_mod.ensure_agent(bus, parent)
-    agent = await flights.start(
-        bus,
-        args.name,
-        parent_id=parent,
-        prompt=" ".join(args.cmd) if args.preset else None,
-        command=None if args.preset else args.cmd,
-        preset=args.preset,
-        presets_file=args.presets,
-        wave=args.wave,
-        model=args.model,
-        worktree=args.worktree,
-        base=args.base,
-        cwd=cwd,
-        env=env,
-        budget=given,
-    )
+    agent = await spawning.spawn(bus, spawn_request(args, agents_mod.caller_id(args.agent)))
     if args.quiet:  # the id alone, for a shell to collect: ids="$ids $(wavewait spawn -q ...)"
         print(agent.id)
         return Exit.OK
@@ -488,33 +458,8 @@ def build_parser() -> argparse.ArgumentParser:
         "run a command, or a coding agent on a prompt, as a supervised flight: "
         "spawn NAME [--preset claude|codex] [--wave W] -- CMD ... | PROMPT",
     )
-    s.add_argument("name")
-    s.add_argument("--wave")
-    s.add_argument(
-        "--max-parallel",
-        metavar="N|auto",
-        help="with --wave: at most N of its flights run at once, or auto (as the machine's cores, free memory and "
-        "load allow); past it a spawn is queued and starts when one ends (docs/admission.md). Kept for the wave",
-    )
-    s.add_argument("--preset", help="run this agent preset (claude, codex, or one of --presets) on the prompt after --")
-    s.add_argument(
-        "--presets", metavar="FILE", help="a TOML file that changes or adds presets (default: $WAVEWAIT_PRESETS)"
-    )
-    s.add_argument("--model", help="with --preset: the model the agent uses (default: the CLI's own set-up)")
-    s.add_argument(
-        "--worktree",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="its own git worktree on a new branch wavewait/<wave>/<name> (default: on for a preset in a repository)",
-    )
-    s.add_argument(
-        "--base", metavar="REF", help="with a worktree: the commit, branch or tag it starts from (default HEAD)"
-    )
-    s.add_argument("--cwd", metavar="DIR", help="where it runs (in a worktree: the same folder of it; default: here)")
-    s.add_argument("--env", action="append", default=[], metavar="K=V", help="add to its environment (repeatable)")
+    add_spawn_flags(s)
     s.add_argument("-q", "--quiet", action="store_true", help="print only the flight's id, not the JSON")
-    add_budget_flags(s)
-    s.add_argument("cmd", nargs="*", help="the command, or a preset's prompt (everything after --)")
     s = cmd("diff", "show what a flight changed against its base (its worktree, uncommitted work included)")
     s.add_argument("id", help="flight id or unique prefix")
     s.add_argument("--stat", action="store_true", help="files and lines +/- as JSON instead of the patch")
@@ -616,6 +561,20 @@ def _split_spawn(argv: list[str]) -> list[str] | None:
     return cmd
 
 
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """The command line as `main` reads it: a spawn's command (after --) kept whole."""
+    parser = build_parser()
+    whole = list(argv)
+    spawn_cmd = _split_spawn(argv)
+    args = parser.parse_args(argv)
+    if spawn_cmd is not None:
+        if args.command == "spawn":
+            args.cmd = [*args.cmd, *spawn_cmd]
+        else:  # "spawn" was a word of another command (a message, say): nothing to cut
+            args = parser.parse_args(whole)
+    return args
+
+
 def run_mcp(args: argparse.Namespace, front: Front | None = None) -> int:
     """`wavewait mcp`: one `Settings` from flags and environment, then the server (or its set-up text)."""
     url = bus_url(args.bus)
@@ -713,16 +672,7 @@ def _token(given: str | None) -> str:
 
 def main(argv: list[str] | None = None, front: Front | None = None) -> None:
     """The `wavewait` command; `front` is the MCP front `wavewait.launch` already started, if any."""
-    parser = build_parser()
-    argv = list(sys.argv[1:] if argv is None else argv)
-    whole = list(argv)
-    spawn_cmd = _split_spawn(argv)
-    args = parser.parse_args(argv)
-    if spawn_cmd is not None:
-        if args.command == "spawn":
-            args.cmd = [*args.cmd, *spawn_cmd]
-        else:  # "spawn" was a word of another command (a message, say): nothing to cut
-            args = parser.parse_args(whole)
+    args = parse_args(list(sys.argv[1:] if argv is None else argv))
     if args.command in (None, "demo"):
         from .tui_main import run_tui
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import math
 import os
 import shlex
 import signal
@@ -45,21 +44,9 @@ from .core.tasks import (
     task_types_path,
 )
 from .core.waves import MAX_PARALLEL, parse_max_parallel
+from .spawn_flags import add_budget_flags, at_least
 
 AddCommand = Callable[[str, str], argparse.ArgumentParser]
-
-
-def _count(lo: int) -> Callable[[str], int]:
-    def parse(value: str) -> int:
-        try:
-            n = int(value)
-        except ValueError:
-            n = lo - 1
-        if n < lo:
-            raise argparse.ArgumentTypeError(f"must be a whole number ≥ {lo}, got {value!r}")
-        return n
-
-    return parse
 
 
 def add_queue_flags(p: argparse.ArgumentParser, limits: bool = True) -> None:
@@ -69,51 +56,19 @@ def add_queue_flags(p: argparse.ArgumentParser, limits: bool = True) -> None:
     if limits:
         p.add_argument(
             "--max-tasks",
-            type=_count(1),
+            type=at_least(1),
             metavar="N",
             help="task budget of the queue (default 25; $WAVEWAIT_MAX_TASKS)",
         )
         p.add_argument(
-            "--max-depth", type=_count(0), metavar="N", help="deepest a child may be (default 4; $WAVEWAIT_MAX_DEPTH)"
+            "--max-depth", type=at_least(0), metavar="N", help="deepest a child may be (default 4; $WAVEWAIT_MAX_DEPTH)"
         )
         p.add_argument(
             "--max-attempts",
-            type=_count(1),
+            type=at_least(1),
             metavar="N",
             help="agent starts per task before it fails (default 2; $WAVEWAIT_MAX_ATTEMPTS)",
         )
-
-
-def _amount(value: str) -> float:
-    try:
-        usd = float(value)
-    except ValueError:
-        usd = -1.0
-    if not math.isfinite(usd) or usd <= 0:
-        raise argparse.ArgumentTypeError(f"must be an amount of US dollars above 0, got {value!r}")
-    return usd
-
-
-def add_budget_flags(p: argparse.ArgumentParser) -> None:
-    """The wave's budget and a flight's own cap (docs/budgets.md), on spawn and run-queue."""
-    p.add_argument(
-        "--budget-tokens", type=_count(1), metavar="N", help="the wave's budget: tokens its flights may spend together"
-    )
-    p.add_argument("--budget-usd", type=_amount, metavar="X", help="the wave's budget in US dollars")
-    p.add_argument(
-        "--flight-budget-tokens", type=_count(1), metavar="N", help="no one flight may spend more tokens than this"
-    )
-    p.add_argument("--flight-budget-usd", type=_amount, metavar="X", help="no one flight may spend more US dollars")
-
-
-def budget_args(args: argparse.Namespace) -> dict[str, Any]:
-    """The budget flags given, as core/budgets.check takes them."""
-    return {
-        "budget_tokens": args.budget_tokens,
-        "budget_usd": args.budget_usd,
-        "flight_budget_tokens": args.flight_budget_tokens,
-        "flight_budget_usd": args.flight_budget_usd,
-    }
 
 
 def _limits(args: argparse.Namespace) -> Limits:

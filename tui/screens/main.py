@@ -26,7 +26,7 @@ from textual.css.scalar import Scalar
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
-from ...core import admission, flights, merge, messages, waves
+from ...core import admission, merge, messages, spawning, waves
 from ...core import agents as agents_mod
 from ...core.bus import Bus, Changes
 from ...core.bus.keys import inbox_key
@@ -35,6 +35,7 @@ from ...core.ids import is_id, resolve, short
 from ...core.model import AGENT_ITEM_TYPES, Agent, McpTask, WaitRecord, now
 from ...core.results import Result
 from ...core.wait import Control, Progress, check_timeout, wait_fan_in, wait_next
+from ...spawn_flags import spawn_request
 from ..commands import Parsed, Usage, parse
 from ..demo import launch
 from ..messages import WaitEnded, WaitProgressed
@@ -657,21 +658,8 @@ received. **F1** shows the help of the focused part.
         self.say(f"sent to {recipient.name} ({short(recipient.id)}): message {short(item.id)}")
 
     async def cmd_spawn(self, p: Parsed) -> None:
-        if p.preset is None and not p.options:
-            agent = await admission.spawn(self.bus, p.args[0], p.rest, wave=p.wave, parent_id=self.me)
-        else:  # a coding agent, or a command in its own worktree (docs/coding-waves.md)
-            agent = await flights.start(
-                self.bus,
-                p.args[0],
-                parent_id=self.me,
-                preset=p.preset,
-                prompt=" ".join(p.rest) if p.preset else None,
-                command=None if p.preset else p.rest,
-                wave=p.wave,
-                model=_text(p.options.get("model")),
-                base=_text(p.options.get("base")),
-                worktree=_flag(p.options.get("worktree")),
-            )
+        assert p.spawn is not None
+        agent = await spawning.spawn(self.bus, spawn_request(p.spawn, self.me))
         where = f", branch {agent.worktree.branch}" if agent.worktree else ""
         started = f"queued ({agent.reason})" if agent.status == "queued" else f"pid {agent.pid}"
         self.say(
@@ -880,7 +868,3 @@ received. **F1** shows the help of the focused part.
 
 def _text(value: object) -> str | None:
     return value if isinstance(value, str) else None
-
-
-def _flag(value: object) -> bool | None:
-    return value if isinstance(value, bool) else None
