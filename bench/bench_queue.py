@@ -38,7 +38,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import psycopg
 from psycopg import sql
 
-from wavewait.core import agents
+from wavewait.core import admission
 from wavewait.core.bus import Bus, open_bus
 from wavewait.core.bus.file import DURABLE
 from wavewait.core.model import Agent
@@ -107,7 +107,7 @@ async def latency(bus: Bus, n: int) -> tuple[list[float], list[float]]:
                 registered.append((agent.created_at - h.completed_at) * 1000)
                 up.append((agent.updated_at - h.completed_at) * 1000)
             if previous is not None:
-                await agents.kill(bus, previous, by="bench")
+                await admission.kill(bus, previous, by="bench")
             previous = agent
             await complete_task(q, "bench", task_id=tid, status="done", handoff=HANDOFF)
         await asyncio.wait_for(run, 30)
@@ -115,7 +115,7 @@ async def latency(bus: Bus, n: int) -> tuple[list[float], list[float]]:
         changes.close()
         agent_changes.close()
         if previous is not None:
-            await agents.kill(bus, previous, by="bench")
+            await admission.kill(bus, previous, by="bench")
         run.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await run

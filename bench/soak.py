@@ -5,7 +5,7 @@
     python bench/soak.py --quick                           # 3 s: that it runs (CI), not a figure
 
 Who does what, all as real processes on a real bus:
-- senders: flights started with `agents.spawn`, each sending messages to the orchestrator
+- senders: flights started with `admission.spawn`, each sending messages to the orchestrator
   and logging each message id once `send` returned; some are killed at random;
 - a stable consumer: `wavewait mcp` through the real MCP client, calling `wait` with short
   timeouts and cancelling a third of its calls at a random moment (some right when the wait
@@ -41,7 +41,7 @@ import anyio
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from wavewait.core import agents, wait
+from wavewait.core import admission, agents, wait
 from wavewait.core.bus import Bus, open_bus
 from wavewait.mcp.delivery import GRACE
 
@@ -86,11 +86,11 @@ async def senders(bus: Bus, logs: Path, stop: anyio.Event, t: Tally) -> None:
     n = 0
     while not stop.is_set():
         n += 1
-        a = await agents.spawn(bus, f"sender-{n}", [PY, "-c", SENDER, str(logs / f"{n}.log"), "40"], parent_id=ME)
+        a = await admission.spawn(bus, f"sender-{n}", [PY, "-c", SENDER, str(logs / f"{n}.log"), "40"], parent_id=ME)
         t.counts["spawned"] += 1
         if random.random() < 0.3:
             await anyio.sleep(random.random() * 1.5)
-            await agents.kill(bus, (await bus.get_agent(a.id)) or a, by="soak")
+            await admission.kill(bus, (await bus.get_agent(a.id)) or a, by="soak")
             t.counts["sender killed"] += 1
         await anyio.sleep(random.random() * 0.5)
 
@@ -215,7 +215,7 @@ async def drain(bus: Bus, t: Tally) -> None:
     """Stop every sender, return what dead waiters held, take everything left."""
     for a in await bus.list_agents():
         if a.status == "running" and a.id != ME:
-            await agents.kill(bus, a, by="soak: the end")
+            await admission.kill(bus, a, by="soak: the end")
     while True:
         r = await wait.wait_next(bus, ME, 3)
         if r.status != "received":

@@ -40,6 +40,7 @@ from typing import Any, Literal
 from . import agents, budgets, waves
 from .bus import Bus, open_bus
 from .errors import BadInput, BudgetSpent
+from .exits import Exit
 from .ids import check_name, is_id
 from .model import Agent, now
 from .proc import alive, hostname, me
@@ -376,12 +377,12 @@ async def spawn(
     on_record: agents.OnRecord | None = None,
     **fields: Any,
 ) -> Agent:
-    """`agents.spawn`, within the wave's limit: past it, the flight is kept `queued` (its
+    """`agents.spawn_without_admission`, within the wave's limit: past it, the flight is kept `queued` (its
     record returned at once) and starts when a slot frees. A wave that spent its budget
     refuses it before it is queued (and again before a queued flight starts). `on_record`
     is called before it is queued or started (`agents.recorded`)."""
     if wave is None or await limit_of(bus, check_name(wave, "wave")) is None:
-        return await agents.spawn(
+        return await agents.spawn_without_admission(
             bus,
             name,
             command,
@@ -414,8 +415,8 @@ async def spawn(
 
 # --------------------------------------------------------------------------- who else runs steps
 async def sweep(bus: Bus, flights: Iterable[Agent]) -> list[Agent]:
-    """`agents.sweep`, then a step for each wave where it found a flight dead (a slot freed)."""
-    dead = await agents.sweep(bus, flights)
+    """`agents.sweep_without_admission`, then a step for each wave where it found a flight dead (a slot freed)."""
+    dead = await agents.sweep_without_admission(bus, flights)
     for wave in sorted({a.wave for a in dead if a.wave}):
         await step(bus, wave)
     return dead
@@ -431,18 +432,18 @@ async def list_swept(bus: Bus, wave: str | None = None) -> list[Agent]:
 
 
 async def kill(bus: Bus, agent: Agent, by: str | None = None) -> Agent:
-    """`agents.kill`, then a step for its wave: its slot is free now, even when its
+    """`agents.kill_without_admission`, then a step for its wave: its slot is free now, even when its
     supervisor did not live to run one (a flight that ignores TERM gets its group KILLed)."""
-    after = await agents.kill(bus, agent, by)
+    after = await agents.kill_without_admission(bus, agent, by)
     if after.wave is not None:
         await step(bus, after.wave)
     return after
 
 
 async def close(bus: Bus, agent: Agent, reason: str = "closed") -> Agent:
-    """`agents.close`, then a step for its wave: a closed flight's slot is free at once (its
+    """`agents.close_without_admission`, then a step for its wave: a closed flight's slot is free at once (its
     process, left to finish, is no longer counted)."""
-    after = await agents.close(bus, agent, reason)
+    after = await agents.close_without_admission(bus, agent, reason)
     if after.wave is not None:
         await step(bus, after.wave)
     return after
@@ -503,5 +504,5 @@ async def _main(wave: str) -> None:
 if __name__ == "__main__":
     if len(sys.argv) != 2:
         print("usage: python -m wavewait.core.admission WAVE", file=sys.stderr)
-        sys.exit(2)
+        sys.exit(Exit.BAD_INPUT)
     asyncio.run(_main(sys.argv[1]))

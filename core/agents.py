@@ -152,7 +152,7 @@ async def resolve_agents(bus: Bus, tokens: Iterable[str], field: str = "agents")
     return list(out.values())
 
 
-async def spawn(
+async def spawn_without_admission(
     bus: Bus,
     name: str,
     command: Sequence[str],
@@ -168,8 +168,8 @@ async def spawn(
 ) -> Agent:
     """Run `command` as a supervised agent in its own process group; return its record.
 
-    It starts at once, whatever its wave's limit: `admission.spawn` is the spawn that keeps
-    to it. `agent_id` (new if None) and `fields` (more of the record: a preset, a worktree)
+    It starts at once, whatever its wave's limit: only `admission.spawn` calls it, and so
+    keeps to that limit (hence the name: nothing else may skip admission by accident). `agent_id` (new if None) and `fields` (more of the record: a preset, a worktree)
     come from a caller that prepared the flight first (core/flights.py); `budget`, the wave's
     budget to keep and the flight's own cap (core/budgets.py): a wave that spent its budget
     is refused before anything starts; `on_record`, see `recorded`."""
@@ -352,8 +352,10 @@ async def read_output(bus: Bus, agent: Agent, lines: int = 50) -> list[str]:
     return await asyncio.to_thread(output_tail, path, lines)
 
 
-async def close(bus: Bus, agent: Agent, reason: str = "closed") -> Agent:
+async def close_without_admission(bus: Bus, agent: Agent, reason: str = "closed") -> Agent:
     """Mark an agent closed (terminal). Its process, if any, is left to finish.
+
+    Its wave's next queued flight is not started: `admission.close` is the close that does.
 
     A flight's worktree goes once its process has ended, if clean (its branch stays); one
     still running is tidied by its supervisor at its end (core/flights.py)."""
@@ -373,8 +375,10 @@ async def close(bus: Bus, agent: Agent, reason: str = "closed") -> Agent:
     return closed
 
 
-async def kill(bus: Bus, agent: Agent, by: str | None = None) -> Agent:
+async def kill_without_admission(bus: Bus, agent: Agent, by: str | None = None) -> Agent:
     """Mark the agent dead, then end its process group (TERM, then KILL after a grace).
+
+    Its wave's next queued flight is not started: `admission.kill` is the kill that does.
 
     An agent that already ended keeps its word (`closed` or `dead`, and why): dead means it
     died. A closed agent's process that still runs is ended all the same. `kill_said` gives
@@ -388,7 +392,7 @@ async def kill(bus: Bus, agent: Agent, by: str | None = None) -> Agent:
 async def stop(bus: Bus, agent: Agent, reason: str) -> Agent:
     """Mark a flight on this host dead for `reason` (once), then end its process group.
 
-    `kill` is this for a person or an agent; a flight's own supervisor calls it when the
+    `kill_without_admission` is this for a person or an agent; a flight's own supervisor calls it when the
     flight spent its budget (core/budgets.py), and then leaves itself out of the group it
     leads. A flight still queued never started: it is dead at once, nothing to end."""
     unstarted = await bus.transition(
@@ -476,8 +480,10 @@ async def _announce_death(bus: Bus, agent: Agent) -> None:
         )
 
 
-async def sweep(bus: Bus, agents: Iterable[Agent]) -> list[Agent]:
-    """Mark dead the agents whose process vanished or whose lease ran out; return those."""
+async def sweep_without_admission(bus: Bus, agents: Iterable[Agent]) -> list[Agent]:
+    """Mark dead the agents whose process vanished or whose lease ran out; return those.
+
+    The slots they free are not given on: `admission.sweep` is the sweep that does."""
     dead = []
     t = now()
     for a in agents:
@@ -501,13 +507,6 @@ async def sweep(bus: Bus, agents: Iterable[Agent]) -> list[Agent]:
         if reason and (d := await mark_dead(bus, a.id, reason)) is not None:
             dead.append(d)
     return dead
-
-
-async def list_swept(bus: Bus, wave: str | None = None) -> list[Agent]:
-    """The agents (of `wave`) as `wavewait agents` and `list_agents` show them: read after a
-    liveness sweep, so one whose process vanished shows as dead, never as running."""
-    await sweep(bus, await bus.list_agents())
-    return [a for a in await bus.list_agents() if wave is None or a.wave == wave]
 
 
 def kill_said(before: Agent, after: Agent) -> str | None:

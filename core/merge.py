@@ -33,13 +33,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from . import agents, flights, git, messages, presets, wait, worktrees
+from . import admission, git, messages, presets, spawning, wait, worktrees
 from .bus import Bus, wave_docs
 from .errors import BadInput, WavewaitError
+from .exits import Exit
 from .ids import check_name, check_word, new_id
 from .limits import check_text, shown
 from .model import Agent, Task, now
 from .results import Result
+from .spawning import SpawnRequest
 
 FlightStatus = Literal["merged", "conflict", "check_failed", "skipped", "pending"]
 MergeStatus = Literal["merged", "needs_input", "planned"]
@@ -61,10 +63,6 @@ QUESTION_FILES = 50  # conflicting files named in a question
 MAX_CHECK_LEN = 4000
 LOCK_WAIT = 5.0  # seconds a merge waits for another merge of the same repository
 RESOLVE_TIMEOUT = 3600.0  # seconds a resolving flight may take
-#: exit codes of `wavewait merge`: 0 merged (or skipped as expected), 2 bad input, 6 a flight
-#: stopped (conflict, failed check, or waiting on one), 7 the merge could not go on (run it again)
-EXIT_NEEDS_INPUT = 6
-EXIT_MERGE_ERROR = 7
 
 
 class MergeError(WavewaitError):
@@ -102,8 +100,8 @@ class MergeResult(Result):
     flights: list[FlightMerge] = Field(default_factory=list)
 
     @property
-    def exit_code(self) -> int:
-        return EXIT_NEEDS_INPUT if self.status == "needs_input" else 0
+    def exit_code(self) -> Exit:
+        return Exit.NEEDS_INPUT if self.status == "needs_input" else Exit.OK
 
     def summary(self) -> str:
         n = {
@@ -199,7 +197,7 @@ async def plan(bus: Bus, wave: str) -> list[Flight]:
     flights: list[Flight] = []
     tasks = await _tasks_of(bus, wave)
     task_agent = {t.id: aid for aid, t in tasks.items()}
-    listed = await agents.list_swept(bus, wave)
+    listed = await admission.list_swept(bus, wave)
     for a in listed:
         if a.worktree is None:
             continue
@@ -737,16 +735,18 @@ class Run:
             f"in: {', '.join(files[:QUESTION_FILES])}. Run `git merge refs/heads/{self.target}`, resolve every "
             "conflict keeping the intent of both sides, and commit the merge. Do not push or switch branches."
         )
-        fixer = await flights.start(
+        fixer = await spawning.spawn(
             self.bus,
-            check_name(f"{f.agent.name}-resolve"[:64], "name"),
-            parent_id=self.caller,
-            prompt=prompt,
-            preset=self.resolve_with,
-            presets_file=self.presets_file,
-            wave=f"{self.wave}-merge"[:64],
-            worktree=False,
-            cwd=wt.path,
+            SpawnRequest(
+                name=check_name(f"{f.agent.name}-resolve"[:64], "name"),
+                parent=self.caller,
+                prompt=prompt,
+                preset=self.resolve_with,
+                presets_file=self.presets_file,
+                wave=f"{self.wave}-merge"[:64],
+                worktree=False,
+                cwd=wt.path,
+            ),
         )
         f.result("pending", why=f"{fixer.name} ({fixer.id[:8]}) is resolving its conflict")
         await self.changed()
@@ -840,8 +840,6 @@ def _merge_lock(repo: worktrees.Repo) -> Iterator[None]:
 
 
 __all__ = [
-    "EXIT_MERGE_ERROR",
-    "EXIT_NEEDS_INPUT",
     "FlightMerge",
     "MergeError",
     "MergeResult",

@@ -12,11 +12,17 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel, model_validator
 
+from .exits import Exit
 from .model import Agent, ChangeSummary, Item, TargetStatus, Usage, WaitRecord, WorktreeInfo
 
 Outcome = Literal["satisfied", "timeout", "interrupted", "needs_input", "unmet"]
-#: docs/words.md, "Results": 6 is also `wavewait merge`'s needs_input (a flight waits on you)
-EXIT_CODES: dict[Outcome, int] = {"satisfied": 0, "timeout": 3, "interrupted": 4, "needs_input": 6, "unmet": 8}
+EXIT_CODES: dict[Outcome, Exit] = {
+    "satisfied": Exit.OK,
+    "timeout": Exit.TIMEOUT,
+    "interrupted": Exit.INTERRUPTED,
+    "needs_input": Exit.NEEDS_INPUT,
+    "unmet": Exit.UNMET,
+}
 
 
 def iso(ts: float | None) -> str | None:
@@ -38,8 +44,8 @@ class Result(BaseModel):
         return "satisfied"
 
     @property
-    def exit_code(self) -> int:
-        """The CLI's exit code: 0 satisfied, 3 timed out, 4 interrupted."""
+    def exit_code(self) -> Exit:
+        """The CLI's exit code: OK, TIMEOUT or INTERRUPTED (core/exits.py)."""
         return EXIT_CODES[self.outcome()]
 
     def summary(self) -> str:

@@ -30,10 +30,11 @@ from typing import Any
 import anyio
 from pydantic import BaseModel, Field
 
-from . import admission, agents, budgets, flights, presets
+from . import admission, agents, presets, spawning
 from .bus import Changes
 from .errors import BadInput, BudgetSpent, WavewaitError
 from .model import Agent, FlightBudget, now
+from .spawning import SpawnRequest
 from .tasks import Task, TaskQueue, task_prompt
 
 DEFAULT_MAX_PARALLEL = 4
@@ -121,7 +122,7 @@ class Runner:
         self.types_file = os.path.abspath(task_types_file) if task_types_file else None
         self.base_env = dict(os.environ if env is None else env)
         self.report = report or (lambda _: None)
-        self.budget = budgets.BudgetArgs(flight=flight_budget)  # the wave's budget is kept by whoever set it
+        self.flight_budget = flight_budget  # the wave's budget is kept by whoever set it
         self.started = 0
 
     def _env(self, task: Task) -> dict[str, str]:
@@ -294,34 +295,25 @@ class Runner:
     async def _spawn(self, task: Task, prompt: str, on_record: agents.OnRecord) -> Agent:
         """The task's agent: its type's preset on the prompt (a coding flight, in its own
         worktree in a repository), else the agent command with the prompt as its last word."""
-        name, wave, env = f"{task.type}-{task.id[:8]}", queue_wave(self.q.name), self._env(task)
+        env = self._env(task)
         preset = self.q.types[task.type].preset if task.type in self.q.types else None
-        if preset is None:
-            return await admission.spawn(
-                self.q.bus,
-                name,
-                [*self.command, prompt],
-                wave=wave,
-                parent_id=self.runner_id,
-                env=env,
-                budget=self.budget,
-                on_record=on_record,
-            )
         binding = {k: v for k, v in env.items() if k.startswith(("WAVEWAIT_TASK", "WAVEWAIT_QUEUE", "WAVEWAIT_MAX_"))}
-        return await flights.start(
-            self.q.bus,
-            name,
-            parent_id=self.runner_id,
-            prompt=prompt,
+        cap = self.flight_budget
+        request = SpawnRequest(
+            name=f"{task.type}-{task.id[:8]}",
+            parent=self.runner_id,
+            command=None if preset else [*self.command, prompt],
+            prompt=prompt if preset else None,
             preset=preset,
             presets_file=self.presets_file,
-            wave=wave,
-            model=task.model,
-            env=env,
-            server_env=binding,
-            budget=self.budget,
-            on_record=on_record,
+            model=task.model if preset else None,
+            base_env=env,
+            server_env=binding if preset else None,
+            wave=queue_wave(self.q.name),
+            flight_budget_tokens=cap.tokens if cap else None,
+            flight_budget_usd=cap.usd if cap else None,
         )
+        return await spawning.spawn(self.q.bus, request, on_record=on_record)
 
     async def summary(self) -> RunSummary:
         tasks = await self.q.store.tasks()

@@ -24,6 +24,8 @@ import sys
 import time
 from typing import IO, TYPE_CHECKING, Any
 
+from .exits import Exit  # the standard library only: this module starts the command before more imports
+
 if TYPE_CHECKING:
     from .bus import Bus
 
@@ -242,10 +244,10 @@ def main() -> None:
     args = sys.argv[1:]
     if len(args) < 3 or args[1] != "--":
         print("error: usage: python -m wavewait.core.supervise AGENT_ID -- CMD ...", flush=True)
-        sys.exit(2)
+        sys.exit(Exit.BAD_INPUT)
     started = start(args[0], args[2:])
     if started is None:
-        sys.exit(2)
+        sys.exit(Exit.BAD_INPUT)
     child, log = started
     import asyncio
 

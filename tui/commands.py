@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import argparse
+import re
 import shlex
 from dataclasses import dataclass, field
+from typing import NoReturn
 
 from textual.fuzzy import FuzzySearch
 
 from ..core.ids import short
+from ..spawn_flags import add_spawn_flags
 
 
 @dataclass(frozen=True)
@@ -36,7 +40,10 @@ COMMANDS: tuple[SlashCommand, ...] = (
         takes_ids=True,
     ),
     SlashCommand(
-        "/spawn", "/spawn NAME [--wave W] [--preset P] -- CMD ... | PROMPT", "run a command or agent as a flight"
+        "/spawn",
+        "/spawn NAME [--wave W] [--preset P] -- CMD ... | PROMPT",
+        "run a command or agent as a flight; every flag of 'wavewait spawn' (--cwd, --env K=V, "
+        "--max-parallel, --budget-tokens, …)",
     ),
     SlashCommand("/kill", "/kill ID", "kill a flight's process group and mark it dead", takes_ids=True),
     SlashCommand("/close", "/close ID", "mark a flight closed (done for good)", takes_ids=True),
@@ -71,7 +78,8 @@ class Parsed:
     rest: list[str] = field(default_factory=list)  # after `--` (spawn's command), or a preset's prompt
     wave: str | None = None
     preset: str | None = None  # /spawn --preset: `rest` is the prompt
-    options: dict[str, str | bool] = field(default_factory=dict)  # /spawn's --model, --base, --worktree
+    options: dict[str, object] = field(default_factory=dict)  # /merge's flags, /spawn's flags given
+    spawn: argparse.Namespace | None = None  # /spawn: its flags, as `wavewait spawn` parses them
     repeated: dict[str, list[str]] = field(default_factory=dict)  # /wait's --files and --event
 
 
@@ -123,7 +131,7 @@ def _parse_wait(cmd: SlashCommand, words: list[str]) -> Parsed:
     if not words or words[0].startswith("--"):
         raise usage_error(cmd, "give a timeout in seconds (0 is an instant check)")
     args = [words[0]]
-    options: dict[str, str | bool] = {}
+    options: dict[str, object] = {}
     repeated: dict[str, list[str]] = {}
     i = 1
     while i < len(words):
@@ -149,7 +157,7 @@ def _parse_wait(cmd: SlashCommand, words: list[str]) -> Parsed:
 
 def _parse_merge(cmd: SlashCommand, words: list[str]) -> Parsed:
     """[WAVE], then --into B, --check CMD (quoted if it has spaces), --dry-run, --resolve-with P."""
-    options: dict[str, str | bool] = {}
+    options: dict[str, object] = {}
     args: list[str] = []
     i = 0
     while i < len(words):
@@ -169,34 +177,42 @@ def _parse_merge(cmd: SlashCommand, words: list[str]) -> Parsed:
     return Parsed(cmd, args, options=options)
 
 
+class _SpawnParser(argparse.ArgumentParser):
+    """`wavewait spawn`'s flags (wavewait/spawn_flags.py); a fault is a Usage, never an exit."""
+
+    def error(self, message: str) -> NoReturn:
+        raise Usage(message)
+
+
+_SPAWN = _SpawnParser(prog="/spawn", add_help=False)
+add_spawn_flags(_SPAWN)
+_SPAWN_FIELDS = ("name", "cmd", "wave", "preset")  # Parsed's own fields: the rest are its options
+
+
 def _parse_spawn(cmd: SlashCommand, words: list[str]) -> Parsed:
-    """NAME, then --wave W and --preset P in any order, then `--` and the command (or, with a
-    preset, the prompt, with or without `--`)."""
-    if not words or words[0].startswith("--"):
+    """NAME, then the flags of `wavewait spawn` in any order, then `--` and the command (or,
+    with a preset, the prompt, with or without `--`)."""
+    if not words or words[0].startswith("-"):
         raise usage_error(cmd, "give one NAME (quote it if it has spaces) first")
-    name, i = words[0], 1
-    options: dict[str, str | None] = {"--wave": None, "--preset": None, "--model": None, "--base": None}
-    flags: dict[str, str | bool] = {}
-    while i < len(words) and (words[i] in options or words[i] in ("--worktree", "--no-worktree")):
-        if words[i] in ("--worktree", "--no-worktree"):
-            flags["worktree"] = words[i] == "--worktree"
-            i += 1
-            continue
-        if i + 1 >= len(words):
-            raise usage_error(cmd, f"give a value after {words[i]}")
-        options[words[i]] = words[i + 1]
-        i += 2
-    flags |= {k[2:]: v for k, v in options.items() if k in ("--model", "--base") and v is not None}
-    rest = words[i:]
-    if rest[:1] == ["--"]:
-        rest = rest[1:]
-    elif options["--preset"] is None:
-        if "--" in rest:
-            raise usage_error(cmd, "give one NAME (quote it if it has spaces), then -- and the command")
-        raise usage_error(cmd, "put the command after --")
-    if not rest:
-        raise usage_error(cmd, "give the prompt" if options["--preset"] else "give the command to run after --")
-    return Parsed(cmd, [name], rest, options["--wave"], options["--preset"], flags)
+    cut = words.index("--") if "--" in words else len(words)
+    head, tail, dashes = words[:cut], words[cut + 1 :], cut < len(words)
+    try:
+        args = _SPAWN.parse_intermixed_args(head)
+    except Usage as e:
+        flag = re.fullmatch(r"argument (\S+): expected one argument", str(e))
+        raise usage_error(cmd, f"give a value after {flag[1]}" if flag else str(e)) from None
+    if args.preset is None and (args.cmd or not dashes):  # a command only after --
+        why = (
+            "give one NAME (quote it if it has spaces), then -- and the command"
+            if dashes
+            else "put the command after --"
+        )
+        raise usage_error(cmd, why)
+    args.cmd = [*args.cmd, *tail]
+    if not args.cmd:
+        raise usage_error(cmd, "give the prompt" if args.preset else "give the command to run after --")
+    given = {k: v for k, v in vars(args).items() if k not in _SPAWN_FIELDS and v not in (None, [])}
+    return Parsed(cmd, [args.name], args.cmd, args.wave, args.preset, given, spawn=args)
 
 
 def complete(value: str, ids: list[tuple[str, str]]) -> str | None:

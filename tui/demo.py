@@ -19,11 +19,12 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..core import agents as agents_mod
+from ..core import admission, spawning
 from ..core.bus import Bus, open_bus
 from ..core.ids import short
 from ..core.model import Agent
 from ..core.proc import alive
+from ..core.spawning import SpawnRequest
 
 WAVE = "wave-1"
 SUPERVISORS_GRACE = 2.0  # seconds for the supervisors to record how their flights ended
@@ -75,7 +76,7 @@ async def launch(bus: Bus, me: str, demo: DemoPlan, say: Callable[[str], None]) 
     )
     out = []
     for f in demo.flights:
-        agent = await agents_mod.spawn(bus, f.name, command(f), wave=WAVE, parent_id=me)
+        agent = await spawning.spawn(bus, SpawnRequest(name=f.name, parent=me, command=command(f), wave=WAVE))
         say(f"  spawned {agent.name} ({short(agent.id)}), pid {agent.pid}")
         out.append(agent)
     say("demo: a fan-in wait on the whole wave follows; Escape interrupts it.")
@@ -92,7 +93,7 @@ async def stop(bus: Bus, me: str) -> list[Agent]:
     flights = []
     for a in await bus.list_agents():
         if a.wave in (WAVE, QUEUE_WAVE) and a.parent_id == me:
-            flights.append(await agents_mod.kill(bus, a, by="the demo's exit") if not a.finished else a)
+            flights.append(await admission.kill(bus, a, by="the demo's exit") if not a.finished else a)
     return flights
 
 

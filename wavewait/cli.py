@@ -1,7 +1,9 @@
 """The `wavewait` command: the same core as the MCP tools, for people and shell-only agents.
 
 Every command prints the JSON of the core result its tool returns and exits with that
-result's `exit_code`: 0 satisfied, 3 timed out, 4 interrupted; 2 is bad input.
+result's `exit_code`; the codes are `core/exits.py: Exit` (docs/words.md, "Results"): 0 satisfied,
+1 `run-queue` not all done, 2 bad input, 3 timed out, 4 interrupted, 5 not delivered,
+6 `merge` stopped on a flight, 7 `merge` could not go on.
 """
 
 from __future__ import annotations
@@ -19,13 +21,14 @@ from typing import TYPE_CHECKING, NoReturn
 
 import anyio
 
-from .core import admission, budgets, changes, flights, merge, messages, wait, waves
+from .core import admission, changes, flights, merge, messages, spawning, wait
 from .core import agents as agents_mod
 from .core.agents import agent_view
 from .core.bus import Bus, bus_url, open_bus
 from .core.delivery import ClaimLost
 from .core.errors import BadInput, WavewaitError
-from .core.limits import check_env, check_path, shown
+from .core.exits import Exit
+from .core.limits import check_path
 from .core.results import (
     AgentInfo,
     AgentList,
@@ -43,15 +46,12 @@ from .core.results import (
 )
 from .mcp.hosts import HOSTS
 from .queue_cli import COMMANDS as QUEUE_COMMANDS
-from .queue_cli import add_budget_flags, add_queue_flags, budget_args, mcp_settings
 from .queue_cli import add_commands as add_queue_commands
+from .queue_cli import add_queue_flags, mcp_settings
+from .spawn_flags import add_spawn_flags, spawn_request
 
 if TYPE_CHECKING:
     from .mcp.front import Front
-
-BAD_INPUT = 2
-#: the answer could not be written or the wait lost its claims: nothing was consumed, run it again
-NOT_DELIVERED = 5
 
 
 class Parser(argparse.ArgumentParser):
@@ -60,7 +60,7 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
         command = self.prog.partition(" ")[2]  # "" for the top-level parser
-        self.exit(BAD_INPUT, f"wavewait{' ' + command if command else ''}: error: {message}\n")
+        self.exit(Exit.BAD_INPUT, f"wavewait{' ' + command if command else ''}: error: {message}\n")
 
 
 def _print(result: Result) -> int:
@@ -100,7 +100,7 @@ async def _interruptible(run: Callable[[wait.Control], Awaitable[Result]]) -> in
             "nothing was consumed, the wait can be run again",
             file=sys.stderr,
         )
-        return NOT_DELIVERED
+        return Exit.NOT_DELIVERED
     if control.delivery is not None:
         await control.delivery.ack()
     return code
@@ -189,7 +189,7 @@ async def cmd_notify(bus: Bus, args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         print(json.dumps({"success": True, "already_reported": True, "status": known.status}))
-        return 0
+        return Exit.OK
     item = await messages.notify_completion(
         bus,
         worker,
@@ -204,41 +204,10 @@ async def cmd_notify(bus: Bus, args: argparse.Namespace) -> int:
 async def cmd_spawn(bus: Bus, args: argparse.Namespace) -> int:
     """A plain command, or a preset's agent on a prompt (the words after --); in its own
     worktree by default for a preset in a repository (docs/coding-waves.md)."""
-    parent = agents_mod.caller_id(args.agent)
-    env = None
-    if args.env:
-        pairs = dict(e.partition("=")[::2] for e in args.env)
-        if any("=" not in e for e in args.env):
-            raise BadInput("--env: give NAME=value")
-        env = {**os.environ, **check_env(pairs, "--env")}
-    cwd = os.path.realpath(os.path.expanduser(check_path(args.cwd, "--cwd"))) if args.cwd else os.getcwd()
-    if not os.path.isdir(cwd):
-        raise BadInput(f"--cwd: {shown(args.cwd, 300)} is not a directory")
-    given = budgets.check(args.wave, **budget_args(args))
-    if args.max_parallel is not None:
-        if args.wave is None:
-            raise BadInput("--max-parallel: caps a wave; give --wave too")
-        await waves.set_settings(bus, args.wave, max_parallel=args.max_parallel)
-    await agents_mod.ensure_agent(bus, parent)
-    agent = await flights.start(
-        bus,
-        args.name,
-        parent_id=parent,
-        prompt=" ".join(args.cmd) if args.preset else None,
-        command=None if args.preset else args.cmd,
-        preset=args.preset,
-        presets_file=args.presets,
-        wave=args.wave,
-        model=args.model,
-        worktree=args.worktree,
-        base=args.base,
-        cwd=cwd,
-        env=env,
-        budget=given,
-    )
+    agent = await spawning.spawn(bus, spawn_request(args, agents_mod.caller_id(args.agent)))
     if args.quiet:  # the id alone, for a shell to collect: ids="$ids $(wavewait spawn -q ...)"
         print(agent.id)
-        return 0
+        return Exit.OK
     return _print(agents_mod.spawn_result(agent))
 
 
@@ -254,7 +223,7 @@ async def cmd_diff(bus: Bus, args: argparse.Namespace) -> int:
     if not patch:  # an empty patch on stdout, and a word on stderr so an empty screen is not a riddle
         print(f"wavewait diff: {agent.name} ({agent.id[:8]}) has no changes against its base", file=sys.stderr)
     sys.stdout.write(patch)
-    return 0
+    return Exit.OK
 
 
 async def cmd_prune(bus: Bus, args: argparse.Namespace) -> int:
@@ -510,33 +479,8 @@ def build_parser() -> argparse.ArgumentParser:
         "run a command, or a coding agent on a prompt, as a supervised flight: "
         "spawn NAME [--preset claude|codex] [--wave W] -- CMD ... | PROMPT",
     )
-    s.add_argument("name")
-    s.add_argument("--wave")
-    s.add_argument(
-        "--max-parallel",
-        metavar="N|auto",
-        help="with --wave: at most N of its flights run at once, or auto (as the machine's cores, free memory and "
-        "load allow); past it a spawn is queued and starts when one ends (docs/admission.md). Kept for the wave",
-    )
-    s.add_argument("--preset", help="run this agent preset (claude, codex, or one of --presets) on the prompt after --")
-    s.add_argument(
-        "--presets", metavar="FILE", help="a TOML file that changes or adds presets (default: $WAVEWAIT_PRESETS)"
-    )
-    s.add_argument("--model", help="with --preset: the model the agent uses (default: the CLI's own set-up)")
-    s.add_argument(
-        "--worktree",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="its own git worktree on a new branch wavewait/<wave>/<name> (default: on for a preset in a repository)",
-    )
-    s.add_argument(
-        "--base", metavar="REF", help="with a worktree: the commit, branch or tag it starts from (default HEAD)"
-    )
-    s.add_argument("--cwd", metavar="DIR", help="where it runs (in a worktree: the same folder of it; default: here)")
-    s.add_argument("--env", action="append", default=[], metavar="K=V", help="add to its environment (repeatable)")
+    add_spawn_flags(s)
     s.add_argument("-q", "--quiet", action="store_true", help="print only the flight's id, not the JSON")
-    add_budget_flags(s)
-    s.add_argument("cmd", nargs="*", help="the command, or a preset's prompt (everything after --)")
     s = cmd("diff", "show what a flight changed against its base (its worktree, uncommitted work included)")
     s.add_argument("id", help="flight id or unique prefix")
     s.add_argument("--stat", action="store_true", help="files and lines +/- as JSON instead of the patch")
@@ -614,14 +558,14 @@ def _notify_hook_guard(args: argparse.Namespace) -> int | None:
             "nothing sent (run under 'wavewait spawn', or pass --agent)",
             file=sys.stderr,
         )
-        return 0
+        return Exit.OK
     if not (args.session or os.environ.get("WAVEWAIT_PARENT_ID")):
         print(
             "wavewait notify: WAVEWAIT_PARENT_ID is not set, so there is no one to report to; "
             "nothing sent (pass --session)",
             file=sys.stderr,
         )
-        return 0
+        return Exit.OK
     return None
 
 
@@ -638,6 +582,20 @@ def _split_spawn(argv: list[str]) -> list[str] | None:
     return cmd
 
 
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """The command line as `main` reads it: a spawn's command (after --) kept whole."""
+    parser = build_parser()
+    whole = list(argv)
+    spawn_cmd = _split_spawn(argv)
+    args = parser.parse_args(argv)
+    if spawn_cmd is not None:
+        if args.command == "spawn":
+            args.cmd = [*args.cmd, *spawn_cmd]
+        else:  # "spawn" was a word of another command (a message, say): nothing to cut
+            args = parser.parse_args(whole)
+    return args
+
+
 def run_mcp(args: argparse.Namespace, front: Front | None = None) -> int:
     """`wavewait mcp`: one `Settings` from flags and environment, then the server (or its set-up text)."""
     url = bus_url(args.bus)
@@ -646,7 +604,7 @@ def run_mcp(args: argparse.Namespace, front: Front | None = None) -> int:
 
         shown = url if "://" in url else os.path.abspath(os.path.expanduser(url))
         sys.stdout.write(render(args.print_config, shown, args.max_block, os.getcwd()))
-        return 0
+        return Exit.OK
     if args.transport == "stdio" and front is None:  # answer the host's first requests while the SDK imports
         from .mcp.front import start as start_front  # (wavewait.launch starts it sooner)
 
@@ -676,10 +634,10 @@ def run_mcp(args: argparse.Namespace, front: Front | None = None) -> int:
         anyio.run(serve, settings, front)
     except WavewaitError as e:
         print(f"wavewait mcp: error: {e}", file=sys.stderr)
-        return BAD_INPUT
+        return Exit.BAD_INPUT
     except KeyboardInterrupt:
         pass
-    return 0
+    return Exit.OK
 
 
 def _project_dir() -> str:
@@ -735,16 +693,7 @@ def _token(given: str | None) -> str:
 
 def main(argv: list[str] | None = None, front: Front | None = None) -> None:
     """The `wavewait` command; `front` is the MCP front `wavewait.launch` already started, if any."""
-    parser = build_parser()
-    argv = list(sys.argv[1:] if argv is None else argv)
-    whole = list(argv)
-    spawn_cmd = _split_spawn(argv)
-    args = parser.parse_args(argv)
-    if spawn_cmd is not None:
-        if args.command == "spawn":
-            args.cmd = [*args.cmd, *spawn_cmd]
-        else:  # "spawn" was a word of another command (a message, say): nothing to cut
-            args = parser.parse_args(whole)
+    args = parse_args(list(sys.argv[1:] if argv is None else argv))
     if args.command in (None, "demo"):
         from .tui_main import run_tui
 
@@ -762,20 +711,20 @@ def main(argv: list[str] | None = None, front: Front | None = None) -> None:
             else "the command after --: spawn NAME -- CMD ..."
         )
         print(f"wavewait spawn: error: give {what}", file=sys.stderr)
-        sys.exit(BAD_INPUT)
+        sys.exit(Exit.BAD_INPUT)
     if (code := _notify_hook_guard(args)) is not None:
         sys.exit(code)
     try:
         sys.exit(asyncio.run(_run(args)))
     except ClaimLost as e:
         print(f"wavewait {args.command}: {e}", file=sys.stderr)
-        sys.exit(NOT_DELIVERED)
+        sys.exit(Exit.NOT_DELIVERED)
     except merge.MergeError as e:
         print(f"wavewait {args.command}: error: {e}", file=sys.stderr)
-        sys.exit(merge.EXIT_MERGE_ERROR)
+        sys.exit(Exit.MERGE_ERROR)
     except WavewaitError as e:
         if args.command == "notify":
             print(f"wavewait notify: {e}; nothing sent", file=sys.stderr)
-            sys.exit(0)
+            sys.exit(Exit.OK)
         print(f"wavewait {args.command}: error: {e}", file=sys.stderr)
-        sys.exit(BAD_INPUT)
+        sys.exit(Exit.BAD_INPUT)

@@ -1,7 +1,8 @@
 """The task queue from a shell: `run-queue`, `enqueue`, `complete`, `handoffs`, `tasks`.
 
 Each prints the JSON its MCP tool returns (`run-queue`: its summary) and exits 2 on bad
-input or a guard trip. `run-queue` exits 0 only when every task is done, else 1. The queue
+input or a guard trip. `run-queue` exits 0 only when every task is done, else 1, and 4 when
+interrupted (core/exits.py). The queue
 flags (`--queue`, `--task-types`, `--max-tasks`, `--max-depth`, `--max-attempts`) are
 shared with `wavewait mcp`; each falls back to its WAVEWAIT_ variable.
 """
@@ -11,7 +12,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import math
 import os
 import shlex
 import signal
@@ -25,8 +25,8 @@ from pydantic import BaseModel
 from .core import agents, budgets, waves
 from .core.bus import Bus
 from .core.errors import BadInput
+from .core.exits import Exit
 from .core.proc import settle_heap
-from .core.results import EXIT_CODES
 from .core.runner import DEFAULT_MAX_PARALLEL, Runner, RunSummary, queue_wave
 from .core.tasks import (
     HandoffList,
@@ -44,21 +44,9 @@ from .core.tasks import (
     task_types_path,
 )
 from .core.waves import MAX_PARALLEL, parse_max_parallel
+from .spawn_flags import add_budget_flags, at_least
 
 AddCommand = Callable[[str, str], argparse.ArgumentParser]
-
-
-def _count(lo: int) -> Callable[[str], int]:
-    def parse(value: str) -> int:
-        try:
-            n = int(value)
-        except ValueError:
-            n = lo - 1
-        if n < lo:
-            raise argparse.ArgumentTypeError(f"must be a whole number ≥ {lo}, got {value!r}")
-        return n
-
-    return parse
 
 
 def add_queue_flags(p: argparse.ArgumentParser, limits: bool = True) -> None:
@@ -68,51 +56,19 @@ def add_queue_flags(p: argparse.ArgumentParser, limits: bool = True) -> None:
     if limits:
         p.add_argument(
             "--max-tasks",
-            type=_count(1),
+            type=at_least(1),
             metavar="N",
             help="task budget of the queue (default 25; $WAVEWAIT_MAX_TASKS)",
         )
         p.add_argument(
-            "--max-depth", type=_count(0), metavar="N", help="deepest a child may be (default 4; $WAVEWAIT_MAX_DEPTH)"
+            "--max-depth", type=at_least(0), metavar="N", help="deepest a child may be (default 4; $WAVEWAIT_MAX_DEPTH)"
         )
         p.add_argument(
             "--max-attempts",
-            type=_count(1),
+            type=at_least(1),
             metavar="N",
             help="agent starts per task before it fails (default 2; $WAVEWAIT_MAX_ATTEMPTS)",
         )
-
-
-def _amount(value: str) -> float:
-    try:
-        usd = float(value)
-    except ValueError:
-        usd = -1.0
-    if not math.isfinite(usd) or usd <= 0:
-        raise argparse.ArgumentTypeError(f"must be an amount of US dollars above 0, got {value!r}")
-    return usd
-
-
-def add_budget_flags(p: argparse.ArgumentParser) -> None:
-    """The wave's budget and a flight's own cap (docs/budgets.md), on spawn and run-queue."""
-    p.add_argument(
-        "--budget-tokens", type=_count(1), metavar="N", help="the wave's budget: tokens its flights may spend together"
-    )
-    p.add_argument("--budget-usd", type=_amount, metavar="X", help="the wave's budget in US dollars")
-    p.add_argument(
-        "--flight-budget-tokens", type=_count(1), metavar="N", help="no one flight may spend more tokens than this"
-    )
-    p.add_argument("--flight-budget-usd", type=_amount, metavar="X", help="no one flight may spend more US dollars")
-
-
-def budget_args(args: argparse.Namespace) -> dict[str, Any]:
-    """The budget flags given, as core/budgets.check takes them."""
-    return {
-        "budget_tokens": args.budget_tokens,
-        "budget_usd": args.budget_usd,
-        "flight_budget_tokens": args.flight_budget_tokens,
-        "flight_budget_usd": args.flight_budget_usd,
-    }
 
 
 def _limits(args: argparse.Namespace) -> Limits:
@@ -199,7 +155,7 @@ def _queue(bus: Bus, args: argparse.Namespace, need_types: bool = False) -> Task
 
 def _print(result: BaseModel) -> int:
     print(json.dumps(result_json(result), ensure_ascii=False))
-    return 0
+    return Exit.OK
 
 
 def _inputs(args: argparse.Namespace) -> dict[str, Any]:
@@ -309,11 +265,9 @@ async def cmd_run_queue(bus: Bus, args: argparse.Namespace) -> int:
         )
     print(summary.model_dump_json(by_alias=True) if args.json else summary_text(summary), flush=True)
     if scope.cancelled_caught:
-        return INTERRUPTED
-    return 0 if summary.ok else 1
+        return Exit.INTERRUPTED
+    return Exit.OK if summary.ok else Exit.NOT_ALL_DONE
 
-
-INTERRUPTED = EXIT_CODES["interrupted"]
 
 COMMANDS: dict[str, Callable[[Bus, argparse.Namespace], Awaitable[int]]] = {
     "run-queue": cmd_run_queue,

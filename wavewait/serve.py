@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from .core.agents import caller_id
 from .core.errors import WavewaitError
+from .core.exits import Exit
 
 if TYPE_CHECKING:
     from textual_serve.server import Server
@@ -43,12 +44,12 @@ def run_serve(args: argparse.Namespace) -> int:
             "drop --bus, or drop --demo/--seed to serve the TUI on that bus",
             file=sys.stderr,
         )
-        return 2
+        return Exit.BAD_INPUT
     try:  # every session would fail on a bad --agent; say so before serving
         caller_id(args.agent)
     except WavewaitError as e:
         print(f"wavewait serve: error: {e}", file=sys.stderr)
-        return 2
+        return Exit.BAD_INPUT
     try:
         server_class = _server_class()
     except ImportError as e:
@@ -56,7 +57,7 @@ def run_serve(args: argparse.Namespace) -> int:
             f"wavewait serve: error: serving in a browser needs textual-serve ({e}); install it with: {INSTALL_HINT}",
             file=sys.stderr,
         )
-        return 2
+        return Exit.BAD_INPUT
     server = server_class(
         shlex.join(session_command(args)),
         host=args.host,
@@ -68,8 +69,8 @@ def run_serve(args: argparse.Namespace) -> int:
         server.serve()
     except OSError as e:  # the address is taken or cannot be bound
         print(f"wavewait serve: error: cannot listen on {args.host}:{args.port}: {e}", file=sys.stderr)
-        return 2
-    return 0
+        return Exit.BAD_INPUT
+    return Exit.OK
 
 
 def _server_class() -> type[Server]:

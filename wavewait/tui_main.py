@@ -15,6 +15,7 @@ def run_tui(args: argparse.Namespace) -> int:
     from .core.agents import caller_id
     from .core.bus import bus_url
     from .core.errors import WavewaitError
+    from .core.exits import Exit
     from .core.tasks import queue_name
     from .tui.app import WaveApp
     from .tui.demo import Teardown, plan
@@ -25,12 +26,12 @@ def run_tui(args: argparse.Namespace) -> int:
         print(
             "wavewait: error: the current folder was removed; cd into one that exists and start again", file=sys.stderr
         )
-        return 2
+        return Exit.BAD_INPUT
     try:
         me = caller_id(args.agent)
     except WavewaitError as e:
         print(f"wavewait: error: {e}", file=sys.stderr)
-        return 2
+        return Exit.BAD_INPUT
     demo = args.command == "demo"
     tmp = None
     url = args.bus
@@ -43,7 +44,7 @@ def run_tui(args: argparse.Namespace) -> int:
         queue = queue_name(getattr(args, "queue", None))
     except WavewaitError as e:
         print(f"wavewait: error: {e}", file=sys.stderr)
-        return 2
+        return Exit.BAD_INPUT
     wave = plan(getattr(args, "seed", None)) if demo and not queue_demo else None
     # the demo's flights and temporary bus are the run's own; a person's flights are not
     teardown = Teardown(url, me, tmp) if demo else None
@@ -59,4 +60,4 @@ def run_tui(args: argparse.Namespace) -> int:
         # the terminal may be gone (a hangup): no one is left to read it; the exit code says it
         with contextlib.suppress(OSError):
             print(json.dumps(result, ensure_ascii=False), flush=True)
-    return app.return_code or 0
+    return app.return_code or Exit.OK

@@ -51,14 +51,15 @@ async def run_check(command: str, cwd: str, timeout: float) -> Verdict:
     Cancelled (the join ended), its whole session is killed before this returns."""
     if not os.path.isdir(cwd):
         return Verdict(False, f"its folder {cwd} is gone: nothing to check")
-    process = await anyio.open_process(
-        ["sh", "-c", command],
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    with anyio.CancelScope(shield=True):  # a cancel mid-start would lose the handle of a running check
+        process = await anyio.open_process(
+            ["sh", "-c", command],
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     out = bytearray()
     try:
         with anyio.move_on_after(timeout) as scope:

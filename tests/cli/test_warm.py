@@ -18,7 +18,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from wavewait import warm
-from wavewait.core import agents, wait
+from wavewait.core import admission, agents, wait
 from wavewait.core.proc import alive
 
 from conftest import PYTHON, clean_env, env_for, until, wavewait_cmd
@@ -125,7 +125,7 @@ async def test_a_flights_warm_mcp_server_is_known_as_that_flight(bus, run_dir, t
     await until(lambda: warm_pid(run_dir) is not None, 60, "the warm process to listen")
     script = tmp_path / "flight.py"
     script.write_text(IN_A_FLIGHT)
-    f = await agents.spawn(bus, "warm-flight", [PYTHON, str(script)], parent_id="orchestrator")
+    f = await admission.spawn(bus, "warm-flight", [PYTHON, str(script)], parent_id="orchestrator")
 
     async def ended() -> bool:
         return (await bus.get_agent(f.id)).finished

@@ -179,9 +179,9 @@ async def test_a_queued_flight_killed_or_closed_never_starts_and_a_wait_on_it_en
         fan = Background(tg)
         fan.start("fan", wait.wait_fan_in, bus, "orchestrator", 60, [first.id, killed.id, closed.id])
         await until(lambda: _has_waits(bus), what="the fan-in to be waiting")
-        gone = await agents.kill(bus, killed, by="orchestrator")
+        gone = await agents.kill_without_admission(bus, killed, by="orchestrator")
         assert (gone.status, gone.reason) == ("dead", "killed by orchestrator before it started")
-        shut = await agents.close(bus, closed)
+        shut = await agents.close_without_admission(bus, closed)
         assert shut.status == "closed"
         (gates / "killed").touch()
         (gates / "closed").touch()
@@ -355,7 +355,9 @@ async def test_a_flight_admitted_by_a_starter_that_died_is_started_by_the_next_s
     blocker = await admission.spawn(bus, "blocker", gated(gates, "blocker"), wave="w", parent_id="orchestrator")
     orphan = await admission.spawn(bus, "orphan", gated(gates, "orphan"), wave="w", parent_id="orchestrator")
     assert orphan.status == "queued"
-    await agents.close(bus, blocker)  # its slot is free; its process runs on, so no step comes from it
+    await agents.close_without_admission(
+        bus, blocker
+    )  # its slot is free; its process runs on, so no step comes from it
     ended = subprocess.Popen(["true"])
     ended.wait()  # the dead starter: its pid names no process now
 
@@ -391,7 +393,7 @@ async def test_queued_coding_flights_start_in_their_worktrees_and_one_killed_lea
     doomed = await start("doomed", writes)
     assert (first.status, second.status, doomed.status) == ("running", "queued", "queued")
     assert Path(doomed.worktree.path).is_dir() and doomed.worktree.branch in branches(repo)
-    await agents.kill(bus, doomed, by="the test")
+    await agents.kill_without_admission(bus, doomed, by="the test")
     assert not Path(doomed.worktree.path).exists() and doomed.worktree.branch not in branches(repo)
     (gates / "first").touch()
     await until(lambda: _status(bus, second.id, "closed"), 30, "the second flight to run in its worktree")

@@ -11,7 +11,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from wavewait.core import agents, messages, wait
+from wavewait.core import admission, agents, messages, wait
 from wavewait.core.errors import BadInput, DeadRecipient
 from wavewait.core.proc import alive, pid_start
 
@@ -34,7 +34,7 @@ def is_dead(bus, agent_id: str):
 
 async def test_spawn_records_pid_start_time_exit_code_and_log_and_sets_the_child_env(bus):
     await crew(bus)
-    a = await agents.spawn(
+    a = await admission.spawn(
         bus,
         "reporter",
         ["sh", "-c", 'echo "bus=$WAVEWAIT_BUS id=$WAVEWAIT_AGENT_ID parent=$WAVEWAIT_PARENT_ID"; exit 3'],
@@ -56,7 +56,7 @@ async def test_spawn_records_pid_start_time_exit_code_and_log_and_sets_the_child
 
 async def test_a_flight_that_reports_and_exits_cleanly_is_closed_not_dead(bus):
     await crew(bus)
-    a = await agents.spawn(
+    a = await admission.spawn(
         bus, "tidy", [PYTHON, "-m", "wavewait", "notify", "--message", "all done"], parent_id="orchestrator"
     )
     with anyio.fail_after(30):
@@ -71,7 +71,7 @@ async def test_a_flight_that_reports_and_exits_cleanly_is_closed_not_dead(bus):
 async def test_a_flight_that_exits_cleanly_without_reporting_is_closed_not_dead(bus):
     """Dead means it died: a clean exit is closed, whatever it sent."""
     await crew(bus)
-    a = await agents.spawn(bus, "quitter", ["true"], parent_id="orchestrator")
+    a = await admission.spawn(bus, "quitter", ["true"], parent_id="orchestrator")
     with anyio.fail_after(15):
         r = await wait.wait_fan_in(bus, "orchestrator", 60, [a.id])
     assert [(t.status, t.reason) for t in r.results] == [("closed", "exited with code 0")]
@@ -81,7 +81,7 @@ async def test_a_spawned_flight_reaches_the_wavewait_that_spawned_it(bus):
     """Its directory first on PATH and WAVEWAIT_BIN set, whatever PATH the spawner had."""
     await crew(bus)
     env = {k: v for k, v in os.environ.items() if k != "PATH"} | {"PATH": "/usr/bin:/bin"}
-    a = await agents.spawn(
+    a = await admission.spawn(
         bus, "finder", ["sh", "-c", 'command -v wavewait; echo "$WAVEWAIT_BIN"'], parent_id="orchestrator", env=env
     )
     await until(lambda: closed(bus, a.id), what="the flight to end")
@@ -96,16 +96,16 @@ async def closed(bus, agent_id: str) -> bool:
 
 async def test_kill_on_a_flight_that_already_ended_keeps_its_word(bus):
     await crew(bus)
-    a = await agents.spawn(bus, "quick", ["true"], parent_id="orchestrator")
+    a = await admission.spawn(bus, "quick", ["true"], parent_id="orchestrator")
     await until(lambda: closed(bus, a.id), what="the flight to end")
-    after = await agents.kill(bus, a, by="orchestrator")
+    after = await admission.kill(bus, a, by="orchestrator")
     assert after.status == "closed" and after.reason == "exited with code 0"
     assert "already ended" in (agents.kill_said(a, after) or "")
 
 
 async def test_read_output_is_a_bounded_tail(bus):
     await crew(bus)
-    a = await agents.spawn(bus, "talker", ["sh", "-c", "seq 1 3000"], parent_id="orchestrator")
+    a = await admission.spawn(bus, "talker", ["sh", "-c", "seq 1 3000"], parent_id="orchestrator")
     await until(lambda: closed(bus, a.id), what="the flight to end")
     a = await bus.get_agent(a.id)
     assert await agents.read_output(bus, a, 3) == ["2998", "2999", "3000"]
@@ -118,7 +118,7 @@ async def test_read_output_is_a_bounded_tail(bus):
 async def test_a_sigkilled_flight_makes_a_60s_fan_in_return_at_once_with_it_dead(bus, monkeypatch):
     await crew(bus)
     push_timers_out(monkeypatch)  # only the supervisor's record can wake the wait
-    sleeper = await agents.spawn(bus, "sleeper", ["sleep", "60"], parent_id="orchestrator")
+    sleeper = await admission.spawn(bus, "sleeper", ["sleep", "60"], parent_id="orchestrator")
     await messages.send(bus, "file-reader", "orchestrator", "done early")
     async with anyio.create_task_group() as tg:
         bg = Background(tg)
@@ -132,7 +132,7 @@ async def test_a_sigkilled_flight_makes_a_60s_fan_in_return_at_once_with_it_dead
 
 async def test_a_killed_process_group_is_found_dead_by_the_liveness_sweep(bus):
     await crew(bus)
-    sleeper = await agents.spawn(bus, "sleeper", ["sleep", "60"], parent_id="orchestrator")
+    sleeper = await admission.spawn(bus, "sleeper", ["sleep", "60"], parent_id="orchestrator")
     async with anyio.create_task_group() as tg:
         bg = Background(tg)
         bg.start("fan", wait.wait_fan_in, bus, "orchestrator", 60, [sleeper.id])
@@ -153,11 +153,11 @@ async def test_a_flight_whose_supervisor_pid_was_taken_by_another_process_is_dea
     await agents.register(bus, "reused", parent_id="orchestrator")
     await bus.update_agent("reused", pid=pid, pid_start="1", supervisor_pid=me, supervisor_start="1")
     assert alive(me) and not alive(me, "1")
-    (dead,) = await agents.sweep(bus, [await bus.get_agent("reused")])
+    (dead,) = await admission.sweep(bus, [await bus.get_agent("reused")])
     assert (dead.status, dead.reason) == ("dead", "process vanished")
     live = await agents.register(bus, "recording", parent_id="orchestrator")  # its supervisor is still at it
     await bus.update_agent(live.id, pid=pid, pid_start="1", supervisor_pid=me, supervisor_start=pid_start(me))
-    assert await agents.sweep(bus, [await bus.get_agent(live.id)]) == []
+    assert await admission.sweep(bus, [await bus.get_agent(live.id)]) == []
 
 
 async def test_a_flight_started_by_a_process_that_ignores_term_and_int_gets_the_defaults(bus):
@@ -167,13 +167,13 @@ async def test_a_flight_started_by_a_process_that_ignores_term_and_int_gets_the_
     await crew(bus)
     script = (
         "import asyncio, signal\n"
-        "from wavewait.core import agents\n"
+        "from wavewait.core import admission, agents\n"
         "from wavewait.core.bus import open_bus\n"
         "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
         "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
         "async def main():\n"
         "    bus = await open_bus()\n"
-        "    a = await agents.spawn(bus, 'sleeper', ['sleep', '60'], parent_id='orchestrator')\n"
+        "    a = await admission.spawn(bus, 'sleeper', ['sleep', '60'], parent_id='orchestrator')\n"
         "    print(a.id)\n"
         "    await bus.close()\n"
         "asyncio.run(main())\n"
@@ -185,7 +185,7 @@ async def test_a_flight_started_by_a_process_that_ignores_term_and_int_gets_the_
             ignored = int(next(line for line in f if line.startswith("SigIgn:")).split()[1], 16)
         assert not ignored & (1 << (signal.SIGTERM - 1)) and not ignored & (1 << (signal.SIGINT - 1))
     finally:
-        await agents.kill(bus, flight)
+        await admission.kill(bus, flight)
     await until(lambda: not alive(flight.pid, flight.pid_start), 10, "the flight's command to end")
 
 
@@ -194,7 +194,7 @@ async def test_a_supervisor_that_fails_says_why_in_the_flights_log(file_bus, bus
     its locks folder, as when the bus is removed under a running flight) says so in the
     flight's log, where a person reading a 'process vanished' looks."""
     await crew(file_bus)
-    flight = await agents.spawn(file_bus, "orphan", ["sleep", "60"], parent_id="orchestrator")
+    flight = await admission.spawn(file_bus, "orphan", ["sleep", "60"], parent_id="orchestrator")
 
     async def supervising() -> bool:  # its own first write, after it opened the bus: the spawner's was the last before
         return (await file_bus.get_agent(flight.id)).updated_at > flight.updated_at
@@ -218,12 +218,12 @@ async def test_a_message_sent_before_death_stays_received(bus, wait_starts):
     async with anyio.create_task_group() as tg:
         bg = Background(tg)
         if wait_starts == "before the death":
-            flight = await agents.spawn(
+            flight = await admission.spawn(
                 bus, "doomed", ["sh", "-c", f"read _ < /dev/null; {script}"], parent_id="orchestrator"
             )
             bg.start("fan", wait.wait_fan_in, bus, "orchestrator", 60, [flight.id])
         else:
-            flight = await agents.spawn(bus, "doomed", ["sh", "-c", script], parent_id="orchestrator")
+            flight = await admission.spawn(bus, "doomed", ["sh", "-c", script], parent_id="orchestrator")
             await until(is_dead(bus, flight.id), 30, "the flight to die")
             bg.start("fan", wait.wait_fan_in, bus, "orchestrator", 60, [flight.id])
         r = await bg.result("fan", 30)
@@ -247,14 +247,14 @@ async def test_a_heartbeat_extends_the_lease(bus):
     before = (await bus.get_agent("remote")).lease_expires_at
     after = (await agents.heartbeat(bus, "remote", 60)).lease_expires_at
     assert after > before + 50
-    assert await agents.sweep(bus, [await bus.get_agent("remote")]) == []
+    assert await admission.sweep(bus, [await bus.get_agent("remote")]) == []
 
 
 async def test_kill_ends_the_process_group_marks_dead_and_tells_the_parent(bus):
     await crew(bus)
-    flight = await agents.spawn(bus, "stubborn", ["sh", "-c", "sleep 60 & wait"], parent_id="orchestrator")
+    flight = await admission.spawn(bus, "stubborn", ["sh", "-c", "sleep 60 & wait"], parent_id="orchestrator")
     child_start = pid_start(flight.pid)
-    killed = await agents.kill(bus, flight, by="orchestrator")
+    killed = await admission.kill(bus, flight, by="orchestrator")
     assert killed.status == "dead" and killed.reason == "killed by orchestrator"
     assert not alive(flight.pid, child_start)
     await until(lambda: not alive(flight.supervisor_pid), what="the supervisor to end")
@@ -266,13 +266,13 @@ async def test_kill_ends_the_process_group_marks_dead_and_tells_the_parent(bus):
 
 async def test_close_is_terminal_and_a_closed_agent_takes_no_messages(bus):
     await crew(bus)
-    closed = await agents.close(bus, await bus.get_agent("linter"))
+    closed = await admission.close(bus, await bus.get_agent("linter"))
     assert closed.status == "closed"
     with pytest.raises(DeadRecipient, match=r"linter .*closed"):
         await messages.send(bus, "orchestrator", "linter", "more work")
     await agents.mark_dead(bus, "test-runner", "crashed")
     with pytest.raises(BadInput, match="dead, not open"):
-        await agents.close(bus, await bus.get_agent("test-runner"))
+        await admission.close(bus, await bus.get_agent("test-runner"))
 
 
 async def test_new_input_makes_an_idle_agent_running_again(bus):
@@ -315,7 +315,7 @@ async def test_wait_agent_any_returns_on_the_first_idle_and_all_waits_for_every_
         await messages.notify_completion(bus, "test-runner", status="success")
         r_any = await bg.result("any")
         assert "all" not in bg.results
-        await agents.close(bus, await bus.get_agent("file-reader"))  # closed counts as idle
+        await admission.close(bus, await bus.get_agent("file-reader"))  # closed counts as idle
         r_all = await bg.result("all")
     assert r_any.resolution.status == "agent_idle"
     assert r_any.resolution.resolved == ["test-runner"] and r_any.resolution.pending == ["file-reader"]
@@ -326,7 +326,7 @@ async def test_wait_agent_any_returns_on_the_first_idle_and_all_waits_for_every_
 
 async def test_wait_agent_with_a_repeated_id_returns_the_stored_resolution(bus):
     await crew(bus)
-    await agents.close(bus, await bus.get_agent("linter"))
+    await admission.close(bus, await bus.get_agent("linter"))
     first = await wait.wait_agent(
         bus, "orchestrator", id="lint-closed", agent_id="linter", kind="agent-closed", description="linter closes"
     )

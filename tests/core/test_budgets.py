@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from wavewait.core import agents, budgets, flights, wait, waves
+from wavewait.core import admission, agents, budgets, flights, wait, waves
 from wavewait.core.errors import BadInput, BudgetSpent
 from wavewait.core.model import FlightBudget
 from wavewait.core.proc import alive
@@ -93,7 +93,7 @@ async def test_a_wave_that_spent_its_budget_refuses_the_next_spawn_before_anythi
     assert "wave 'w1' has spent its budget: 30 tokens of 30 tokens" in said and "nothing was started" in said
     assert {a.id for a in await bus.list_agents()} == before  # no record, no process
     with pytest.raises(BudgetSpent, match="30 tokens of 30 tokens"):  # a plain command too
-        await agents.spawn(bus, "plain", [sys.executable, "-c", "pass"], wave="w1")
+        await admission.spawn(bus, "plain", [sys.executable, "-c", "pass"], wave="w1")
     with pytest.raises(BudgetSpent):  # with a cap of its own too
         await start(
             bus,

@@ -16,7 +16,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from wavewait.core import agents, flights, presets, wait, worktrees
+from wavewait.core import admission, agents, flights, presets, wait, worktrees
 from wavewait.core.errors import BadInput
 
 from conftest import until
@@ -144,7 +144,7 @@ async def test_a_killed_flight_is_dead_with_its_last_event_and_its_worktree_stay
     plan = {"events": "claude-success.jsonl", "lines": 2, "then": "block", "write": {"wip.txt": "half\n"}}
     a = await start(bus, repo, preset_file, plan)
     await until(lambda: "toolu_00000001" in Path(a.log_path).read_text(), 30, "the flight's first events")
-    await agents.kill(bus, await bus.get_agent(a.id), by="orchestrator")
+    await admission.kill(bus, await bus.get_agent(a.id), by="orchestrator")
 
     async def said_why() -> bool:
         return "last: tool Write" in ((await bus.get_agent(a.id)).reason or "")
@@ -168,7 +168,7 @@ async def test_close_removes_an_ended_flights_clean_worktree_and_keeps_its_branc
     a = await start(bus, repo, preset_file, {"events": "claude-success.jsonl", "write": {"x.txt": "x\n"}})
     done = await ended(bus, a.id)
     assert Path(done.worktree.path).is_dir()
-    await agents.close(bus, done)
+    await admission.close(bus, done)
     assert not Path(done.worktree.path).exists()
     assert git(repo, "show", f"{done.worktree.branch}:x.txt") == "x\n"
     assert "+x" in await flights.diff(await bus.get_agent(a.id))  # from the branch, once the worktree is gone

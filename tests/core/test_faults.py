@@ -8,7 +8,7 @@ import time
 import anyio
 import pytest
 
-from wavewait.core import agents, wait
+from wavewait.core import admission, wait
 from wavewait.core.errors import BadInput, BusError
 
 from conftest import Background, has_waits, register_crew, until
@@ -61,6 +61,6 @@ async def test_a_wall_clock_jump_neither_ends_a_wait_early_nor_holds_it_past_its
 async def test_a_failed_spawn_leaves_no_running_ghost_only_a_dead_record_with_the_reason(bus):
     await register_crew(bus, "orchestrator")
     with pytest.raises(BadInput, match="cannot start '/no/such/program'"):
-        await agents.spawn(bus, "ghost", ["/no/such/program"], parent_id="orchestrator")
+        await admission.spawn(bus, "ghost", ["/no/such/program"], parent_id="orchestrator")
     ghosts = [a for a in await bus.list_agents() if a.name == "ghost"]
     assert [(a.status, a.reason) for a in ghosts] == [("dead", "No such file or directory")]

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from wavewait.core import messages, wait
-from wavewait.core.agents import spawn
+from wavewait.core.admission import spawn
 from wavewait.core.bus import file as file_mod
 from wavewait.core.bus.file import FileBus
 from wavewait.core.errors import BusError

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from wavewait.core import agents, messages, wait
+from wavewait.core import admission, agents, messages, wait
 from wavewait.core.errors import AmbiguousId, BadInput, UnknownAgent
 from wavewait.core.ids import MAX_ID_LEN, check_id, check_name, resolve
 
@@ -19,7 +19,7 @@ async def test_a_unique_prefix_of_four_characters_works_everywhere(bus):
     await messages.send(bus, "a1b2c3d4e5", "orch", "back")
     r = await wait.wait_fan_in(bus, "orchestrator", 0, ["a1b2c"])
     assert [(t.agent_id, t.message) for t in r.results] == [("a1b2c3d4e5", "back")]
-    killed = await agents.kill(bus, await agents.resolve_agent(bus, "a1b2c3"))
+    killed = await admission.kill(bus, await agents.resolve_agent(bus, "a1b2c3"))
     assert killed.status == "dead"
 
 

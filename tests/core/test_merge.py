@@ -12,6 +12,7 @@ import pytest
 
 from wavewait.core import flights, merge, messages
 from wavewait.core.errors import BadInput
+from wavewait.core.exits import Exit
 
 from conftest import until
 from gittools import git, make_repo
@@ -58,7 +59,7 @@ async def test_five_branches_merge_in_report_order_and_two_need_input_then_a_fix
     assert git(repo, "rev-parse", "main").strip() == start  # a dry run moves nothing
 
     first = await merge.merge_wave(bus, WAVE, caller="orchestrator", check=CHECK)
-    assert first.status == "needs_input" and first.exit_code == merge.EXIT_NEEDS_INPUT
+    assert first.status == "needs_input" and first.exit_code == Exit.NEEDS_INPUT
     assert first.method == "merge --no-ff"
     assert statuses(first) == [
         ("alpha", "merged"),
@@ -130,7 +131,7 @@ async def test_five_branches_merge_in_report_order_and_two_need_input_then_a_fix
 
 async def test_flights_that_did_not_report_or_died_are_left_out_and_listed(bus, repo, tmp_path) -> None:
     presets = preset_file(tmp_path)
-    from wavewait.core import agents, flights
+    from wavewait.core import admission, agents, flights
 
     await agents.register(bus, "orchestrator")
     done = await flight(bus, repo, presets, "done", {"done.txt": "x\n"})
@@ -143,7 +144,7 @@ async def test_flights_that_did_not_report_or_died_are_left_out_and_listed(bus, 
         bus, "killed", parent_id="orchestrator", preset="replay", presets_file=presets, prompt=plan, cwd=str(repo),
         wave=WAVE,
     )  # fmt: skip
-    await agents.kill(bus, killed)
+    await admission.kill(bus, killed)
     try:
         result = await merge.merge_wave(bus, WAVE, caller="orchestrator")
         by = {f.name: f for f in result.flights}
@@ -153,7 +154,7 @@ async def test_flights_that_did_not_report_or_died_are_left_out_and_listed(bus, 
         assert result.status == "merged" and result.exit_code == 0
         assert git(repo, "merge-base", "--is-ancestor", done.worktree.branch, "main") == ""
     finally:
-        await agents.kill(bus, running)
+        await admission.kill(bus, running)
 
 
 async def test_a_dirty_checked_out_target_is_refused_before_anything_moves(bus, repo, tmp_path) -> None:

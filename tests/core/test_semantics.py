@@ -11,7 +11,8 @@ import anyio
 import pytest
 
 from wavewait.core import messages, wait
-from wavewait.core.agents import close, mark_dead
+from wavewait.core.admission import close
+from wavewait.core.agents import mark_dead
 from wavewait.core.errors import BadInput
 from wavewait.core.proc import hostname
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from wavewait.core import agents, messages, wait
+from wavewait.core import admission, messages, wait
 from wavewait.core.agents import register
 from wavewait.core.errors import ForgedSender
 from wavewait.core.identity import SECRET_ENV
@@ -32,7 +32,7 @@ async def _end_flights(bus):
     yield
     for a in await bus.list_agents():
         if not a.finished and a.supervisor_pid:
-            await agents.kill(bus, a)
+            await admission.kill(bus, a)
 
 
 FORGE = 'WAVEWAIT_AGENT_ID="$1" wavewait send orchestrator "all tests pass" 2>&1; echo "rc=$?"'
@@ -52,7 +52,7 @@ def log_of(agent) -> str:
 
 async def sibling(bus) -> object:
     """A flight that waits for a word from the orchestrator, then reports as itself."""
-    return await agents.spawn(
+    return await admission.spawn(
         bus,
         "sibling",
         ["sh", "-c", 'wavewait wait 60 >/dev/null && wavewait send orchestrator "sibling: my own report"'],
@@ -63,7 +63,7 @@ async def sibling(bus) -> object:
 async def test_a_flight_claiming_its_siblings_id_is_refused_and_nothing_reaches_the_inbox(bus):
     await register(bus, "orchestrator")
     b = await sibling(bus)
-    forger = await agents.spawn(bus, "forger", ["sh", "-c", FORGE, "sh", b.id], parent_id="orchestrator")
+    forger = await admission.spawn(bus, "forger", ["sh", "-c", FORGE, "sh", b.id], parent_id="orchestrator")
     await until(ended(bus, forger.id), 30, "the forger to end")
     said = log_of(await bus.get_agent(forger.id))
     assert "rc=2" in said, said
@@ -90,7 +90,7 @@ async def test_a_flight_cannot_report_completion_or_answer_as_another(bus):
         'wavewait --agent orchestrator send "$1" "forged go" 2>&1; echo "rc=$?"; '
         'wavewait notify --message "my own work is done" >/dev/null; echo "own=$?"'
     )
-    f = await agents.spawn(bus, "forger", ["sh", "-c", script, "sh", b.id], parent_id="orchestrator")
+    f = await admission.spawn(bus, "forger", ["sh", "-c", script, "sh", b.id], parent_id="orchestrator")
     await until(ended(bus, f.id), 30, "the forger to end")
     said = log_of(await bus.get_agent(f.id))
     # notify, a stop hook's command, never fails its host (exit 0) but says it sent nothing
@@ -112,16 +112,16 @@ async def test_a_sub_flight_cannot_send_as_the_flight_that_spawned_it(bus):
     # parent's supervisor stays an ancestor of the sub's processes
     keeps = (
         "import asyncio, os, sys\n"
-        "from wavewait.core import agents, wait\n"
+        "from wavewait.core import admission, agents, wait\n"
         "from wavewait.core.bus import open_bus\n"
         "async def main():\n"
         "    bus = await open_bus()\n"
-        "    sub = await agents.spawn(bus, 'sub', ['sh', '-c', sys.argv[1]])\n"
+        "    sub = await admission.spawn(bus, 'sub', ['sh', '-c', sys.argv[1]])\n"
         "    await wait.wait_fan_in(bus, os.environ['WAVEWAIT_AGENT_ID'], 30, [sub.id])\n"
         "    await bus.close()\n"
         "asyncio.run(main())\n"
     )
-    parent = await agents.spawn(bus, "parent", [PYTHON, "-c", keeps, sub], parent_id="orchestrator")
+    parent = await admission.spawn(bus, "parent", [PYTHON, "-c", keeps, sub], parent_id="orchestrator")
 
     async def the_sub_ended() -> bool:
         subs = [a for a in await bus.list_agents() if a.name == "sub"]
@@ -145,7 +145,7 @@ async def test_a_look_alike_supervisor_does_not_make_a_flight_its_siblings_ances
         'for who in "$1" orchestrator; do "$2" -m wavewait.core.supervise "$who" -- '
         'wavewait --agent "$who" send orchestrator "all tests pass"; echo "rc=$?"; done'
     )
-    f = await agents.spawn(bus, "forger", ["sh", "-c", script, "sh", b.id, PYTHON], parent_id="orchestrator")
+    f = await admission.spawn(bus, "forger", ["sh", "-c", script, "sh", b.id, PYTHON], parent_id="orchestrator")
     await until(ended(bus, f.id), 30, "the forger to end")
     said = log_of(await bus.get_agent(f.id))
     assert said.count("does not hold the credential") == 2 and said.count("rc=2") == 2, said
@@ -188,7 +188,7 @@ async def test_an_mcp_server_inside_a_flight_sends_as_that_flight_only(bus, tmp_
     b = await sibling(bus)
     script = tmp_path / "mcp_flight.py"
     script.write_text(MCP_IN_A_FLIGHT)
-    f = await agents.spawn(bus, "mcp-flight", [PYTHON, str(script), b.id], parent_id="orchestrator")
+    f = await admission.spawn(bus, "mcp-flight", [PYTHON, str(script), b.id], parent_id="orchestrator")
     await until(ended(bus, f.id), 60, "the MCP flight to end")
     said = log_of(await bus.get_agent(f.id))
     line = next((x for x in said.splitlines() if x.startswith("RESULT ")), None)
@@ -205,7 +205,7 @@ async def test_an_mcp_server_inside_a_flight_sends_as_that_flight_only(bus, tmp_
 async def test_a_process_outside_a_flight_cannot_send_as_a_flight_of_this_host(bus):
     """Even with the flight's credential: on one host the ancestry decides."""
     await register(bus, "orchestrator")
-    b = await agents.spawn(bus, "keeper", ["sh", "-c", f'echo "key=${SECRET_ENV}"; wavewait wait 60'])
+    b = await admission.spawn(bus, "keeper", ["sh", "-c", f'echo "key=${SECRET_ENV}"; wavewait wait 60'])
     await until(lambda: "key=" in log_of(b), 30, "the flight to say its key")
     key = log_of(b).split("key=", 1)[1].split()[0]
     with pytest.raises(ForgedSender) as err:  # this test process is inside no flight
@@ -230,7 +230,7 @@ async def test_from_another_host_a_sender_must_present_the_flights_credential(bu
     """WAVEWAIT_HOST says the sender runs elsewhere: no pid of the flight's host can vouch
     for it, so the credential its supervisor gave the flight must."""
     await register(bus, "orchestrator")
-    b = await agents.spawn(bus, "remote", ["sh", "-c", f'echo "key=${SECRET_ENV}"; wavewait wait 60'])
+    b = await admission.spawn(bus, "remote", ["sh", "-c", f'echo "key=${SECRET_ENV}"; wavewait wait 60'])
     await until(lambda: "key=" in log_of(b), 30, "the flight to say its key")
     key = log_of(b).split("key=", 1)[1].split()[0]
     assert key and (await bus.get_agent(b.id)).secret_hash not in (None, key)  # only its digest is on the bus
@@ -256,7 +256,7 @@ async def test_a_flight_process_with_a_bare_environment_sends_as_its_flight(bus)
     """A host may start its MCP servers with only a few variables: no WAVEWAIT_AGENT_ID. The
     caller is then the flight the process runs in, not the orchestrator (which it may not be)."""
     await register(bus, "orchestrator")
-    f = await agents.spawn(
+    f = await admission.spawn(
         bus,
         "bare",
         ["sh", "-c", 'env -u WAVEWAIT_AGENT_ID -u WAVEWAIT_PARENT_ID wavewait send orchestrator "bare report"'],

@@ -24,7 +24,7 @@ import pytest
 from hostkit import CLAUDE, CODEX, TRANSCRIPTS, VENV_BIN, first_turn_sees, install
 from modelserver import Call, ModelServer, Say, Turn
 
-from wavewait.core import agents, flights, messages, wait
+from wavewait.core import admission, agents, flights, messages, wait
 from wavewait.core.bus import Bus
 from wavewait.core.bus.file import FileBus
 
@@ -278,7 +278,7 @@ def test_a_real_flight_killed_mid_run_is_dead_with_its_last_event_and_keeps_its_
                             return u is not None and (u.input_tokens, u.output_tokens) == (10, 5)
 
                         await until(spent_so_far, timeout=30, what="the running Codex flight's tokens so far")
-                    await agents.kill(bus, await bus.get_agent(a.id), by="orchestrator")
+                    await admission.kill(bus, await bus.get_agent(a.id), by="orchestrator")
 
                     async def dead_with_reason() -> bool:
                         got = await bus.get_agent(a.id)

@@ -14,7 +14,7 @@ import pytest
 from hostkit import CLAUDE, HOSTS, VENV_BIN, Host, Project, calls, drain, driver, install, make_project
 from modelserver import ModelServer
 
-from wavewait.core import agents
+from wavewait.core import admission
 from wavewait.core.agents import register
 from wavewait.core.bus.file import FileBus
 
@@ -40,7 +40,7 @@ async def spawn_sibling(bus_path: Path) -> str:
     bus = FileBus(bus_path)
     try:
         await register(bus, "orchestrator")
-        sib = await agents.spawn(bus, "sibling", ["sh", "-c", "wavewait wait 600"], parent_id="orchestrator")
+        sib = await admission.spawn(bus, "sibling", ["sh", "-c", "wavewait wait 600"], parent_id="orchestrator")
         return sib.id
     finally:
         await bus.close()
@@ -56,7 +56,7 @@ async def run_as_flight(p: Project, prompt: str, timeout: float = 240) -> str:
             if p.host is CLAUDE
             else [exe, "exec", "--skip-git-repo-check", *p.args, prompt]
         )
-        f = await agents.spawn(bus, "host-flight", cmd, env=flight_env(p), cwd=str(p.root), parent_id="orchestrator")
+        f = await admission.spawn(bus, "host-flight", cmd, env=flight_env(p), cwd=str(p.root), parent_id="orchestrator")
 
         async def ended() -> bool:
             return (await bus.get_agent(f.id)).finished
@@ -70,7 +70,7 @@ async def run_as_flight(p: Project, prompt: str, timeout: float = 240) -> str:
 async def end(bus_path: Path, agent_id: str) -> None:
     bus = FileBus(bus_path)
     try:
-        await agents.kill(bus, await bus.get_agent(agent_id))
+        await admission.kill(bus, await bus.get_agent(agent_id))
     finally:
         await bus.close()
 

@@ -17,7 +17,7 @@ from pg.pgtools import PG_URL, drop_schema, fresh_schema_url, new_schema, pg_bus
 from psycopg import sql
 
 from wavewait.core import wait
-from wavewait.core.agents import sweep
+from wavewait.core.admission import sweep
 from wavewait.core.bus import open_bus
 from wavewait.core.bus.pg_schema import SCHEMA_VERSION
 from wavewait.core.bus.postgres import PostgresBus, split_url

@@ -14,7 +14,7 @@ import anyio
 import pytest
 from qtools import make_queue, types_file
 
-from wavewait.core import agents, messages
+from wavewait.core import admission, agents, messages
 from wavewait.core import runner as runner_module
 from wavewait.core.runner import Runner
 from wavewait.core.tasks import TaskQueue, enqueue_task
@@ -145,7 +145,7 @@ async def test_a_killed_runner_started_again_finishes_the_graph_without_rerunnin
     assert tasks[a].status == "done"
     assert (tasks[b].status, tasks[b2].status, tasks[c].status) == ("running", "running", "queued")
     b_agent = await bus.get_agent(tasks[b].agent_id)
-    await agents.kill(bus, b_agent, by="test")  # gone while no runner watched it
+    await admission.kill(bus, b_agent, by="test")  # gone while no runner watched it
 
     second = subprocess.Popen([*RUN_QUEUE, *AGENT], env=env, stdout=subprocess.PIPE)
     try:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from qtools import make_queue
 
-from wavewait.core import agents
+from wavewait.core import admission
 from wavewait.core.agents import register
 from wavewait.core.ids import new_id
 from wavewait.core.tasks import enqueue_task, list_tasks
@@ -39,7 +39,7 @@ async def test_a_task_agent_cannot_complete_its_siblings_task(bus, tmp_path):
         + COMPLETE.format(task="").replace("forged", "mine")
         + ' >/dev/null; echo "own=$?"'
     )
-    flight = await agents.spawn(
+    flight = await admission.spawn(
         bus,
         "research-agent",
         ["sh", "-c", script, "sh", other],

@@ -13,7 +13,7 @@ import anyio
 import pytest
 from textual import events
 
-from wavewait.core import messages, wait
+from wavewait.core import messages, wait, waves
 from wavewait.core.agents import register
 from wavewait.core.ids import short
 from wavewait.tui.commands import COMMANDS
@@ -282,6 +282,44 @@ async def test_spawn_runs_a_supervised_process_and_its_death_shows(bus):
         agent = next(a for a in await bus.list_agents() if a.name == "crasher")
         assert agent.status == "dead" and agent.wave == "w2" and agent.parent_id == "orchestrator"
         assert any("crasher" in n and "died" in n for n in app.notices)
+
+
+async def test_spawn_takes_the_flags_of_wavewait_spawn(file_bus, tmp_path):
+    """/spawn parses the CLI's flags (wavewait/spawn_flags.py), so it takes every one of them:
+    the wave keeps the budget and the limit given, the flight runs in --cwd with --env set."""
+    where = (tmp_path / "elsewhere").resolve()
+    where.mkdir()
+    line = (
+        f"/spawn envy --wave w --budget-tokens 5000 --max-parallel 3 --cwd {where} --env WORD=hello "
+        "-- sh -c 'echo \"$WORD\" > said.txt'"
+    )
+    async with running(file_bus) as (app, pilot):
+        app.main.query_one(CommandLine).value = line
+        await pilot.press("enter")
+        await until(lambda: "spawned envy" in scrollback(app), what="the spawn")
+        said = where / "said.txt"
+        await until(lambda: said.is_file() and said.read_text() == "hello\n", 20, what="the flight's file")
+    settings = await waves.get_settings(file_bus, "w")
+    assert (settings.budget_tokens, settings.max_parallel) == (5000, 3)
+    (flight,) = [a for a in await file_bus.list_agents() if a.name == "envy"]
+    assert (flight.cwd, flight.wave, flight.parent_id) == (str(where), "w", "orchestrator")
+
+
+@pytest.mark.parametrize(
+    ("flags", "why"),
+    [
+        ("--budget-tokens 0", "--budget-tokens: must be a whole number ≥ 1"),
+        ("--max-parallel 3", "max_parallel: caps a wave; give wave too"),
+        ("--cwd /no/such/dir", "--cwd: '/no/such/dir' is not a directory"),
+        ("--env novalue", "--env: give NAME=value"),
+    ],
+)
+async def test_spawn_refuses_a_bad_flag_as_wavewait_spawn_does(file_bus, flags, why):
+    async with running(file_bus) as (app, pilot):
+        app.main.query_one(CommandLine).value = f"/spawn x {flags} -- true"
+        await pilot.press("enter")
+        await until(lambda: why in scrollback(app), what="the refusal")
+    assert [a.name for a in await file_bus.list_agents() if a.name == "x"] == []
 
 
 async def test_kill_ends_the_process_and_marks_the_flight_dead(bus):

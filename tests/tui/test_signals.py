@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from wavewait.core import agents
+from wavewait.core import admission
 from wavewait.core.bus.file import FileBus
 from wavewait.core.proc import alive, pid_start
 
@@ -103,7 +103,7 @@ async def test_the_demo_ends_its_flights_when_its_terminal_goes(
             proc.kill()
         for a in await bus.list_agents():  # a failed run leaves nothing behind either
             if a.pid and not a.finished:
-                await agents.kill(bus, a, by="the test's clean-up")
+                await admission.kill(bus, a, by="the test's clean-up")
         if leader >= 0:
             os.close(leader)
         await bus.close()
@@ -219,7 +219,7 @@ async def test_the_plain_tui_leaves_a_persons_flights_running_when_its_terminal_
     bus_dir = tmp_path / "bus"
     bus = FileBus(bus_dir)
     env = clean_env(TERM="xterm-256color", WAVEWAIT_BUS=str(bus_dir))
-    worker = await agents.spawn(bus, "worker", [sys.executable, "-c", "import time; time.sleep(600)"], wave="mine")
+    worker = await admission.spawn(bus, "worker", [sys.executable, "-c", "import time; time.sleep(600)"], wave="mine")
     procs = await processes_of(bus, "mine", 1)
     term = Tmux(tmp_path, env, wavewait_cmd("--bus", str(bus_dir)))
     tui_start = pid_start(term.pid)
@@ -235,7 +235,7 @@ async def test_the_plain_tui_leaves_a_persons_flights_running_when_its_terminal_
         assert after is not None and after.status == "running", after
     finally:
         term.close()
-        await agents.kill(bus, worker, by="the test's clean-up")
+        await admission.kill(bus, worker, by="the test's clean-up")
         end_leftovers(procs)
         await bus.close()
 

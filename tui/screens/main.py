@@ -26,7 +26,7 @@ from textual.css.scalar import Scalar
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
-from ...core import admission, flights, merge, messages, waves
+from ...core import admission, merge, messages, spawning, waves
 from ...core import agents as agents_mod
 from ...core.bus import Bus, Changes
 from ...core.bus.keys import inbox_key
@@ -35,6 +35,7 @@ from ...core.ids import is_id, resolve, short
 from ...core.model import AGENT_ITEM_TYPES, Agent, McpTask, WaitRecord, now
 from ...core.results import Result
 from ...core.wait import Control, FilesTarget, Join, Progress, check_timeout, parse_need, wait_fan_in, wait_next
+from ...spawn_flags import spawn_request
 from ..commands import Parsed, Usage, parse
 from ..demo import launch
 from ..messages import WaitEnded, WaitProgressed
@@ -640,12 +641,12 @@ received. **F1** shows the help of the focused part.
         timeout = check_timeout(p.args[0], "TIMEOUT")
         o = p.options
         join = Join(
-            wave=o.get("wave"),
+            wave=str(o["wave"]) if "wave" in o else None,
             files=[FilesTarget.parse(f, os.getcwd()) for f in p.repeated.get("files", [])],
             events=p.repeated.get("event", []),
             need=parse_need(str(o.get("need", "all"))),
-            check=o.get("check"),
-            check_timeout=check_timeout(o.get("check_timeout", "600"), "--check-timeout"),
+            check=str(o["check"]) if "check" in o else None,
+            check_timeout=check_timeout(str(o.get("check_timeout", "600")), "--check-timeout"),
             stop_rest=bool(o.get("stop_rest")),
         )
         targets = await agents_mod.resolve_agents(self.bus, p.args[1:], "ID") if p.args[1:] else []
@@ -672,21 +673,8 @@ received. **F1** shows the help of the focused part.
         self.say(f"sent to {recipient.name} ({short(recipient.id)}): message {short(item.id)}")
 
     async def cmd_spawn(self, p: Parsed) -> None:
-        if p.preset is None and not p.options:
-            agent = await admission.spawn(self.bus, p.args[0], p.rest, wave=p.wave, parent_id=self.me)
-        else:  # a coding agent, or a command in its own worktree (docs/coding-waves.md)
-            agent = await flights.start(
-                self.bus,
-                p.args[0],
-                parent_id=self.me,
-                preset=p.preset,
-                prompt=" ".join(p.rest) if p.preset else None,
-                command=None if p.preset else p.rest,
-                wave=p.wave,
-                model=_text(p.options.get("model")),
-                base=_text(p.options.get("base")),
-                worktree=_flag(p.options.get("worktree")),
-            )
+        assert p.spawn is not None
+        agent = await spawning.spawn(self.bus, spawn_request(p.spawn, self.me))
         where = f", branch {agent.worktree.branch}" if agent.worktree else ""
         started = f"queued ({agent.reason})" if agent.status == "queued" else f"pid {agent.pid}"
         self.say(
@@ -895,7 +883,3 @@ received. **F1** shows the help of the focused part.
 
 def _text(value: object) -> str | None:
     return value if isinstance(value, str) else None
-
-
-def _flag(value: object) -> bool | None:
-    return value if isinstance(value, bool) else None

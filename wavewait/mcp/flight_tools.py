@@ -103,19 +103,15 @@ FlightBudgetTokens = Annotated[
 FlightBudgetUsd = Annotated[float | None, Field(gt=0, description="This flight's own cap in US dollars.")]
 
 
-def wants_flight(preset: str | None, model: str | None, worktree: bool | None, base: str | None) -> bool:
-    """Whether spawn_agent starts a coding flight (core/flights.py) rather than a plain spawn."""
-    return preset is not None or model is not None or worktree is not None or base is not None
-
-
 async def spawn_place(s: Settings, cwd: str | None, env: dict[str, str] | None) -> tuple[str, dict[str, str] | None]:
     """`spawn_agent`'s cwd and env, checked: an existing directory; at most 100 plain names.
 
-    Both are bounded first; the folder is looked up (one `lstat` a level) in a worker thread."""
+    Both are bounded first; the folder is looked up (one `lstat` a level) in a worker thread.
+    The variables are returned as given: the core adds them to the server's environment."""
     if env is not None:
         check_env(env)
     where = s.project_dir if not cwd else await anyio.to_thread.run_sync(_folder, s, check_path(cwd, "cwd"))
-    return where, None if env is None else {**os.environ, **env}
+    return where, env
 
 
 def _folder(s: Settings, cwd: str) -> str:

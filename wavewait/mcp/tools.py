@@ -14,14 +14,14 @@ import logging
 import os
 import shlex
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Annotated, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
-from ..core import admission, agents, budgets, flights, messages, presets, wait, waves
+from ..core import admission, agents, messages, presets, spawning, wait
 from ..core.agents import spawn_result
 from ..core.bus import Bus
 from ..core.errors import BadInput
@@ -45,6 +45,7 @@ from ..core.results import (
     WaitResult,
     iso,
 )
+from ..core.spawning import SpawnRequest
 from . import front
 from .delivery import Deliveries
 from .flight_tools import (
@@ -59,7 +60,6 @@ from .flight_tools import (
     SpawnPreset,
     SpawnWorktree,
     spawn_place,
-    wants_flight,
 )
 from .settings import Settings
 from .tasks_ext import running_task
@@ -346,6 +346,34 @@ def _resolve_signal_path(s: Settings, raw: str) -> str:
             "start the server with --allow-path DIR to allow another folder"
         )
     return path
+
+
+async def spawn_request(
+    s: Settings,
+    name: str,
+    *,
+    command: list[str] | None = None,
+    prompt: str | None = None,
+    cwd: str | None = None,
+    env: dict[str, str] | None = None,
+    preset: str | None = None,
+    **options: Any,
+) -> SpawnRequest:
+    """`spawn_agent`'s arguments as the core's request: `cwd` from the project directory, `env`
+    checked, a prompt without a preset run by the server's agent command; `options` as given."""
+    where, added = await spawn_place(s, cwd, env)
+    argv = spawn_argv(s, command, prompt) if preset is None else None  # checked before the budget is kept
+    return SpawnRequest(
+        name=name,
+        parent=s.caller,
+        command=command if preset is not None else argv,
+        prompt=prompt if preset is not None else None,
+        preset=preset,
+        presets_file=s.presets,
+        cwd=where,
+        env=added,
+        **options,
+    )
 
 
 def spawn_argv(s: Settings, command: Sequence[str] | None, prompt: str | None) -> list[str]:
@@ -638,43 +666,25 @@ def register(server: MCPServer, bus: Bus, s: Settings, deliveries: Deliveries) -
             ),
         ] = None,
     ) -> Annotated[CallToolResult, SpawnResult]:
-        where, child_env = await spawn_place(s, cwd, env)
-        argv = spawn_argv(s, command, prompt) if preset is None else None  # checked before the budget is kept
-        given = budgets.check(
-            wave,
+        request = await spawn_request(
+            s,
+            name,
+            command=command,
+            prompt=prompt,
+            cwd=cwd,
+            env=env,
+            preset=preset,
+            wave=wave,
+            model=model,
+            worktree=worktree,
+            base=base,
             budget_tokens=budget_tokens,
             budget_usd=budget_usd,
             flight_budget_tokens=flight_budget_tokens,
             flight_budget_usd=flight_budget_usd,
+            max_parallel=max_parallel,
         )
-        if max_parallel is not None:
-            if wave is None:
-                raise BadInput("max_parallel: caps a wave; give wave too")
-            await waves.set_settings(bus, wave, max_parallel=max_parallel)
-        await agents.ensure_agent(bus, s.caller)
-        if wants_flight(preset, model, worktree, base):
-            a = await flights.start(
-                bus,
-                name,
-                parent_id=s.caller,
-                prompt=prompt,
-                command=command if preset is not None else argv,
-                preset=preset,
-                presets_file=s.presets,
-                wave=wave,
-                model=model,
-                worktree=worktree,
-                base=base,
-                cwd=where,
-                env=child_env,
-                budget=given,
-            )
-            spawned.append(a.id)
-            return reply(spawn_result(a))
-        assert argv is not None
-        a = await admission.spawn(
-            bus, name, argv, wave=wave, parent_id=s.caller, cwd=where, env=child_env, budget=given
-        )
+        a = await spawning.spawn(bus, request)
         spawned.append(a.id)
         return reply(spawn_result(a))
 
