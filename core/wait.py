@@ -34,7 +34,7 @@ from . import signals, watch
 from .admission import sweep
 from .agents import SWEEP_INTERVAL, ensure_registered, name_of, resolve_agents
 from .bus import Bus, Changes
-from .bus.keys import inbox_key, interrupt_key
+from .bus.keys import agent_of, inbox_key, interrupt_key
 from .delivery import Delivery, take_and_end
 from .errors import BadInput
 from .ids import check_id, check_type, new_id
@@ -167,7 +167,7 @@ class Waiting:
         """Those of `among` whose record may have changed since the last step."""
         if self.changed is None:
             return list(among)
-        return [k[2:] for k in self.changed if k.startswith("a:") and k[2:] in among]
+        return [a for k in self.changed if (a := agent_of(k)) is not None and a in among]
 
     @property
     def elapsed(self) -> float:
