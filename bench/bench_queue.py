@@ -40,7 +40,7 @@ from psycopg import sql
 
 from wavewait.core import admission
 from wavewait.core.bus import Bus, open_bus
-from wavewait.core.bus.file import DURABLE
+from wavewait.core.bus.fs import DURABLE
 from wavewait.core.model import Agent
 from wavewait.core.runner import Runner
 from wavewait.core.tasks import Limits, TaskQueue, complete_task, enqueue_task, parse_task_types

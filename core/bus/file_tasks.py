@@ -33,28 +33,25 @@ import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from .. import watch
 from ..ids import check_id, new_id
 from ..model import FINISHED, Conflict, HandoffRecord, Task, now
-
-if TYPE_CHECKING:  # the bus hands out its store (`FileBus.tasks`): only the type is needed here
-    from .file import FileBus
+from .fs import BusDir
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
 class FileTaskStore:
-    """One queue's folder inside a directory bus."""
+    """One queue's folder inside a directory bus (handed out by `FileBus.tasks`)."""
 
-    def __init__(self, bus: FileBus, queue: str) -> None:
+    def __init__(self, bus: BusDir, queue: str) -> None:
         self.queue = check_id(queue, "queue")
         self.bus = bus
-        self.bus_root = bus.root
         self.root = bus.root / "queues" / queue
         for sub in ("", "tasks", "handoffs", "dedup", "tmp"):
             (self.root / sub).mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -66,7 +63,7 @@ class FileTaskStore:
     def _prepare(self, dest: Path, record: BaseModel) -> Path:
         """A complete, flushed copy of `record` in tmp/, for `_publish` to rename to `dest`."""
         tmp = self.root / "tmp" / f"{dest.name}.{new_id()}"
-        self.bus._create(tmp, record.model_dump_json(by_alias=True).encode(), f"the task record {dest.name}")
+        self.bus.create(tmp, record.model_dump_json(by_alias=True).encode(), f"the task record {dest.name}")
         return tmp
 
     def _publish(self, tmp: Path, dest: Path) -> None:
@@ -74,7 +71,7 @@ class FileTaskStore:
             os.rename(tmp, dest)
         except OSError as e:
             self._discard(tmp)
-            raise self.bus._write_failed(e, f"the task record {dest.name}") from e
+            raise self.bus.write_failed(e, f"the task record {dest.name}") from e
 
     @staticmethod
     def _discard(tmp: Path) -> None:
@@ -111,7 +108,7 @@ class FileTaskStore:
         return sum(1 for name in os.listdir(self.root / "tasks") if name.endswith(".json"))
 
     def _quarantine(self, path: Path, why: str) -> None:
-        dest = self.bus_root / "quarantine" / f"{int(time.time() * 1000)}-{self.queue}-{path.parent.name}-{path.name}"
+        dest = self.bus.root / "quarantine" / f"{int(time.time() * 1000)}-{self.queue}-{path.parent.name}-{path.name}"
         with contextlib.suppress(FileNotFoundError):
             os.rename(path, dest)
             log.warning("wavewait: moved %s to %s: %s", path, dest, why)

@@ -11,6 +11,13 @@ from typing import NamedTuple
 
 from ..ids import check_id
 
+#: NOTIFY payloads must stay under 8,000 bytes; keys are joined by spaces up to this
+PAYLOAD_BYTES = 7900
+#: the prefixes of every agent's and every wait's key, for subscriptions to all of them
+#: and statements that notify many waits
+AGENT_PREFIX = "a:"
+WAIT_PREFIX = "w:"
+
 
 def inbox_key(inbox: str) -> str:
     return f"i:{inbox}"
@@ -27,17 +34,62 @@ def departure_key(inbox: str) -> str:
 
 
 def agent_key(agent_id: str) -> str:
-    return f"a:{agent_id}"
+    return f"{AGENT_PREFIX}{agent_id}"
 
 
 def wait_key(wait_id: str) -> str:
-    return f"w:{wait_id}"
+    return f"{WAIT_PREFIX}{wait_id}"
+
+
+def agent_of(key: str) -> str | None:
+    """The agent a key is about (`agent_key`); None for any other key."""
+    return key[len(AGENT_PREFIX) :] if key.startswith(AGENT_PREFIX) else None
+
+
+def is_wait_key(key: str) -> bool:
+    return key.startswith(WAIT_PREFIX)
 
 
 def interrupt_key(wait_id: str) -> str:
     """An interrupt of one wait: a key of its own, so the wait's own record writes (its
     registration, progress, end: `w:`) never wake it."""
     return f"x:{wait_id}"
+
+
+def wave_key(wave: str) -> str:
+    """A change of a wave's documents (`wave_key("")`: the prefix of every wave's)."""
+    return f"v:{wave}"  # w: is a wait's
+
+
+def queue_key(queue: str) -> str:
+    """A change of a task queue's tasks (the task store's own key)."""
+    return f"q:{queue}"
+
+
+def payload(*keys: str) -> str:
+    """Keys as one NOTIFY payload (space-separated)."""
+    return " ".join(keys)
+
+
+def payloads(keys: Sequence[str]) -> list[str]:
+    """Keys coalesced into as few NOTIFY payloads as fit (each under PAYLOAD_BYTES)."""
+    out: list[str] = []
+    chunk: list[str] = []
+    size = 0
+    for key in dict.fromkeys(keys):
+        if chunk and size + 1 + len(key) > PAYLOAD_BYTES:
+            out.append(payload(*chunk))
+            chunk, size = [], 0
+        chunk.append(key)
+        size += len(key) + (1 if size else 0)
+    if chunk:
+        out.append(payload(*chunk))
+    return out
+
+
+def split_payload(text: str) -> list[str]:
+    """The keys a NOTIFY payload names (`payload`)."""
+    return text.split(" ")
 
 
 class Interest(NamedTuple):
@@ -82,11 +134,11 @@ def interest(
             trees.append(key)
     prefixes = []
     if agents is True:
-        prefixes.append("a:")
+        prefixes.append(AGENT_PREFIX)
     elif agents:
         keys.update(agent_key(check_id(a, "agent")) for a in agents)
     if waits:
-        prefixes.append("w:")
+        prefixes.append(WAIT_PREFIX)
     if wait_id is not None:
         keys.add(interrupt_key(check_id(wait_id, "wait")))
     return Interest(frozenset(keys), tuple(prefixes), routes, tuple(trees), pool)

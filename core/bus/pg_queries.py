@@ -179,7 +179,7 @@ TAKE_AND_END_MANY: Final = (
     "t AS (DELETE FROM items USING r WHERE items.inbox = r.inbox AND items.claimed_by = r.w "
     "RETURNING items.seq, items.inbox, items.record, r.w, r.taker), "
     "e AS (DELETE FROM waits WHERE id IN (SELECT id FROM waits WHERE id IN (SELECT w FROM r) ORDER BY id FOR UPDATE) "
-    "RETURNING pg_notify(%(channel)s, 'w:' || id)) "
+    "RETURNING pg_notify(%(channel)s, %(wait_prefix)s || id)) "
     "INSERT INTO history (seq, inbox, record, taken_by, taken_at, wait_id) "
     "SELECT seq, inbox, record, taker, %(at)s, w FROM t ON CONFLICT (seq) DO NOTHING "
     "RETURNING seq, record, taken_by, taken_at, wait_id"
@@ -220,7 +220,7 @@ REGISTER_WAITS: Final = sql.SQL(
     "u AS (INSERT INTO waits (id, started_at, host, pid, pid_start, lease_until, record) "
     "SELECT w, started, host, pid, pid_start, now() + make_interval(secs => %(lease)s), record FROM r "
     "ON CONFLICT (id) DO UPDATE SET record = excluded.record, lease_until = excluded.lease_until "
-    "RETURNING pg_notify(%(channel)s, 'w:' || id)), " + _SHARED_OUT
+    "RETURNING pg_notify(%(channel)s, %(wait_prefix)s || id)), " + _SHARED_OUT
 )
 RENEW_LEASES: Final = (
     "UPDATE waits SET lease_until = now() + make_interval(secs => %s) "

@@ -17,16 +17,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from psycopg import AsyncConnection, errors, sql
 
 from ..errors import BusError
 from ..ids import check_id
 from ..model import Conflict, HandoffRecord, Task, now
-
-if TYPE_CHECKING:  # the bus hands out its store (`PostgresBus.tasks`): only the types are needed here
-    from .postgres import PgSubscription, PostgresBus
+from ..watch import Keyed
+from .keys import queue_key
+from .pg_conn import PgConn
+from .pg_listen import Listener
 
 TASKS_SCHEMA_VERSION = 1
 
@@ -114,22 +115,24 @@ def _patch(task_id: str, queue: str, changes: dict[str, Any]) -> dict[str, Any]:
 
 
 class PgTaskStore:
-    """One queue's rows in a PostgreSQL bus."""
+    """One queue's rows in a PostgreSQL bus (handed out by `PostgresBus.tasks`): its
+    statements run on the bus's connection, its subscriptions on the bus's listener."""
 
-    def __init__(self, bus: PostgresBus, queue: str) -> None:
+    def __init__(self, conn: PgConn, listener: Listener, queue: str) -> None:
         self.queue = check_id(queue, "queue")
-        self.bus = bus
-        self.payload = f"q:{queue}"
+        self.conn = conn
+        self.listener = listener
+        self.payload = queue_key(queue)
 
     async def _ready(self) -> None:
-        if self.bus.url in _ready:
+        if self.conn.url in _ready:
             return
 
         async def go(conn: AsyncConnection) -> None:
-            await migrate(conn, self.bus.schema)
+            await migrate(conn, self.conn.schema)
 
-        await self.bus._run(go)
-        _ready.add(self.bus.url)
+        await self.conn.run(go)
+        _ready.add(self.conn.url)
 
     async def add(self, task: Task, max_tasks: int) -> Conflict | None:
         await self._ready()
@@ -159,7 +162,7 @@ class PgTaskStore:
             row = await cur.fetchone()
             return Conflict("budget", count=int(row[0]) if row else 0)
 
-        return await self.bus._run(go)
+        return await self.conn.run(go)
 
     def _add_params(self, task: Task, max_tasks: int) -> dict[str, Any]:
         return {
@@ -169,20 +172,20 @@ class PgTaskStore:
             "status": task.status,
             "key": task.dedup_key,
             "record": task.model_dump_json(),
-            "channel": self.bus.channel,
+            "channel": self.conn.channel,
             "payload": self.payload,
         }
 
     async def get(self, task_id: str) -> Task | None:
         await self._ready()
-        rows = await self.bus._rows(
+        rows = await self.conn.rows(
             "SELECT record FROM tasks WHERE queue = %s AND id = %s", [self.queue, check_id(task_id, "taskId")]
         )
         return Task.model_validate(rows[0][0]) if rows else None
 
     async def tasks(self) -> list[Task]:
         await self._ready()
-        rows = await self.bus._rows("SELECT record FROM tasks WHERE queue = %s ORDER BY seq, id", [self.queue])
+        rows = await self.conn.rows("SELECT record FROM tasks WHERE queue = %s ORDER BY seq, id", [self.queue])
         return [Task.model_validate(r[0]) for r in rows]
 
     async def update(self, task_id: str, only_from: Sequence[str], **changes: Any) -> Task | None:
@@ -198,7 +201,7 @@ class PgTaskStore:
                 "WITH u AS (UPDATE tasks SET record = record || %s::jsonb, status = coalesce(%s, status) "
                 "WHERE queue = %s AND id = %s AND status = ANY(%s) RETURNING record) "
                 "SELECT record, pg_notify(%s, %s) FROM u",
-                [patch, data.get("status"), self.queue, task_id, list(only_from), self.bus.channel, self.payload],
+                [patch, data.get("status"), self.queue, task_id, list(only_from), self.conn.channel, self.payload],
             )
             row = await cur.fetchone()
             if row is None and attempts > 1:  # did the last attempt commit before its answer was lost?
@@ -209,7 +212,7 @@ class PgTaskStore:
                 row = await cur.fetchone()
             return Task.model_validate(row[0]) if row else None
 
-        return await self.bus._run(go)
+        return await self.conn.run(go)
 
     async def complete(self, task_id: str, handoff: HandoffRecord, only_from: Sequence[str]) -> Task | None:
         await self._ready()
@@ -230,7 +233,7 @@ class PgTaskStore:
                     "from": list(only_from),
                     "at": handoff.completed_at,
                     "handoff": record,
-                    "channel": self.bus.channel,
+                    "channel": self.conn.channel,
                     "payload": self.payload,
                 },
             )
@@ -244,11 +247,11 @@ class PgTaskStore:
                 row = await cur.fetchone()
             return Task.model_validate(row[0]) if row else None
 
-        return await self.bus._run(go)
+        return await self.conn.run(go)
 
     async def handoff(self, task_id: str) -> HandoffRecord | None:
         await self._ready()
-        rows = await self.bus._rows(
+        rows = await self.conn.rows(
             "SELECT record FROM handoffs WHERE queue = %s AND task_id = %s", [self.queue, check_id(task_id, "taskId")]
         )
         return HandoffRecord.model_validate(rows[0][0]) if rows else None
@@ -256,7 +259,7 @@ class PgTaskStore:
     async def handoffs_of(self, task_ids: Sequence[str]) -> dict[str, HandoffRecord]:
         await self._ready()
         ids = [check_id(t, "taskId") for t in task_ids]
-        rows = await self.bus._rows(
+        rows = await self.conn.rows(
             "SELECT record FROM handoffs WHERE queue = %s AND task_id = ANY(%s)", [self.queue, ids]
         )
         found = [HandoffRecord.model_validate(r[0]) for r in rows]
@@ -264,10 +267,10 @@ class PgTaskStore:
 
     async def handoffs(self) -> list[HandoffRecord]:
         await self._ready()
-        rows = await self.bus._rows(
+        rows = await self.conn.rows(
             "SELECT record FROM handoffs WHERE queue = %s ORDER BY completed_at, task_id", [self.queue]
         )
         return [HandoffRecord.model_validate(r[0]) for r in rows]
 
-    async def subscribe(self) -> PgSubscription:
-        return await self.bus.subscribe_payloads(keys=[self.payload])
+    async def subscribe(self) -> Keyed:
+        return await self.listener.subscribe_keys(keys=[self.payload])

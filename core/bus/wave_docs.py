@@ -43,8 +43,3 @@ def encode(doc: object, wave: str, kind: str) -> str:
             f"over the {MAX_WAVE_DOC_BYTES:,} a wave document may hold"
         )
     return text
-
-
-def payload(wave: str) -> str:
-    """What a change of a wave's documents notifies (PostgreSQL) or is named after (files)."""
-    return f"v:{wave}"  # w: is a wait's

@@ -31,7 +31,7 @@ from .. import watch
 from ..admission import sweep
 from ..agents import SWEEP_INTERVAL
 from ..bus import Bus, Changes
-from ..bus.keys import inbox_key, interrupt_key
+from ..bus.keys import agent_of, inbox_key, interrupt_key
 from ..delivery import Delivery, take_and_end
 from ..errors import BadInput
 from ..ids import new_id
@@ -157,7 +157,7 @@ class Waiting:
         """Those of `among` whose record may have changed since the last step."""
         if self.changed is None:
             return list(among)
-        return [k[2:] for k in self.changed if k.startswith("a:") and k[2:] in among]
+        return [a for k in self.changed if (a := agent_of(k)) is not None and a in among]
 
     @property
     def elapsed(self) -> float:

@@ -9,7 +9,7 @@ import anyio
 import pytest
 
 from wavewait.core import messages, wait
-from wavewait.core.bus.postgres import PAYLOAD_BYTES, payloads
+from wavewait.core.bus.keys import PAYLOAD_BYTES, payloads
 from wavewait.core.watch import MAX_KEYS, Fanout, Keyed
 
 from conftest import Background, push_timers_out, register_crew, until
@@ -76,8 +76,8 @@ async def test_a_fan_in_rereads_only_the_targets_whose_records_changed(bus, monk
 async def test_a_lost_notification_is_covered_by_the_backstop(bus, monkeypatch):
     """Every change this process would hear is dropped; the slow rescan still finds the message."""
     await crew(bus)
-    if hasattr(bus, "_dispatch"):
-        monkeypatch.setattr(bus, "_dispatch", lambda payload: None)
+    if hasattr(bus, "listener"):
+        monkeypatch.setattr(bus.listener, "_dispatch", lambda payload: None)
     else:
         monkeypatch.setattr(bus, "_changed_paths", lambda paths: None)
     backstop = wait.WaitSettings(rescan_every=0.5)

@@ -97,7 +97,7 @@ async def test_a_waiter_whose_lease_ran_out_does_not_deliver_what_another_took(p
     r = await wait.wait_next(bus, "orchestrator", 5, control=stale)
     assert r.message_id == sent.id and stale.delivery is not None
     # as if its host froze: the record says another host, and the lease ran out
-    await bus._rows(
+    await bus.conn.rows(
         "UPDATE waits SET record = jsonb_set(record, '{host}', '\"frozen-host\"'), host = 'frozen-host', "
         "lease_until = now() - interval '1 second' WHERE id = %s",
         [stale.wait_id],

@@ -195,7 +195,7 @@ async def test_claim_and_take_folders_of_an_earlier_version_are_returned_and_rea
 
 
 async def test_history_keeps_who_took_what_in_order_and_is_rotated(file_bus, monkeypatch):
-    from wavewait.core.bus import file as file_mod
+    from wavewait.core.bus import file_history as file_mod
 
     monkeypatch.setattr(file_mod, "HISTORY_KEPT", 3)
     monkeypatch.setattr(file_mod, "ROTATE_EVERY", 1)
@@ -216,7 +216,7 @@ async def test_history_keeps_who_took_what_in_order_and_is_rotated(file_bus, mon
 
 
 def test_removing_a_history_folder_never_follows_a_link(tmp_path):
-    from wavewait.core.bus.file import _remove_history_folder
+    from wavewait.core.bus.file_history import remove_history_folder as _remove_history_folder
 
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -278,7 +278,7 @@ async def test_an_item_returned_before_the_kept_names_is_claimed_first(file_bus)
     (later,) = await file_bus.claim_next("orchestrator", "d" * 32, ["message"], 1)
     assert later.body == "job 2"  # job 1 was gone when tried: dropped from the kept names
     assert await other.release("orchestrator", wait_c) == 1  # job 1 back, before the kept 3, 4
-    await until(lambda: "orchestrator" in file_bus._stale, 10, "the watcher to see the return")
+    await until(lambda: "orchestrator" in file_bus.inbox.kept.stale, 10, "the watcher to see the return")
     (back,) = await file_bus.claim_next("orchestrator", "e" * 32, ["message"], 1)
     assert back.body == "job 1"
     rest = await file_bus.claim_next("orchestrator", "f" * 32, ["message"], 10)
@@ -289,7 +289,7 @@ async def test_an_item_returned_before_the_kept_names_is_claimed_first(file_bus)
 
 async def test_a_take_of_many_claims_moves_each_once_into_history_in_order(file_bus):
     """Beyond TAKE_ON_LOOP claims the renames run on a worker thread: the same result."""
-    from wavewait.core.bus import file as file_mod
+    from wavewait.core.bus import file_inbox as file_mod
 
     await crew(file_bus)
     n = file_mod.TAKE_ON_LOOP * 2 + 1
@@ -310,13 +310,13 @@ async def test_a_fan_ins_read_finds_its_senders_arrivals_without_listing_the_bac
     bus = FileBus(tmp_path / "bus")
     other = FileBus(tmp_path / "bus")  # another process, for what this one cannot see
     listings = [0]
-    real_scan = bus._scan
+    real_scan = bus.inbox._scan
 
     def counted(folder):
         listings[0] += 1
         return real_scan(folder)
 
-    monkeypatch.setattr(bus, "_scan", counted)
+    monkeypatch.setattr(bus.inbox, "_scan", counted)
     observer = await bus.subscribe(inboxes=["orchestrator"])  # the watcher runs from here on
 
     def message(sender: str, body: str) -> Item:

@@ -20,7 +20,7 @@ import pytest
 
 from wavewait.core import messages, wait
 from wavewait.core.admission import spawn
-from wavewait.core.bus import file as file_mod
+from wavewait.core.bus import fs as file_mod
 from wavewait.core.bus.file import FileBus
 from wavewait.core.errors import BusError
 from wavewait.core.ids import new_id

@@ -13,7 +13,7 @@ from pg.pgtools import PG_URL, next_wait, pg_bus
 
 from wavewait.core import wait
 from wavewait.core.agents import register
-from wavewait.core.bus import postgres
+from wavewait.core.bus import pg_queries, pg_upkeep
 from wavewait.core.ids import new_id
 from wavewait.core.model import Item, WaitRecord
 from wavewait.core.proc import hostname, me
@@ -29,17 +29,17 @@ def item(to: str, body: str) -> Item:
 
 
 class Statements:
-    """Counts the statements a bus runs from now on (each one goes through `_run`)."""
+    """Counts the statements a bus runs from now on (each one goes through `conn.run`)."""
 
     def __init__(self, bus) -> None:
         self.n = 0
-        real = bus._run
+        real = bus.conn.run
 
         async def counting(fn):
             self.n += 1
             return await real(fn)
 
-        bus._run = counting
+        bus.conn.run = counting
 
 
 async def registered(bus, inbox: str) -> str:
@@ -162,7 +162,7 @@ async def test_concurrent_registrations_share_statements_and_each_claims_from_it
 async def test_the_bus_vacuums_its_churn_tables_itself(monkeypatch):
     """A queue's tables turn over every row; on a server whose autovacuum is off or slow the
     dead rows would pile up and every claim walk past them. The bus vacuums them itself."""
-    monkeypatch.setattr(postgres, "VACUUM_EVERY", 1e-9)  # due at the first take
+    monkeypatch.setattr(pg_upkeep, "VACUUM_EVERY", 1e-9)  # due at the first take
     async with pg_bus() as bus:
         for i in range(20):
             await bus.deliver(item("box", f"m{i}"))
@@ -179,7 +179,7 @@ async def test_the_bus_vacuums_its_churn_tables_itself(monkeypatch):
             return (row[0], row[1]) if row else (0, -1)
 
         await until(lambda: stats()[0] > 0, 30, "the bus to vacuum its tables")
-        assert bus._vacuum is not None
+        assert bus.upkeep._vacuum is not None
 
 
 async def test_batched_ends_and_lease_renewals_never_deadlock(caplog):
@@ -194,7 +194,7 @@ async def test_batched_ends_and_lease_renewals_never_deadlock(caplog):
             await asyncio.gather(*(bus.claim_next(b, w, TYPES, 1) for b, w in zip(boxes, waits, strict=True)))
 
             async def renew(ids: list[str]) -> None:
-                await bus._count(postgres.q.RENEW_LEASES, [30.0, ids])
+                await bus.conn.count(pg_queries.RENEW_LEASES, [30.0, ids])
 
             await asyncio.gather(
                 *(bus.take(b, w, "x", end=True) for b, w in zip(boxes, waits, strict=True)),

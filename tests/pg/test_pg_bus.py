@@ -111,9 +111,9 @@ async def test_a_claim_is_idempotent_for_its_wait_and_refused_to_another():
 
 
 async def test_history_is_bounded_per_inbox(monkeypatch):
-    from wavewait.core.bus import postgres
+    from wavewait.core.bus import pg_inbox
 
-    monkeypatch.setattr(postgres, "HISTORY_KEPT", 5)
+    monkeypatch.setattr(pg_inbox, "HISTORY_KEPT", 5)
     async with pg_bus() as bus:
         for i in range(8):
             await bus.deliver(item("orchestrator", f"m{i}"))
@@ -139,9 +139,9 @@ async def test_take_next_takes_the_oldest_in_order_into_history_and_leaves_the_r
 
 
 async def test_history_trims_keep_the_bound_with_many_takes(monkeypatch):
-    from wavewait.core.bus import postgres
+    from wavewait.core.bus import pg_inbox
 
-    monkeypatch.setattr(postgres, "HISTORY_KEPT", 40)
+    monkeypatch.setattr(pg_inbox, "HISTORY_KEPT", 40)
     async with pg_bus() as bus:
         for i in range(200):
             await bus.deliver(item("orchestrator", f"m{i:03d}"))
@@ -224,7 +224,7 @@ async def test_claims_of_a_waiter_on_a_vanished_host_return_when_its_wait_lease_
         holder, wait_id = await start_holder(bus, f"{seqs[0]}", WAVEWAIT_HOST="host-b", WAVEWAIT_PG_WAIT_LEASE="0.6")
 
         async def lease_until():
-            rows = await bus._rows("SELECT lease_until FROM waits WHERE id = %s", [wait_id])
+            rows = await bus.conn.rows("SELECT lease_until FROM waits WHERE id = %s", [wait_id])
             return rows[0][0]
 
         first = await lease_until()
@@ -316,7 +316,7 @@ async def test_a_next_message_wait_takes_at_most_its_limit_while_the_table_is_va
 
     Before the claims picked their rows in a MATERIALIZED CTE, a VACUUM's new statistics
     made `seq IN (SELECT ... LIMIT 1 FOR UPDATE SKIP LOCKED)` claim 2-6 rows for one wait."""
-    monkeypatch.setattr("wavewait.core.bus.postgres.VACUUM_EVERY", 0.5)
+    monkeypatch.setattr("wavewait.core.bus.pg_upkeep.VACUUM_EVERY", 0.5)
     sent_n, waits_n = 8000, 200
     got: list[str] = []
     extra: list[str] = []

@@ -29,7 +29,7 @@ from textual.widgets import DataTable, Footer, Input, Static
 from ...core import admission, merge, messages, spawning, waves
 from ...core import agents as agents_mod
 from ...core.bus import Bus, Changes
-from ...core.bus.keys import inbox_key
+from ...core.bus.keys import agent_of, inbox_key, is_wait_key
 from ...core.errors import BadInput, WavewaitError
 from ...core.ids import is_id, resolve, short
 from ...core.model import AGENT_ITEM_TYPES, Agent, McpTask, WaitRecord, now
@@ -253,9 +253,9 @@ received. **F1** shows the help of the focused part.
         if full:
             fresh = await bus.list_agents()
         else:
-            ids = [k[2:] for k in keys if k.startswith("a:")]
+            ids = [a for k in keys if (a := agent_of(k)) is not None]
             fresh = list((await bus.get_agents(ids)).values()) if ids else []
-        waits = await bus.list_waits() if full or any(k.startswith("w:") for k in keys) else self.waits
+        waits = await bus.list_waits() if full or any(is_wait_key(k) for k in keys) else self.waits
         # a wait that ends files what it took into the history, which no inbox change announces
         ended = waits is not self.waits and bool({w.id for w in self.waits} - {w.id for w in waits})
         if ended:  # a wait run as a task ended: its result is what wakes the agent (shown in the log)
