@@ -122,7 +122,9 @@ async def role_fanin(a: argparse.Namespace) -> None:
     flights = [f"flight-{i:05d}" for i in range(a.n)]
     c0 = cpu()
     control = wait.Control(hold=True)  # as the MCP and CLI faces wait: reply first, then take
-    r = await wait.wait_fan_in(bus, "orchestrator", 600, flights, control=control)
+    # a join: the same flights and a file target (there from the start): what a join adds per report
+    join = wait.Join(files=[wait.FilesTarget(glob=a.join_file)]) if a.join_file else None
+    r = await wait.wait_fan_in(bus, "orchestrator", 600, flights, join=join, control=control)
     t = time.time()
     if control.delivery is not None:
         await control.delivery.ack()
@@ -411,13 +413,19 @@ class Run:
                 raise RuntimeError(f"only {len(await bus.list_waits())} of {n} waits registered")
             await asyncio.sleep(0.1)
 
-    async def fanin(self, kind: str, n: int) -> dict[str, Any]:
+    async def fanin(self, kind: str, n: int, join: bool = False) -> dict[str, Any]:
+        """One fan-in over `n` flights (`join`: and a file target, as a join) at the bench's rate."""
         from wavewait.core.messages import send
 
         url, bus = await self.fresh_bus(kind)
         flights = [f"flight-{i:05d}" for i in range(n)]
         await self.register(bus, ["orchestrator", *flights])
-        p = self.child("--role", "fanin", "--bus", url, "--n", str(n))
+        extra: list[str] = []
+        if join:
+            folder = tempfile.mkdtemp(prefix="bench-join-")
+            open(os.path.join(folder, "artifact.whl"), "w").close()
+            extra = ["--join-file", os.path.join(folder, "*.whl")]
+        p = self.child("--role", "fanin", "--bus", url, "--n", str(n), *extra)
         await self.until_waits(bus, 1)
         rate = self.args.rate
         t0 = time.time()
@@ -705,6 +713,10 @@ async def main(args: argparse.Namespace) -> None:
             put(f"last report -> return, {large:,} flights, ms", kind, fmt(b["return_ms"], ".1f"))
             put(f"  then acknowledged (claims -> history), {large:,} flights, ms", kind, fmt(b["ack_ms"], ".1f"))
             put("  (reports sent/s; all received)", kind, f"{b['send_rate']:.0f}; {s['ok'] and b['ok']}")
+            j = await run.fanin(kind, large, join=True)
+            put(f"join ({large:,} flights + a file): waiter CPU ms/report", kind, fmt(j["cpu_ms"], ".3f"))
+            put(f"  join / fan-in CPU per report, {large:,} flights", kind, f"{j['cpu_ms'] / b['cpu_ms']:.2f}x")
+            put(f"  join: last report -> return, {large:,} flights, ms", kind, fmt(j["return_ms"], ".1f"))
         if "load" in args.only:
             r = await run.load(kind)
             head = f"{args.waits} waits, {args.load_rate:,} msg/s, {args.duration:.0f} s"
@@ -775,6 +787,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--role", choices=sorted(ROLES))
     p.add_argument("--bus")
     p.add_argument("--n", type=int, default=0)
+    p.add_argument("--join-file", default="", help="role fanin: a join, with a file target matching this glob")
     p.add_argument("--to", default="")
     p.add_argument("--count", type=int, default=0)
     p.add_argument("--rate", type=float, default=500.0, help="reports/s into the fan-in")
