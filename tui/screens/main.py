@@ -9,7 +9,6 @@ never blocks. Its widgets are given their data (attributes down) and post messag
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import os
 import time
@@ -33,6 +32,7 @@ from ...core.bus.keys import agent_of, inbox_key, is_wait_key
 from ...core.errors import BadInput, WavewaitError
 from ...core.ids import is_id, resolve, short
 from ...core.model import AGENT_ITEM_TYPES, Agent, McpTask, WaitRecord, now
+from ...core.proc import FramePacedHeap
 from ...core.results import Result
 from ...core.wait import Control, FilesTarget, Join, Progress, check_timeout, parse_need, wait_fan_in, wait_next
 from ...spawn_flags import spawn_request
@@ -60,9 +60,6 @@ log = logging.getLogger(__name__)
 
 REPAINT_EVERY = 0.1  # ≤ 10 Hz, one timer
 READ_EVERY = 0.1  # coalesce bursts of bus changes into at most ten reads a second
-#: a full collection of a big heap stalls a frame for 50-140 ms; the heap is frozen on every
-#: tick instead (constant time) and fully collected at most this often
-FULL_GC_EVERY = 30.0
 DEATH_TOASTS = 3  # more deaths than this in one read make one toast, not a burst
 FLIGHT_ROWS = 5  # flight rows kept in view on a small terminal; the wait's status gives way first
 LOWER_MIN = 3  # the scrollback's least: its border and two lines
@@ -110,7 +107,7 @@ received. **F1** shows the help of the focused part.
         self._panel = Panel("")  # the rows and counts; its `me` is set on mount
         self._stale: set[str] | None = None  # flights read since the panel's views; None: all
         self._unpainted: dict[str, FlightView] | None = None  # views the table lacks; None: all
-        self._full_gc_at = time.monotonic()
+        self._heap = FramePacedHeap()  # the collector's pauses kept out of frames
         self.budgets: dict[str, Budget] = {}  # the shown waves' budgets, kept on the bus (core/waves.py)
         self._budgets_of: set[str] = set()  # the waves whose budgets were read
         self._wave_changes: Changes | None = None
@@ -401,7 +398,7 @@ received. **F1** shows the help of the focused part.
 
     def tick(self) -> None:
         """The one timer: repaint what changed, or just advance spinners and countdowns."""
-        self._manage_gc()
+        self._heap.tick()
         try:
             table = self.query_one(FlightsTable)
         except NoMatches:  # the screen is going away (quitting)
@@ -415,21 +412,6 @@ received. **F1** shows the help of the focused part.
             if self.control is not None:
                 self._paint_status(t)
             self._probe(started)
-
-    def _manage_gc(self) -> None:
-        """Keep the collector's pauses out of frames.
-
-        A big bus makes a big heap (records, rows, render caches) and the collector's older
-        generations stall a frame for up to 140 ms. Freezing moves what exists out of its
-        sight in constant time, so each automatic collection sees only the last tick's
-        objects (acyclic ones are still freed by reference counting); cycles that were
-        frozen are collected by one full pass every FULL_GC_EVERY seconds.
-        """
-        if time.monotonic() - self._full_gc_at >= FULL_GC_EVERY:
-            gc.unfreeze()
-            gc.collect()
-            self._full_gc_at = time.monotonic()
-        gc.freeze()
 
     def repaint(self) -> None:
         started = time.perf_counter()
