@@ -7,12 +7,12 @@ from functools import partial
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from .commands import COMMANDS, SlashCommand
-from .typed_app import wave_app
+from .screens.main import main_screen
 
 
 class SlashProvider(Provider):
     def _run(self, cmd: SlashCommand) -> None:
-        main = wave_app(self.app).main
+        main = main_screen(self.app)
         if cmd.runs_bare:
             main.run_command(cmd.name)
         else:

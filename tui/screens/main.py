@@ -13,11 +13,11 @@ import logging
 import os
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import Any
 
 from rich.text import Text
 from textual import work
-from textual.app import ComposeResult
+from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
@@ -38,10 +38,10 @@ from ...core.wait import Control, FilesTarget, Join, Progress, check_timeout, pa
 from ...spawn_flags import spawn_request
 from ..commands import Parsed, Usage, parse
 from ..demo import launch
+from ..host import Host, host_of
 from ..messages import WaitEnded, WaitProgressed
 from ..result_view import received_from, render_result
 from ..state import GLYPH, Budget, FlightView, Panel, mirror_view, one_line, received_ids, word
-from ..typed_app import wave_app
 from ..widgets.command import CommandLine
 from ..widgets.eventlog import EventLog
 from ..widgets.flights import FlightsTable
@@ -53,9 +53,6 @@ from ..widgets.status import WaitStatus
 from .flight import FlightScreen
 from .merge import MergeScreen
 
-if TYPE_CHECKING:
-    from ..app import WaveApp
-
 log = logging.getLogger(__name__)
 
 REPAINT_EVERY = 0.1  # ≤ 10 Hz, one timer
@@ -64,6 +61,14 @@ DEATH_TOASTS = 3  # more deaths than this in one read make one toast, not a burs
 FLIGHT_ROWS = 5  # flight rows kept in view on a small terminal; the wait's status gives way first
 LOWER_MIN = 3  # the scrollback's least: its border and two lines
 STATUS_SHARE = 0.35  # the most of the screen the wait's status takes
+
+
+def main_screen(app: App[Any]) -> MainScreen:
+    """The main screen (the one running waits), wherever it is in `app`'s stack."""
+    for screen in app.screen_stack:
+        if isinstance(screen, MainScreen):
+            return screen
+    raise LookupError("the main screen is not mounted")
 
 
 class MainScreen(Screen[None]):
@@ -124,17 +129,17 @@ received. **F1** shows the help of the focused part.
         self.merging = False  # a /merge runs (one at a time)
 
     @property
-    def wave_app(self) -> WaveApp:
-        """The app this screen runs in, typed (the screen uses its bus, settings and roles)."""
-        return wave_app(self.app)
+    def host(self) -> Host:
+        """The app this screen runs in, as far as the screen uses it (its bus, settings, roles)."""
+        return host_of(self.app)
 
     @property
     def bus(self) -> Bus:
-        return self.wave_app.bus
+        return self.host.bus
 
     @property
     def me(self) -> str:
-        return self.wave_app.settings.me
+        return self.host.settings.me
 
     def compose(self) -> ComposeResult:
         yield WaveHeader(id="summary")
@@ -157,11 +162,9 @@ received. **F1** shows the help of the focused part.
 
     async def start(self) -> None:
         """Once the app's bus is open: greet, follow the bus, start the timers (and the demo)."""
-        await self.wave_app.bus_ready.wait()
-        settings = self.wave_app.settings
-        self.say(
-            Text(f"wavewait · you are {self.me} · bus {self.wave_app.bus_label} · /help for commands", style="dim")
-        )
+        await self.host.bus_ready.wait()
+        settings = self.host.settings
+        self.say(Text(f"wavewait · you are {self.me} · bus {self.host.bus_label} · /help for commands", style="dim"))
         self.follow_bus()
         self.follow_budgets()
         if settings.timed_repaint:
@@ -181,7 +184,7 @@ received. **F1** shows the help of the focused part.
         self._repaint_unless_timed()
 
     def _repaint_unless_timed(self) -> None:
-        if not self.wave_app.settings.timed_repaint and self.read_count:
+        if not self.host.settings.timed_repaint and self.read_count:
             self.repaint()
 
     # ------------------------------------------------------------------ reading the bus
@@ -203,7 +206,7 @@ received. **F1** shows the help of the focused part.
                     await asyncio.sleep(1.0)
                     continue
                 if failing:
-                    self.say(Text("reading the bus again", style=self.wave_app.roles["good"]))
+                    self.say(Text("reading the bus again", style=self.host.roles["good"]))
                     failing = False
                 await changes.wait()
                 rest = READ_EVERY - (time.monotonic() - started)
@@ -292,7 +295,7 @@ received. **F1** shows the help of the focused part.
     def _note_changes(self, agents: list[Agent], waits: list[WaitRecord]) -> None:
         """Turn the difference between the records just read and the last ones into
         event-log lines and death toasts (`agents`: only the records read this time)."""
-        roles = self.wave_app.roles
+        roles = self.host.roles
         before = self._by_id
         events = self.query_one(EventLog)
         deaths: list[Agent] = []
@@ -350,12 +353,12 @@ received. **F1** shows the help of the focused part.
             what = f"/merge {a.wave} --watch" if a.asked_by == "merge" else f"/reply {short(a.id)} ANSWER"
             said = f"{a.name} ({short(a.id)}) needs input: {a.question} · {what}"
             events.add(a.id, Text(f"? {said}", style=roles["needs_input"]))
-            self.wave_app.notice(said, severity="warning")
+            self.host.notice(said, severity="warning")
         if len(deaths) > DEATH_TOASTS:
-            self.wave_app.notice(f"{len(deaths)} flights died", severity="error")
+            self.host.notice(f"{len(deaths)} flights died", severity="error")
         else:
             for a in deaths:
-                self.wave_app.notice(f"{a.name} ({short(a.id)}) died: {a.reason or 'dead'}", severity="error")
+                self.host.notice(f"{a.name} ({short(a.id)}) died: {a.reason or 'dead'}", severity="error")
 
     def sweep_liveness(self) -> None:
         live = [a for a in self.agents if not a.finished and (a.pid or a.lease_expires_at)]
@@ -403,7 +406,7 @@ received. **F1** shows the help of the focused part.
             table = self.query_one(FlightsTable)
         except NoMatches:  # the screen is going away (quitting)
             return
-        t = self.wave_app.settings.clock()
+        t = self.host.settings.clock()
         if self._dirty or int(t) != self._last_repaint_second:
             self.repaint()
         elif self.app.animation_level != "none":  # TEXTUAL_ANIMATIONS=none: spinners stand still
@@ -415,20 +418,20 @@ received. **F1** shows the help of the focused part.
 
     def repaint(self) -> None:
         started = time.perf_counter()
-        t = self.wave_app.settings.clock()
+        t = self.host.settings.clock()
         self._dirty = False
         self._last_repaint_second = int(t)
         self._refresh_panel()
         unpainted, self._unpainted = self._unpainted, {}
         table = self.query_one(FlightsTable)
-        table.roles = self.wave_app.roles
+        table.roles = self.host.roles
         if unpainted is None:
             table.show(self._panel.views, t)
         else:
             table.show_changed(list(unpainted.values()), t)
         if self._wave_changes is not None and not set(self._panel.shown_waves()) <= self._budgets_of:
             self._wave_changes.poke()  # a wave newly shown: read its budget
-        bad = self.wave_app.roles["bad"]  # a wave that spent its budget stands out
+        bad = self.host.roles["bad"]  # a wave that spent its budget stands out
         waves = [
             (part, bad if spent_all else "dim") for part, spent_all in self._panel.wave_parts(budgets=self.budgets)
         ]
@@ -445,8 +448,8 @@ received. **F1** shows the help of the focused part.
         self._probe(started)
 
     def _probe(self, started: float) -> None:
-        if self.wave_app.frame_hook is not None:
-            self.wave_app.frame_hook(time.perf_counter() - started)
+        if self.host.frame_hook is not None:
+            self.host.frame_hook(time.perf_counter() - started)
 
     def _paint_status(self, t: float) -> None:
         targets = {agent_id for agent_id, _ in self.wait_targets}
@@ -459,7 +462,7 @@ received. **F1** shows the help of the focused part.
             t=t,
             left=left,
             progress=self.wait_progress,
-            roles=self.wave_app.roles,
+            roles=self.host.roles,
         )
 
     def _fit_layout(self) -> None:
@@ -503,7 +506,7 @@ received. **F1** shows the help of the focused part.
     # ------------------------------------------------------------------ scrollback, command line
     def say_bad(self, message: str) -> None:
         """A line about something that went wrong, in the theme's error colour."""
-        self.say(Text(message, style=self.wave_app.roles["bad"]))
+        self.say(Text(message, style=self.host.roles["bad"]))
 
     def say(self, line: Text | str) -> None:
         """Write a line to the scrollback (agent text is always a Text, never markup)."""
@@ -534,7 +537,7 @@ received. **F1** shows the help of the focused part.
     def action_panel_key(self, key: str) -> None:
         """a, d or Enter where no part takes it: they act on the flight selected in the panel."""
         what = {"a": "allows a flight's request", "d": "denies a flight's request"}.get(key, "opens a flight")
-        self.wave_app.notice(f"{key} {what} in the flights panel: Shift+Tab goes there, ↑/↓ select")
+        self.host.notice(f"{key} {what} in the flights panel: Shift+Tab goes there, ↑/↓ select")
 
     def action_interrupt(self) -> None:
         self.interrupt_wait()
@@ -583,15 +586,15 @@ received. **F1** shows the help of the focused part.
         """Enter on a flight: open it, or, when it needs input, offer a reply on the command line."""
         agent = next((a for a in self.agents if a.id == agent_id), None)
         if agent is not None and agent.state == "needs_input" and agent.asked_by == "merge" and agent.wave:
-            self.say(Text(f"{agent.name}: {agent.question}", style=self.wave_app.roles["needs_input"]))
+            self.say(Text(f"{agent.name}: {agent.question}", style=self.host.roles["needs_input"]))
             self.run_command(f"/merge {agent.wave} --watch")  # its branch stopped the merge: show it
             return
         if agent is not None and agent.state == "needs_input":
             self.prefill(f"/reply {short(agent_id)} ")
-            self.say(Text(f"{agent.name} asks: {agent.question}", style=self.wave_app.roles["needs_input"]))
+            self.say(Text(f"{agent.name} asks: {agent.question}", style=self.host.roles["needs_input"]))
             return
         received = any(v.id == agent_id and v.reported for v in self.flight_views())
-        self.app.push_screen(FlightScreen(self.bus, self.me, agent_id, self.wave_app.settings.clock, received))
+        self.app.push_screen(FlightScreen(self.bus, self.me, agent_id, self.host.settings.clock, received))
 
     # ------------------------------------------------------------------ commands
     def run_command(self, line: str) -> None:
@@ -693,7 +696,7 @@ received. **F1** shows the help of the focused part.
         agents = await self.bus.list_agents()
         if not agents:
             self.say("no agents on the bus")
-        roles = self.wave_app.roles
+        roles = self.host.roles
         for a in agents:
             line = Text(f"  {a.name:<16} {short(a.id)}  ")
             line.append(f"{word(a.state):<11}", style=roles.get(a.state, ""))
@@ -737,13 +740,13 @@ received. **F1** shows the help of the focused part.
         self.say(result.summary())
 
     def cmd_help(self, p: Parsed) -> None:
-        self.wave_app.action_help()
+        self.host.action_help()
 
     def cmd_tasks(self, p: Parsed) -> None:
-        if not self.wave_app.settings.queue:
+        if not self.host.settings.queue:
             self.say_bad("no task queue here: start wavewait with --queue NAME (or set WAVEWAIT_QUEUE) to see one")
             return
-        self.wave_app.action_tasks()
+        self.host.action_tasks()
 
     async def cmd_log(self, p: Parsed) -> None:
         agent_id = None
@@ -766,7 +769,7 @@ received. **F1** shows the help of the focused part.
         self.wait_targets = [(a.id, a.name) for a in targets]
         self.wait_received = set()
         self.wait_progress = ""
-        self.wait_started = self.wave_app.settings.clock()
+        self.wait_started = self.host.settings.clock()
         self.wait_timeout = timeout
         self.query_one(WaitStatus).set_class(True, "-active")
         self._paint_status(self.wait_started)
@@ -810,16 +813,16 @@ received. **F1** shows the help of the focused part.
         self.refresh_bindings()
         if event.result is None:
             self.say_bad(event.line)
-            self.wave_app.notice(event.line, severity="error")
+            self.host.notice(event.line, severity="error")
         else:
             self.last_result = event.result
             heard = received_from(event.result)
             if heard is not None:
                 self.last_wait_received = heard
-            for line in render_result(event.result, self.wave_app.roles):
+            for line in render_result(event.result, self.host.roles):
                 self.say(line)
             outcome = event.result.outcome()
-            self.wave_app.notice(event.line, severity="information" if outcome == "satisfied" else "warning")
+            self.host.notice(event.line, severity="information" if outcome == "satisfied" else "warning")
         self.wait_received = set()
         self._dirty = True
         self._repaint_unless_timed()
@@ -845,14 +848,14 @@ received. **F1** shows the help of the focused part.
                 f"interrupted wait {short(rec.id)} of {who} ({rec.tool}); "
                 "its call returns as interrupted, with partial results"
             )
-            self.wave_app.notice(f"interrupted the wait of {who}")
+            self.host.notice(f"interrupted the wait of {who}")
         else:
             self.say(Text(f"wait {short(rec.id)} of {who} has already ended", style="dim"))
 
     # ------------------------------------------------------------------ the demo
     @work(group="demo", exit_on_error=False, description="launching the demo wave")
     async def run_demo(self) -> None:
-        demo = self.wave_app.settings.demo
+        demo = self.host.settings.demo
         assert demo is not None
         try:
             flights = await launch(self.bus, self.me, demo, self.say)
