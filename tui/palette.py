@@ -6,8 +6,9 @@ from functools import partial
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from .commands import COMMANDS, SlashCommand
+from .commands import COMMANDS
 from .screens.main import main_screen
+from .slash import SlashCommand
 
 
 class SlashProvider(Provider):

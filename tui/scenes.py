@@ -264,7 +264,7 @@ async def ready(pilot: AppPilot, rows: int) -> None:
 async def start_fan_in(pilot: AppPilot) -> None:
     await ready(pilot, 5)
     await pilot.press(*"/wait 60 a1b2 e5f6 c3d4", "enter")
-    await until(lambda: IDS["file-reader"] in main_of(pilot).wait_received, "the first message claimed")
+    await until(lambda: IDS["file-reader"] in main_of(pilot).own_wait.received, "the first message claimed")
     await pilot.pause()
 
 
@@ -315,7 +315,7 @@ async def waiting_with_mirror(pilot: AppPilot) -> None:
     await ready(pilot, 6)
     await until(lambda: bool(main_of(pilot).waits), "the mirrored wait")
     await pilot.press(*"/wait 60 a1b2 e5f6 c3d4", "enter")
-    await until(lambda: IDS["file-reader"] in main_of(pilot).wait_received, "the first message claimed")
+    await until(lambda: IDS["file-reader"] in main_of(pilot).own_wait.received, "the first message claimed")
     await pilot.press(*"/send e5f6 typed during the wait")
     await pilot.pause()
 
@@ -330,7 +330,7 @@ async def notices_during_a_wait(pilot: AppPilot) -> None:
 
 async def _question_and_death(pilot: AppPilot) -> None:
     app = app_of(pilot)
-    await until(lambda: IDS["file-reader"] in app.main.wait_received, "the first message claimed")
+    await until(lambda: IDS["file-reader"] in app.main.own_wait.received, "the first message claimed")
     await put_question_of(app.bus)
     await app.bus.transition(
         IDS["test-runner"],

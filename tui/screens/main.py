@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from typing import Any
 
 from rich.text import Text
@@ -25,23 +24,22 @@ from textual.css.scalar import Scalar
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
-from ...core import admission, merge, messages, spawning, waves
-from ...core import agents as agents_mod
+from ...core import admission, waves
 from ...core.bus import Bus, Changes
 from ...core.bus.keys import agent_of, inbox_key, is_wait_key
-from ...core.errors import BadInput, WavewaitError
-from ...core.ids import is_id, resolve, short
+from ...core.errors import WavewaitError
+from ...core.ids import is_id, short
 from ...core.model import AGENT_ITEM_TYPES, Agent, McpTask, WaitRecord, now
 from ...core.proc import FramePacedHeap
 from ...core.results import Result
-from ...core.wait import Control, FilesTarget, Join, Progress, check_timeout, parse_need, wait_fan_in, wait_next
-from ...spawn_flags import spawn_request
-from ..commands import Parsed, Usage, parse
+from ...core.wait import Control, Join
+from ..commands import parse
 from ..demo import launch
 from ..host import Host, host_of
 from ..messages import WaitEnded, WaitProgressed
-from ..result_view import received_from, render_result
-from ..state import GLYPH, Budget, FlightView, Panel, mirror_view, one_line, received_ids, word
+from ..result_view import render_result
+from ..slash import Parsed, Usage
+from ..state import GLYPH, Budget, FlightView, Panel, mirror_view, received_ids
 from ..widgets.command import CommandLine
 from ..widgets.eventlog import EventLog
 from ..widgets.flights import FlightsTable
@@ -49,6 +47,7 @@ from ..widgets.followlog import FollowLog
 from ..widgets.header import WaveHeader
 from ..widgets.hints import CommandHints
 from ..widgets.mirror import MirrorTable
+from ..widgets.own_wait import OwnWait
 from ..widgets.status import WaitStatus
 from .flight import FlightScreen
 from .merge import MergeScreen
@@ -117,15 +116,7 @@ received. **F1** shows the help of the focused part.
         self._budgets_of: set[str] = set()  # the waves whose budgets were read
         self._wave_changes: Changes | None = None
         # the person's own wait
-        self.control: Control | None = None
-        self.wait_targets: list[tuple[str, str]] = []
-        self.wait_received: set[str] = set()
-        self.wait_progress = ""
-        self.wait_started = 0.0
-        self.wait_timeout: float | None = None
-        self.last_wait_received: set[str] = set()
-        self.last_result: Result | None = None  # the app's exit value
-        self.own_waits: set[str] = set()  # ids of the person's waits: not mirrored
+        self.own_wait = OwnWait(id="status")
         self.merging = False  # a /merge runs (one at a time)
 
     @property
@@ -150,7 +141,7 @@ received. **F1** shows the help of the focused part.
         with Horizontal(id="lower"):
             yield FollowLog(id="scrollback", wrap=True, markup=False, highlight=False)
             yield EventLog(id="events")
-        yield WaitStatus(id="status")
+        yield self.own_wait
         yield CommandHints(self.flight_ids, id="hints")
         yield CommandLine(self.flight_ids, id="command")
         yield Footer()
@@ -173,10 +164,6 @@ received. **F1** shows the help of the focused part.
             self.set_interval(settings.sweep_every, self.sweep_liveness)
         if settings.demo is not None:
             self.run_demo()
-
-    def on_unmount(self) -> None:
-        if self.control is not None:
-            self.control.interrupt()
 
     def theme_changed(self) -> None:
         """The panel and the status repaint with the theme's colours."""
@@ -386,7 +373,7 @@ received. **F1** shows the help of the focused part.
         the views between a read and a repaint leaves the table's work for the repaint."""
         panel = self._panel
         panel.me = self.me
-        heard = self.heard_from | self.wait_received | self.last_wait_received
+        heard = self.heard_from | self.own_wait.received | self.own_wait.last_received
         got = received_ids(self._by_id, heard, self.rounds)
         stale, self._stale = self._stale, set()
         changed = None if stale is None else panel.update(self._by_id, stale, got)
@@ -412,8 +399,8 @@ received. **F1** shows the help of the focused part.
         elif self.app.animation_level != "none":  # TEXTUAL_ANIMATIONS=none: spinners stand still
             started = time.perf_counter()
             table.spin(t)
-            if self.control is not None:
-                self._paint_status(t)
+            if self.waiting:
+                self.own_wait.paint(t, self._by_id, self.host.roles)
             self._probe(started)
 
     def repaint(self) -> None:
@@ -442,28 +429,14 @@ received. **F1** shows the help of the focused part.
         others = [mirror_view(w, t, names) for w in others_recs]
         self.query_one("#mirror-box", Vertical).set_class(bool(others), "-active")
         self.query_one(MirrorTable).show(others)
-        if self.control is not None:
-            self._paint_status(t)
+        if self.waiting:
+            self.own_wait.paint(t, self._by_id, self.host.roles)
         self.call_after_refresh(self._fit_layout)  # a flight more, of the five kept in view
         self._probe(started)
 
     def _probe(self, started: float) -> None:
         if self.host.frame_hook is not None:
             self.host.frame_hook(time.perf_counter() - started)
-
-    def _paint_status(self, t: float) -> None:
-        targets = {agent_id for agent_id, _ in self.wait_targets}
-        states = {a.id: (a.state, a.reason or "") for a in self.agents if a.id in targets}
-        left = None if self.wait_timeout is None else self.wait_timeout - (t - self.wait_started)
-        self.query_one(WaitStatus).render_wait(
-            targets=self.wait_targets,
-            received=self.wait_received,
-            states=states,
-            t=t,
-            left=left,
-            progress=self.wait_progress,
-            roles=self.host.roles,
-        )
 
     def _fit_layout(self) -> None:
         """Share a small terminal: FLIGHT_ROWS flights stay in view and the wait's status
@@ -605,8 +578,7 @@ received. **F1** shows the help of the focused part.
         except Usage as e:
             self.say_bad(str(e))
             return
-        handler: Callable[[Parsed], Awaitable[None] | None] = getattr(self, "cmd_" + parsed.command.name[1:])
-        result = handler(parsed)
+        result = parsed.command.run(self, parsed)
         if result is not None:
             self._guarded(parsed, result)
 
@@ -620,217 +592,63 @@ received. **F1** shows the help of the focused part.
             log.exception("command %s failed", parsed.command.name)
             self.say_bad(f"{parsed.command.name} failed: {e.__class__.__name__}: {e}")
 
-    async def cmd_wait(self, p: Parsed) -> None:
-        if self._refuse_second_wait():
-            return
-        timeout = check_timeout(p.args[0], "TIMEOUT")
-        o = p.options
-        join = Join(
-            wave=str(o["wave"]) if "wave" in o else None,
-            files=[FilesTarget.parse(f, os.getcwd()) for f in p.repeated.get("files", [])],
-            events=p.repeated.get("event", []),
-            need=parse_need(str(o.get("need", "all"))),
-            check=str(o["check"]) if "check" in o else None,
-            check_timeout=check_timeout(str(o.get("check_timeout", "600")), "--check-timeout"),
-            stop_rest=bool(o.get("stop_rest")),
-        )
-        targets = await agents_mod.resolve_agents(self.bus, p.args[1:], "ID") if p.args[1:] else []
-        if join.wave is not None:
-            named = {a.id for a in targets}
-            targets += [a for a in await self.bus.list_agents() if a.wave == join.wave and a.id not in named]
-        if self._refuse_second_wait():  # one may have started while the ids resolved
-            return
-        if not (targets or join.files or join.events) and not join.plain:
-            raise BadInput("--need, --check, --stop-rest: name the targets (ids, --wave, --files, --event)")
-        self.start_wait(timeout, targets, join)
-
-    def _refuse_second_wait(self) -> bool:
-        if self.control is not None:
-            self.say_bad("a wait is already running; Escape interrupts it")
-        return self.control is not None
-
-    async def cmd_send(self, p: Parsed) -> None:
-        to, body = p.args
-        recipient = await agents_mod.resolve_agent(self.bus, to, "ID")
-        item = await messages.send(self.bus, self.me, recipient.id, body)
-        self.rounds[recipient.id] = now()
+    def sent_work(self, agent_id: str) -> None:
+        self.rounds[agent_id] = now()
         self._dirty = True
-        self.say(f"sent to {recipient.name} ({short(recipient.id)}): message {short(item.id)}")
 
-    async def cmd_spawn(self, p: Parsed) -> None:
-        assert p.spawn is not None
-        agent = await spawning.spawn(self.bus, spawn_request(p.spawn, self.me))
-        where = f", branch {agent.worktree.branch}" if agent.worktree else ""
-        started = f"queued ({agent.reason})" if agent.status == "queued" else f"pid {agent.pid}"
-        self.say(
-            f"spawned {agent.name} ({short(agent.id)}), {started}{', wave ' + agent.wave if agent.wave else ''}{where}"
-        )
-
-    async def cmd_reply(self, p: Parsed) -> None:
-        to, answer = p.args
-        agent = await agents_mod.resolve_agent(self.bus, to, "ID")
-        item = await messages.answer(self.bus, self.me, agent.id, answer)
-        self.say(f"answered {agent.name} ({short(agent.id)}): message {short(item.id)}")
-
-    async def cmd_kill(self, p: Parsed) -> None:
-        before = await agents_mod.resolve_agent(self.bus, p.args[0], "ID")
-        agent = await admission.kill(self.bus, before, by=self.me)
-        if (said := agents_mod.kill_said(before, agent)) is not None:
-            self.say(said)
-            return
-        self.say(
-            f"{agent.name} ({short(agent.id)}) is {agent.status}{' (' + agent.reason + ')' if agent.reason else ''}"
-        )
-
-    async def cmd_close(self, p: Parsed) -> None:
-        agent = await agents_mod.resolve_agent(self.bus, p.args[0], "ID")
-        agent = await admission.close(self.bus, agent)
-        self.say(f"{agent.name} ({short(agent.id)}) is {agent.status}")
-
-    async def cmd_interrupt(self, p: Parsed) -> None:
-        waits = {w.id: w for w in await self.bus.list_waits() if w.id not in self.own_waits}
-        wait_id = resolve(p.args[0], waits, "WAIT")
-        await self._interrupt_other(waits[wait_id])
-
-    async def cmd_agents(self, p: Parsed) -> None:
-        agents = await self.bus.list_agents()
-        if not agents:
-            self.say("no agents on the bus")
-        roles = self.host.roles
-        for a in agents:
-            line = Text(f"  {a.name:<16} {short(a.id)}  ")
-            line.append(f"{word(a.state):<11}", style=roles.get(a.state, ""))
-            line.append(f" {a.wave or '—':<8} ")
-            line.append(one_line(a.reason) if a.status == "dead" and a.reason else (a.last_message or ""), style="dim")
-            self.say(line)
-
-    async def cmd_merge(self, p: Parsed) -> None:
-        """Merge a wave (the core's merge queue) and show it live in the merge view; with
-        --watch, only follow the wave's merge as the bus keeps it (run anywhere)."""
-        if p.options.get("watch"):
-            if not p.args:
-                self.say_bad("/merge --watch: name the wave to follow")
-                return
-            self.app.push_screen(MergeScreen(p.args[0], watch=self.bus))
-            return
-        if self.merging:
-            self.say_bad("a merge is already running; wait for it (its view: /merge shows it again when done)")
-            return
-        view = MergeScreen(p.args[0] if p.args else "the wave")
-        self.merging = True
+    def open_merge(self, what: str, watch: Bus | None = None) -> MergeScreen:
+        """The merge view of `what`, shown over this screen (following the bus with `watch`)."""
+        view = MergeScreen(what, watch=watch)
         self.app.push_screen(view)
-        try:
-            result = await merge.merge_wave(
-                self.bus,
-                p.args[0] if p.args else None,
-                caller=self.me,
-                into=_text(p.options.get("into")),
-                check=_text(p.options.get("check")),
-                dry_run=bool(p.options.get("dry_run")),
-                resolve_with=_text(p.options.get("resolve_with")),
-                presets_file=os.environ.get("WAVEWAIT_PRESETS") or None,
-                on_change=view.show,
-            )
-        except WavewaitError as e:
-            view.show_error(str(e))
-            raise
-        finally:
-            self.merging = False
-        view.show(result, done=True)
-        self.say(result.summary())
+        return view
 
-    def cmd_help(self, p: Parsed) -> None:
-        self.host.action_help()
-
-    def cmd_tasks(self, p: Parsed) -> None:
-        if not self.host.settings.queue:
-            self.say_bad("no task queue here: start wavewait with --queue NAME (or set WAVEWAIT_QUEUE) to see one")
-            return
-        self.host.action_tasks()
-
-    async def cmd_log(self, p: Parsed) -> None:
-        agent_id = None
-        if p.args:
-            agent_id = (await agents_mod.resolve_agent(self.bus, p.args[0], "ID")).id
+    def show_log(self, agent_id: str | None) -> None:
+        """Show the event log, of one flight or of all."""
         self.query_one("#lower", Horizontal).set_class(True, "-show-log")
         self.query_one(EventLog).filter(agent_id)
         self._log_at_end()
-        self.say("event log: " + (f"only {short(agent_id)}" if agent_id else "all flights"))
 
     # ------------------------------------------------------------------ the person's wait
     @property
     def waiting(self) -> bool:
-        return self.control is not None
+        return self.own_wait.waiting
+
+    @property
+    def last_result(self) -> Result | None:
+        """The last wait's result: the app's exit value."""
+        return self.own_wait.last_result
+
+    @property
+    def own_waits(self) -> set[str]:
+        return self.own_wait.ids
 
     def start_wait(self, timeout: float, targets: list[Agent], join: Join | None = None) -> Control:
-        control = Control()
-        self.control = control
-        self.own_waits.add(control.wait_id)
-        self.wait_targets = [(a.id, a.name) for a in targets]
-        self.wait_received = set()
-        self.wait_progress = ""
-        self.wait_started = self.host.settings.clock()
-        self.wait_timeout = timeout
-        self.query_one(WaitStatus).set_class(True, "-active")
-        self._paint_status(self.wait_started)
+        own = self.own_wait
+        control = own.start(self.bus, self.me, timeout, targets, join or Join(), self.host.settings.clock())
+        own.paint(own.started, self._by_id, self.host.roles)
         self.refresh_bindings()
-        self._run_wait(timeout, [a.id for a in targets], control, join or Join())
         return control
 
-    @work(exclusive=True, group="wait", exit_on_error=False, description="waiting")
-    async def _run_wait(self, timeout: float, ids: list[str], control: Control, join: Join) -> None:
-        def on_progress(p: Progress) -> None:
-            self.post_message(WaitProgressed(p.message, list(p.received)))
-
-        try:
-            if ids or join.files or join.events:
-                result: Result = await wait_fan_in(
-                    self.bus, self.me, timeout, ids, join=join, on_progress=on_progress, control=control
-                )
-            else:
-                result = await wait_next(self.bus, self.me, timeout, on_progress=on_progress, control=control)
-        except WavewaitError as e:
-            self.post_message(WaitEnded(f"wait failed: {e}", None))
-            return
-        except Exception as e:
-            log.exception("wait failed")
-            self.post_message(WaitEnded(f"wait failed: {e.__class__.__name__}: {e}", None))
-            return
-        self.post_message(WaitEnded(result.summary(), result))
-
     def on_wait_progressed(self, event: WaitProgressed) -> None:
-        if self.control is None:
-            return
-        self.wait_progress = event.message
-        self.wait_received = set(event.received)
         self._dirty = True
         self._repaint_unless_timed()
 
     def on_wait_ended(self, event: WaitEnded) -> None:
-        """Show the result; the message goes on up to the app, whose exit value it is."""
-        self.control = None
-        self.query_one(WaitStatus).set_class(False, "-active")
+        """Show the result (the wait kept it); the message goes on up to the app, whose exit value it is."""
         self.refresh_bindings()
         if event.result is None:
             self.say_bad(event.line)
             self.host.notice(event.line, severity="error")
         else:
-            self.last_result = event.result
-            heard = received_from(event.result)
-            if heard is not None:
-                self.last_wait_received = heard
             for line in render_result(event.result, self.host.roles):
                 self.say(line)
             outcome = event.result.outcome()
             self.host.notice(event.line, severity="information" if outcome == "satisfied" else "warning")
-        self.wait_received = set()
         self._dirty = True
         self._repaint_unless_timed()
 
     def interrupt_wait(self) -> None:
-        """Escape: the core returns `interrupted` with the partial state at once."""
-        if self.control is not None:
-            self.control.interrupt()
+        self.own_wait.interrupt()
 
     # ------------------------------------------------------------------ other processes' waits
     def interrupt_other_wait(self, wait_id: str) -> None:
@@ -838,9 +656,9 @@ received. **F1** shows the help of the focused part.
         if rec is None:
             self.say(Text("that wait has already ended", style="dim"))
             return
-        self.run_worker(self._interrupt_other(rec), group="commands", exit_on_error=False)
+        self.run_worker(self.interrupt_other(rec), group="commands", exit_on_error=False)
 
-    async def _interrupt_other(self, rec: WaitRecord) -> None:
+    async def interrupt_other(self, rec: WaitRecord) -> None:
         names = {a.id: a.name for a in self.agents}
         who = names.get(rec.waiter, rec.waiter)
         if await self.bus.interrupt(rec.id):
@@ -864,7 +682,3 @@ received. **F1** shows the help of the focused part.
             self.say_bad(f"the demo could not start: {e.__class__.__name__}: {e}")
             return
         self.run_command(f"/wait {demo.timeout:g} " + " ".join(short(a.id) for a in flights))
-
-
-def _text(value: object) -> str | None:
-    return value if isinstance(value, str) else None
