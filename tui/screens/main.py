@@ -1,9 +1,11 @@
 """The main screen: flights panel, mirror of other processes' waits, scrollback, command line.
 
 The screen owns the work of the view: it reads the bus when the bus's change stream says
-something changed (wakes are hints, so it re-reads), repaints from one timer at most ten
-times a second, and runs the person's wait and every command in a worker so the screen
-never blocks. Its widgets are given their data (attributes down) and post messages up.
+something changed (wakes are hints, so it re-reads; `reading.py` keeps the records),
+repaints from one timer at most ten times a second, and runs every command (`slash.py`)
+in a worker so the screen never blocks; the person's wait runs in its own widget
+(`widgets/own_wait.py`). Its widgets are given their data (attributes down) and post
+messages up; the app is reached only as a `Host` (`host.py`).
 """
 
 from __future__ import annotations
@@ -26,10 +28,9 @@ from textual.widgets import DataTable, Footer, Input, Static
 
 from ...core import admission, waves
 from ...core.bus import Bus, Changes
-from ...core.bus.keys import agent_of, inbox_key, is_wait_key
 from ...core.errors import WavewaitError
 from ...core.ids import is_id, short
-from ...core.model import AGENT_ITEM_TYPES, Agent, McpTask, WaitRecord, now
+from ...core.model import Agent, WaitRecord, now
 from ...core.proc import FramePacedHeap
 from ...core.results import Result
 from ...core.wait import Control, Join
@@ -37,9 +38,10 @@ from ..commands import parse
 from ..demo import launch
 from ..host import Host, host_of
 from ..messages import WaitEnded, WaitProgressed
+from ..reading import BusRead
 from ..result_view import render_result
 from ..slash import Parsed, Usage
-from ..state import GLYPH, Budget, FlightView, Panel, mirror_view, received_ids
+from ..state import Budget, FlightView, Panel, mirror_view, received_ids
 from ..widgets.command import CommandLine
 from ..widgets.eventlog import EventLog
 from ..widgets.flights import FlightsTable
@@ -56,7 +58,6 @@ log = logging.getLogger(__name__)
 
 REPAINT_EVERY = 0.1  # ≤ 10 Hz, one timer
 READ_EVERY = 0.1  # coalesce bursts of bus changes into at most ten reads a second
-DEATH_TOASTS = 3  # more deaths than this in one read make one toast, not a burst
 FLIGHT_ROWS = 5  # flight rows kept in view on a small terminal; the wait's status gives way first
 LOWER_MIN = 3  # the scrollback's least: its border and two lines
 STATUS_SHARE = 0.35  # the most of the screen the wait's status takes
@@ -97,19 +98,11 @@ received. **F1** shows the help of the focused part.
 
     def __init__(self) -> None:
         super().__init__()
-        # the latest read of the bus
-        self.agents: list[Agent] = []
-        self._by_id: dict[str, Agent] = {}  # the same records by id, kept from read to read
-        self.waits: list[WaitRecord] = []
-        self.woken: dict[str, McpTask | None] = {}  # wait id → its task, for waits run as tasks that ended
-        self.heard_from: set[str] = set()
+        self.read = BusRead()  # the latest read of the bus
         self.rounds: dict[str, float] = {}  # flight id -> when the person last sent it work
-        self.read_count = 0
         self._dirty = True
-        self._first_read = True
         self._last_repaint_second = -1
         self._panel = Panel("")  # the rows and counts; its `me` is set on mount
-        self._stale: set[str] | None = None  # flights read since the panel's views; None: all
         self._unpainted: dict[str, FlightView] | None = None  # views the table lacks; None: all
         self._heap = FramePacedHeap()  # the collector's pauses kept out of frames
         self.budgets: dict[str, Budget] = {}  # the shown waves' budgets, kept on the bus (core/waves.py)
@@ -231,121 +224,28 @@ received. **F1** shows the help of the focused part.
             changes.close()
 
     async def read_bus(self, changed: set[str] | None = None) -> None:
-        """Read what `changed` names (agent records, waits, this inbox), or everything when
-        it is None or on the first read: with 10,000 flights a wake costs what changed, not
-        the whole bus."""
-        bus = self.bus
-        full = changed is None or not self.read_count
-        keys = changed or set()
-        if full:
-            fresh = await bus.list_agents()
-        else:
-            ids = [a for k in keys if (a := agent_of(k)) is not None]
-            fresh = list((await bus.get_agents(ids)).values()) if ids else []
-        waits = await bus.list_waits() if full or any(is_wait_key(k) for k in keys) else self.waits
-        # a wait that ends files what it took into the history, which no inbox change announces
-        ended = waits is not self.waits and bool({w.id for w in self.waits} - {w.id for w in waits})
-        if ended:  # a wait run as a task ended: its result is what wakes the agent (shown in the log)
-            gone = {w.id for w in waits}
-            for w in self.waits:
-                if w.id not in gone and w.task_id is not None and w.id not in self.own_waits:
-                    self.woken[w.id] = await bus.get_mcp_task(w.task_id)
-        heard = self.heard_from
-        if full or ended or inbox_key(self.me) in keys:
-            heard = {r.sender for r in await bus.pending(self.me) if r.type in AGENT_ITEM_TYPES}
-            heard |= {i.sender for i in await bus.history(self.me, 1000) if i.type in AGENT_ITEM_TYPES}
-        if full or fresh:
-            self._note_changes(fresh, waits)
-            self._take(fresh, full)
-        elif waits is not self.waits:
-            self._note_changes([], waits)
-        self.waits, self.heard_from = waits, heard
-        self.read_count += 1
+        """Read what `changed` names, or everything when it is None (`reading.py`), and show what changed."""
+        noted = await self.read.read(self.bus, self.me, self.own_waits, changed, self.host.roles)
+        if noted.events:
+            events = self.query_one(EventLog)
+            for agent_id, line in noted.events:
+                events.add(agent_id, line)
+        for message, severity in noted.notices:
+            self.host.notice(message, severity=severity)
         self._dirty = True
         self._repaint_unless_timed()
 
-    def _take(self, fresh: list[Agent], full: bool) -> None:
-        """Fold the records just read into `agents` (ordered as the bus lists them)."""
-        if full:
-            self._by_id = {a.id: a for a in fresh}
-            self.agents = fresh
-            self._stale = None
-            return
-        if self._stale is not None:
-            self._stale.update(a.id for a in fresh)
-        new = any(a.id not in self._by_id for a in fresh)
-        self._by_id.update((a.id, a) for a in fresh)
-        self.agents = list(self._by_id.values())
-        if new:
-            self.agents.sort(key=lambda a: (a.created_at, a.id))
+    @property
+    def agents(self) -> list[Agent]:
+        return self.read.agents
 
-    def _note_changes(self, agents: list[Agent], waits: list[WaitRecord]) -> None:
-        """Turn the difference between the records just read and the last ones into
-        event-log lines and death toasts (`agents`: only the records read this time)."""
-        roles = self.host.roles
-        before = self._by_id
-        events = self.query_one(EventLog)
-        deaths: list[Agent] = []
-        asks: list[Agent] = []
-        for a in agents:
-            if a.id == self.me:
-                continue
-            old = before.get(a.id)
-            tag = f"{a.name} ({short(a.id)})"
-            if old is None:
-                if a.state == "needs_input":
-                    asks.append(a)
-                if not self._first_read:
-                    events.add(a.id, Text(f"+ {tag} started{' in ' + a.wave if a.wave else ''}"))
-                    if a.status == "dead":  # started and died between two reads
-                        events.add(a.id, Text(f"✖ {tag}: dead ({a.reason or 'dead'})", style=roles["dead"]))
-                        deaths.append(a)
-                continue
-            if old.status != a.status:
-                line = Text(
-                    f"{GLYPH.get(a.status, '·')} {tag}: {old.status} → {a.status}", style=roles.get(a.status, "")
-                )
-                if a.reason and a.status in ("dead", "closed"):
-                    line.append(f" ({a.reason})")
-                events.add(a.id, line)
-                if a.status == "dead":
-                    deaths.append(a)
-            if a.last_message_at != old.last_message_at and a.last_message:
-                events.add(a.id, Text(f"✉ {tag}: {a.last_message}"))
-            if a.question_id and a.question_id != old.question_id and a.state == "needs_input":
-                asks.append(a)
-        old_waits = {w.id for w in self.waits}
-        new_waits = {w.id for w in waits}
-        names = {a.id: a.name for a in agents}
+    @property
+    def waits(self) -> list[WaitRecord]:
+        return self.read.waits
 
-        def name_of(agent_id: str) -> str:
-            known = before.get(agent_id)
-            return names.get(agent_id) or (known.name if known else agent_id)
-
-        for w in waits:
-            if w.id not in old_waits and not self._first_read and w.id not in self.own_waits:
-                who = name_of(w.waiter)
-                events.add(w.waiter, Text(f"⧗ {who} waits ({w.tool}): {w.description}", style=roles["warn"]))
-        for w in self.waits:
-            if w.id not in new_waits and w.id not in self.own_waits:
-                who = name_of(w.waiter)
-                if w.id in self.woken:
-                    task = self.woken.pop(w.id)
-                    said = task.status_message if task and task.status_message else (task.status if task else "gone")
-                    events.add(w.waiter, Text(f"⏰ {who} woken: task {short(w.task_id or '')} {said}", style="bold"))
-                    continue
-                events.add(w.waiter, Text(f"⧗ wait {short(w.id)} of {who} ended", style="dim"))
-        self._first_read = False
-        for a in asks:
-            what = f"/merge {a.wave} --watch" if a.asked_by == "merge" else f"/reply {short(a.id)} ANSWER"
-            said = f"{a.name} ({short(a.id)}) needs input: {a.question} · {what}"
-            events.add(a.id, Text(f"? {said}", style=roles["needs_input"]))
-            self.host.notice(said, severity="warning")
-        if len(deaths) > DEATH_TOASTS:
-            self.host.notice(f"{len(deaths)} flights died", severity="error")
-        else:
-            for a in deaths:
-                self.host.notice(f"{a.name} ({short(a.id)}) died: {a.reason or 'dead'}", severity="error")
+    @property
+    def read_count(self) -> int:
+        return self.read.count
 
     def sweep_liveness(self) -> None:
         live = [a for a in self.agents if not a.finished and (a.pid or a.lease_expires_at)]
@@ -373,10 +273,10 @@ received. **F1** shows the help of the focused part.
         the views between a read and a repaint leaves the table's work for the repaint."""
         panel = self._panel
         panel.me = self.me
-        heard = self.heard_from | self.own_wait.received | self.own_wait.last_received
-        got = received_ids(self._by_id, heard, self.rounds)
-        stale, self._stale = self._stale, set()
-        changed = None if stale is None else panel.update(self._by_id, stale, got)
+        heard = self.read.heard_from | self.own_wait.received | self.own_wait.last_received
+        got = received_ids(self.read.by_id, heard, self.rounds)
+        stale = self.read.take_stale()
+        changed = None if stale is None else panel.update(self.read.by_id, stale, got)
         if changed is None:
             panel.rebuild(self.agents, got)
             self._unpainted = None
@@ -400,7 +300,7 @@ received. **F1** shows the help of the focused part.
             started = time.perf_counter()
             table.spin(t)
             if self.waiting:
-                self.own_wait.paint(t, self._by_id, self.host.roles)
+                self.own_wait.paint(t, self.read.by_id, self.host.roles)
             self._probe(started)
 
     def repaint(self) -> None:
@@ -430,7 +330,7 @@ received. **F1** shows the help of the focused part.
         self.query_one("#mirror-box", Vertical).set_class(bool(others), "-active")
         self.query_one(MirrorTable).show(others)
         if self.waiting:
-            self.own_wait.paint(t, self._by_id, self.host.roles)
+            self.own_wait.paint(t, self.read.by_id, self.host.roles)
         self.call_after_refresh(self._fit_layout)  # a flight more, of the five kept in view
         self._probe(started)
 
@@ -625,7 +525,7 @@ received. **F1** shows the help of the focused part.
     def start_wait(self, timeout: float, targets: list[Agent], join: Join | None = None) -> Control:
         own = self.own_wait
         control = own.start(self.bus, self.me, timeout, targets, join or Join(), self.host.settings.clock())
-        own.paint(own.started, self._by_id, self.host.roles)
+        own.paint(own.started, self.read.by_id, self.host.roles)
         self.refresh_bindings()
         return control
 
