@@ -9,7 +9,12 @@ from __future__ import annotations
 import gc
 import os
 import socket
+import time
 from functools import cache
+
+#: a full collection of a big heap stalls a frame for 50-140 ms; a UI freezes the heap on
+#: every frame instead (constant time) and collects it fully at most this often
+FULL_GC_EVERY = 30.0
 
 
 @cache  # once per process
@@ -22,6 +27,35 @@ def settle_heap() -> None:
     Once a long-running process is set up; later calls (a test process mounting many apps)
     do nothing, so what start-up left as garbage stays, and only that (little)."""
     gc.freeze()
+
+
+def freeze_heap_for_forks() -> None:
+    """Collect once, then freeze what is left: forked children share these pages, and a
+    collector that never walks them never writes to them (a warm server's fork stays cheap)."""
+    gc.collect()
+    gc.freeze()
+
+
+class FramePacedHeap:
+    """Keep the collector's pauses out of a UI's frames: call `tick` once per frame.
+
+    A big bus makes a big heap (records, rows, render caches) and the collector's older
+    generations stall a frame for up to 140 ms. Freezing moves what exists out of its
+    sight in constant time, so each automatic collection sees only the last frame's
+    objects (acyclic ones are still freed by reference counting); cycles that were
+    frozen are collected by one full pass every `full_every` seconds.
+    """
+
+    def __init__(self, full_every: float = FULL_GC_EVERY) -> None:
+        self.full_every = full_every
+        self._full_at = time.monotonic()
+
+    def tick(self) -> None:
+        if time.monotonic() - self._full_at >= self.full_every:
+            gc.unfreeze()
+            gc.collect()
+            self._full_at = time.monotonic()
+        gc.freeze()
 
 
 @cache

@@ -17,7 +17,6 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -34,34 +33,21 @@ from ..core.proc import settle_heap
 from . import demo_queue as queue_demo_mod
 from .demo import DemoPlan
 from .driver import hangup_safe
+from .host import SWEEP_EVERY, Host, Settings
 from .messages import Toast, WaitEnded
 from .palette import SlashProvider
 from .screens.help import HelpScreen
-from .screens.main import MainScreen
+from .screens.main import MainScreen, main_screen
 from .screens.tasks import TasksScreen, follow_guard_trips
 from .state import role_styles
 from .terminal import POP_TITLE, PUSH_TITLE, desktop_notification, window_title
 
 log = logging.getLogger(__name__)
 
-SWEEP_EVERY = 1.0  # liveness sweep, so a flight whose process vanished shows as dead
 SIGNAL_GRACE = 1.5  # after SIGTERM/SIGHUP, seconds to quit cleanly before leaving regardless
 TEARDOWN_GRACE = 10.0  # then at most this for the teardown (ending the demo's flights) before leaving
 DESKTOP_EVERY = 5.0  # while the terminal is not focused, at most one desktop notification this often
 START_FAILED = 2  # the exit code when the bus cannot be opened (the CLI's bad input: fix it and start again)
-
-
-@dataclass(frozen=True)
-class Settings:
-    """What the app was started with; the screens read it, nothing changes it."""
-
-    me: str = "orchestrator"
-    clock: Callable[[], float] = time.time  # wall time (injectable: the tests freeze it)
-    timed_repaint: bool = True  # repaint from one 10 Hz timer; False: after every read (tests)
-    sweep_every: float = SWEEP_EVERY  # 0: no liveness sweep
-    demo: DemoPlan | None = None  # launch this demo wave once the bus is open
-    queue: str | None = None  # the task queue the tasks view shows (ctrl+t)
-    queue_demo: bool = False  # run the demo task graph (`wavewait demo --queue`)
 
 
 class WaveApp(App[dict[str, Any] | None]):
@@ -150,10 +136,7 @@ class WaveApp(App[dict[str, Any] | None]):
     @property
     def main(self) -> MainScreen:
         """The main screen (the one running waits), wherever it is in the stack."""
-        for screen in self.screen_stack:
-            if isinstance(screen, MainScreen):
-                return screen
-        raise LookupError("the main screen is not mounted")
+        return main_screen(self)
 
     async def on_mount(self) -> None:
         if not self.is_headless:  # a closed terminal or a `kill` quits as Ctrl+Q does
@@ -356,3 +339,6 @@ class WaveApp(App[dict[str, Any] | None]):
         """After the main screen showed the result: quit if that was waiting on it."""
         if self._quit_after_wait:
             self.exit(*self.exit_value())
+
+
+_HOST: type[Host] = WaveApp  # the screens' host (host.py): mypy holds the app to the protocol

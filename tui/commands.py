@@ -1,27 +1,20 @@
-"""Slash commands: one table that feeds parsing, usage, completion, /help and the palette."""
+"""Slash commands: one table that feeds parsing, usage, completion, /help, the palette and
+the dispatch (each command names its handler in `slash.py`)."""
 
 from __future__ import annotations
 
 import argparse
 import re
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import NoReturn
 
 from textual.fuzzy import FuzzySearch
 
 from ..core.ids import short
 from ..spawn_flags import add_spawn_flags
-
-
-@dataclass(frozen=True)
-class SlashCommand:
-    name: str
-    usage: str
-    help: str
-    takes_ids: bool = False  # completion offers flight ids after the command
-    runs_bare: bool = False  # the palette can run it without arguments
-
+from . import slash
+from .slash import Parsed, SlashCommand, Usage
 
 COMMANDS: tuple[SlashCommand, ...] = (
     SlashCommand(
@@ -31,29 +24,48 @@ COMMANDS: tuple[SlashCommand, ...] = (
         "wait for the next message, or for one message from each listed flight (fan-in), or join "
         "flights, files and events (docs/joins.md); Escape interrupts with partial results",
         takes_ids=True,
+        run=slash.wait,
     ),
-    SlashCommand("/send", "/send ID MESSAGE", "send a message to a flight", takes_ids=True),
+    SlashCommand("/send", "/send ID MESSAGE", "send a message to a flight", takes_ids=True, run=slash.send),
     SlashCommand(
         "/reply",
         "/reply ID ANSWER",
         "answer the open question of a flight that needs input (Enter on it starts this)",
         takes_ids=True,
+        run=slash.reply,
     ),
     SlashCommand(
         "/spawn",
         "/spawn NAME [--wave W] [--preset P] -- CMD ... | PROMPT",
         "run a command or agent as a flight; every flag of 'wavewait spawn' (--cwd, --env K=V, "
         "--max-parallel, --budget-tokens, …)",
+        run=slash.spawn,
     ),
-    SlashCommand("/kill", "/kill ID", "kill a flight's process group and mark it dead", takes_ids=True),
-    SlashCommand("/close", "/close ID", "mark a flight closed (done for good)", takes_ids=True),
-    SlashCommand("/interrupt", "/interrupt WAIT", "interrupt a wait made by another process (see the mirror panel)"),
+    SlashCommand("/kill", "/kill ID", "kill a flight's process group and mark it dead", takes_ids=True, run=slash.kill),
+    SlashCommand("/close", "/close ID", "mark a flight closed (done for good)", takes_ids=True, run=slash.close),
     SlashCommand(
-        "/log", "/log [ID]", "show the event log, only for one flight when ID is given", takes_ids=True, runs_bare=True
+        "/interrupt",
+        "/interrupt WAIT",
+        "interrupt a wait made by another process (see the mirror panel)",
+        run=slash.interrupt,
     ),
-    SlashCommand("/agents", "/agents", "list every agent on the bus in the scrollback", runs_bare=True),
     SlashCommand(
-        "/tasks", "/tasks", "open the task queue's view (Ctrl+T; start with --queue NAME to have one)", runs_bare=True
+        "/log",
+        "/log [ID]",
+        "show the event log, only for one flight when ID is given",
+        takes_ids=True,
+        runs_bare=True,
+        run=slash.show_log,
+    ),
+    SlashCommand(
+        "/agents", "/agents", "list every agent on the bus in the scrollback", runs_bare=True, run=slash.agents
+    ),
+    SlashCommand(
+        "/tasks",
+        "/tasks",
+        "open the task queue's view (Ctrl+T; start with --queue NAME to have one)",
+        runs_bare=True,
+        run=slash.tasks,
     ),
     SlashCommand(
         "/merge",
@@ -61,26 +73,11 @@ COMMANDS: tuple[SlashCommand, ...] = (
         "merge a wave's branches in order, a check after each, and watch it live; --resolve-with claude|codex "
         "hands conflicts to a flight; --watch follows a merge run elsewhere (docs/merging.md)",
         runs_bare=True,
+        run=slash.merge_wave,
     ),
-    SlashCommand("/help", "/help", "show commands and keys", runs_bare=True),
+    SlashCommand("/help", "/help", "show commands and keys", runs_bare=True, run=slash.show_help),
 )
 BY_NAME = {c.name: c for c in COMMANDS}
-
-
-class Usage(ValueError):
-    """Bad input for a slash command; the message is the usage line plus what was wrong."""
-
-
-@dataclass
-class Parsed:
-    command: SlashCommand
-    args: list[str] = field(default_factory=list)
-    rest: list[str] = field(default_factory=list)  # after `--` (spawn's command), or a preset's prompt
-    wave: str | None = None
-    preset: str | None = None  # /spawn --preset: `rest` is the prompt
-    options: dict[str, object] = field(default_factory=dict)  # /merge's flags, /spawn's flags given
-    spawn: argparse.Namespace | None = None  # /spawn: its flags, as `wavewait spawn` parses them
-    repeated: dict[str, list[str]] = field(default_factory=dict)  # /wait's --files and --event
 
 
 def usage_error(cmd: SlashCommand, why: str) -> Usage:

@@ -6,13 +6,14 @@ from functools import partial
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from .commands import COMMANDS, SlashCommand
-from .typed_app import wave_app
+from .commands import COMMANDS
+from .screens.main import main_screen
+from .slash import SlashCommand
 
 
 class SlashProvider(Provider):
     def _run(self, cmd: SlashCommand) -> None:
-        main = wave_app(self.app).main
+        main = main_screen(self.app)
         if cmd.runs_bare:
             main.run_command(cmd.name)
         else:

@@ -21,7 +21,6 @@ from ..core.model import Agent, ChangeSummary, Item, Usage, WaitRecord
 from ..core.proc import hostname, me
 from .app import WaveApp
 from .screens.main import MainScreen
-from .typed_app import wave_app
 
 T0 = 1000.0  # records are dated from here
 NOW = 1042.0  # the frozen clock
@@ -248,8 +247,13 @@ def toasts(app: WaveApp) -> list[Widget]:
     return [toast for holder in rack.children for toast in holder.children]
 
 
+def app_of(pilot: AppPilot) -> WaveApp:
+    assert isinstance(pilot.app, WaveApp)
+    return pilot.app
+
+
 def main_of(pilot: AppPilot) -> MainScreen:
-    return wave_app(pilot.app).main
+    return app_of(pilot).main
 
 
 async def ready(pilot: AppPilot, rows: int) -> None:
@@ -260,7 +264,7 @@ async def ready(pilot: AppPilot, rows: int) -> None:
 async def start_fan_in(pilot: AppPilot) -> None:
     await ready(pilot, 5)
     await pilot.press(*"/wait 60 a1b2 e5f6 c3d4", "enter")
-    await until(lambda: IDS["file-reader"] in main_of(pilot).wait_received, "the first message claimed")
+    await until(lambda: IDS["file-reader"] in main_of(pilot).own_wait.received, "the first message claimed")
     await pilot.pause()
 
 
@@ -274,7 +278,7 @@ async def after_escape(pilot: AppPilot) -> None:
 
 async def a_death(pilot: AppPilot) -> None:
     await ready(pilot, 2)
-    app = wave_app(pilot.app)
+    app = app_of(pilot)
     await app.bus.transition(
         IDS["linter"],
         "dead",
@@ -302,7 +306,7 @@ async def help_screen(pilot: AppPilot) -> None:
 
 async def needs_input(pilot: AppPilot) -> None:
     await ready(pilot, 5)
-    await until(lambda: bool(wave_app(pilot.app).notices), "the notice")
+    await until(lambda: bool(app_of(pilot).notices), "the notice")
     await pilot.pause()
 
 
@@ -311,7 +315,7 @@ async def waiting_with_mirror(pilot: AppPilot) -> None:
     await ready(pilot, 6)
     await until(lambda: bool(main_of(pilot).waits), "the mirrored wait")
     await pilot.press(*"/wait 60 a1b2 e5f6 c3d4", "enter")
-    await until(lambda: IDS["file-reader"] in main_of(pilot).wait_received, "the first message claimed")
+    await until(lambda: IDS["file-reader"] in main_of(pilot).own_wait.received, "the first message claimed")
     await pilot.press(*"/send e5f6 typed during the wait")
     await pilot.pause()
 
@@ -325,8 +329,8 @@ async def notices_during_a_wait(pilot: AppPilot) -> None:
 
 
 async def _question_and_death(pilot: AppPilot) -> None:
-    app = wave_app(pilot.app)
-    await until(lambda: IDS["file-reader"] in app.main.wait_received, "the first message claimed")
+    app = app_of(pilot)
+    await until(lambda: IDS["file-reader"] in app.main.own_wait.received, "the first message claimed")
     await put_question_of(app.bus)
     await app.bus.transition(
         IDS["test-runner"],

@@ -25,7 +25,6 @@ no child of its own is left.
 from __future__ import annotations
 
 import contextlib
-import gc
 import hashlib
 import io
 import json
@@ -336,8 +335,9 @@ def serve() -> None:
     listener.listen(64)
     os.rename(tmp, sock_path)
     ino = os.stat(sock_path).st_ino
-    gc.collect()
-    gc.freeze()  # the children share these pages; the collector does not touch them
+    from .core.proc import freeze_heap_for_forks  # imported with the rest above
+
+    freeze_heap_for_forks()
     try:
         Warm(listener, want).loop()
     finally:

@@ -142,7 +142,7 @@ async def test_wait_fan_in_completes_when_every_listed_flight_reports(bus):
         await until(lambda: app.main.waiting, what="the wait to start")
         assert "Waiting for sub-agents:" in screen_text(app)
         await messages.send(bus, IDS["file-reader"], "orchestrator", "found 3 issues")
-        await until(lambda: IDS["file-reader"] in app.main.wait_received, what="progress of the first")
+        await until(lambda: IDS["file-reader"] in app.main.own_wait.received, what="progress of the first")
         await until(lambda: "✓ received" in screen_text(app), what="the status line")
         await messages.send(bus, IDS["test-runner"], "orchestrator", "green")
         await until(lambda: not app.main.waiting, what="the wait to end")
@@ -174,7 +174,7 @@ async def test_escape_interrupts_the_wait_and_keeps_what_was_received(bus):
     await messages.send(bus, IDS["file-reader"], "orchestrator", "found 3 issues")
     async with running(bus) as (app, pilot):
         await type_command(pilot, "/wait 600 a1b2 e5f6")
-        await until(lambda: IDS["file-reader"] in app.main.wait_received, what="the claim")
+        await until(lambda: IDS["file-reader"] in app.main.own_wait.received, what="the claim")
         assert app.screen.check_action("interrupt", ()) is True
         await pilot.press("escape")
         await until(lambda: not app.main.waiting, timeout=5, what="Escape to end the wait")
@@ -561,7 +561,9 @@ async def test_demo_spawns_a_real_wave_and_fans_in_on_it(bus):
         ),
     )
     async with running(bus, demo=demo) as (app, pilot):
-        await until(lambda: app.main.waiting and len(app.main.wait_targets) == 4, timeout=30, what="the demo's fan-in")
+        await until(
+            lambda: app.main.waiting and len(app.main.own_wait.targets) == 4, timeout=30, what="the demo's fan-in"
+        )
         await until(
             lambda: any(w.waiter not in ("orchestrator",) for w in app.main.waits),
             timeout=30,

@@ -21,8 +21,8 @@ from ...core import changes
 from ...core.bus import Bus
 from ...core.errors import WavewaitError
 from ...core.model import AGENT_ITEM_TYPES, Agent, Item
+from ..host import host_of
 from ..state import ago, flight_state, word
-from ..typed_app import wave_app
 
 LOG_TAIL = 64 * 1024
 DIFF_SHOWN = 256 * 1024  # bytes of a flight's patch its screen shows (wavewait diff ID has it all)
@@ -76,7 +76,7 @@ class FlightScreen(ModalScreen[None]):
     async def reload(self) -> None:
         agent = await self.bus.get_agent(self.agent_id)
         info = self.query_one("#flight-info", Static)
-        bad = wave_app(self.app).roles["bad"]
+        bad = host_of(self.app).roles["bad"]
         if agent is None:
             info.update(Text(f"no agent {self.agent_id} on the bus", style=bad))
             return
@@ -134,7 +134,7 @@ class FlightScreen(ModalScreen[None]):
             patch = await asyncio.to_thread(changes.diff, agent.worktree, limit=DIFF_SHOWN)
         except WavewaitError as e:
             log.clear()
-            log.write(Text(f"no diff: {e}", style=wave_app(self.app).roles["bad"]))
+            log.write(Text(f"no diff: {e}", style=host_of(self.app).roles["bad"]))
             return
         log.clear()
         log.write(
@@ -148,7 +148,7 @@ class FlightScreen(ModalScreen[None]):
         line = Text(f"+{ago(item.sent_at - t0):>6} ", style="dim")
         line.append(
             f"{kind} {arrow} ({where}): ",
-            style="bold" if item.type in AGENT_ITEM_TYPES else wave_app(self.app).roles["bad"],
+            style="bold" if item.type in AGENT_ITEM_TYPES else host_of(self.app).roles["bad"],
         )
         line.append(item.body)
         return line

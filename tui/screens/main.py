@@ -1,24 +1,24 @@
 """The main screen: flights panel, mirror of other processes' waits, scrollback, command line.
 
 The screen owns the work of the view: it reads the bus when the bus's change stream says
-something changed (wakes are hints, so it re-reads), repaints from one timer at most ten
-times a second, and runs the person's wait and every command in a worker so the screen
-never blocks. Its widgets are given their data (attributes down) and post messages up.
+something changed (wakes are hints, so it re-reads; `reading.py` keeps the records),
+repaints from one timer at most ten times a second, and runs every command (`slash.py`)
+in a worker so the screen never blocks; the person's wait runs in its own widget
+(`widgets/own_wait.py`). Its widgets are given their data (attributes down) and post
+messages up; the app is reached only as a `Host` (`host.py`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
-import os
 import time
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable
+from typing import Any
 
 from rich.text import Text
 from textual import work
-from textual.app import ComposeResult
+from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
@@ -26,22 +26,22 @@ from textual.css.scalar import Scalar
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
-from ...core import admission, merge, messages, spawning, waves
-from ...core import agents as agents_mod
+from ...core import admission, waves
 from ...core.bus import Bus, Changes
-from ...core.bus.keys import agent_of, inbox_key, is_wait_key
-from ...core.errors import BadInput, WavewaitError
-from ...core.ids import is_id, resolve, short
-from ...core.model import AGENT_ITEM_TYPES, Agent, McpTask, WaitRecord, now
+from ...core.errors import WavewaitError
+from ...core.ids import is_id, short
+from ...core.model import Agent, WaitRecord, now
+from ...core.proc import FramePacedHeap
 from ...core.results import Result
-from ...core.wait import Control, FilesTarget, Join, Progress, check_timeout, parse_need, wait_fan_in, wait_next
-from ...spawn_flags import spawn_request
-from ..commands import Parsed, Usage, parse
+from ...core.wait import Control, Join
+from ..commands import parse
 from ..demo import launch
+from ..host import Host, host_of
 from ..messages import WaitEnded, WaitProgressed
-from ..result_view import received_from, render_result
-from ..state import GLYPH, Budget, FlightView, Panel, mirror_view, one_line, received_ids, word
-from ..typed_app import wave_app
+from ..reading import BusRead
+from ..result_view import render_result
+from ..slash import Parsed, Usage
+from ..state import Budget, FlightView, Panel, mirror_view, received_ids
 from ..widgets.command import CommandLine
 from ..widgets.eventlog import EventLog
 from ..widgets.flights import FlightsTable
@@ -49,24 +49,26 @@ from ..widgets.followlog import FollowLog
 from ..widgets.header import WaveHeader
 from ..widgets.hints import CommandHints
 from ..widgets.mirror import MirrorTable
+from ..widgets.own_wait import OwnWait
 from ..widgets.status import WaitStatus
 from .flight import FlightScreen
 from .merge import MergeScreen
-
-if TYPE_CHECKING:
-    from ..app import WaveApp
 
 log = logging.getLogger(__name__)
 
 REPAINT_EVERY = 0.1  # ≤ 10 Hz, one timer
 READ_EVERY = 0.1  # coalesce bursts of bus changes into at most ten reads a second
-#: a full collection of a big heap stalls a frame for 50-140 ms; the heap is frozen on every
-#: tick instead (constant time) and fully collected at most this often
-FULL_GC_EVERY = 30.0
-DEATH_TOASTS = 3  # more deaths than this in one read make one toast, not a burst
 FLIGHT_ROWS = 5  # flight rows kept in view on a small terminal; the wait's status gives way first
 LOWER_MIN = 3  # the scrollback's least: its border and two lines
 STATUS_SHARE = 0.35  # the most of the screen the wait's status takes
+
+
+def main_screen(app: App[Any]) -> MainScreen:
+    """The main screen (the one running waits), wherever it is in `app`'s stack."""
+    for screen in app.screen_stack:
+        if isinstance(screen, MainScreen):
+            return screen
+    raise LookupError("the main screen is not mounted")
 
 
 class MainScreen(Screen[None]):
@@ -96,48 +98,32 @@ received. **F1** shows the help of the focused part.
 
     def __init__(self) -> None:
         super().__init__()
-        # the latest read of the bus
-        self.agents: list[Agent] = []
-        self._by_id: dict[str, Agent] = {}  # the same records by id, kept from read to read
-        self.waits: list[WaitRecord] = []
-        self.woken: dict[str, McpTask | None] = {}  # wait id → its task, for waits run as tasks that ended
-        self.heard_from: set[str] = set()
+        self.read = BusRead()  # the latest read of the bus
         self.rounds: dict[str, float] = {}  # flight id -> when the person last sent it work
-        self.read_count = 0
         self._dirty = True
-        self._first_read = True
         self._last_repaint_second = -1
         self._panel = Panel("")  # the rows and counts; its `me` is set on mount
-        self._stale: set[str] | None = None  # flights read since the panel's views; None: all
         self._unpainted: dict[str, FlightView] | None = None  # views the table lacks; None: all
-        self._full_gc_at = time.monotonic()
+        self._heap = FramePacedHeap()  # the collector's pauses kept out of frames
         self.budgets: dict[str, Budget] = {}  # the shown waves' budgets, kept on the bus (core/waves.py)
         self._budgets_of: set[str] = set()  # the waves whose budgets were read
         self._wave_changes: Changes | None = None
         # the person's own wait
-        self.control: Control | None = None
-        self.wait_targets: list[tuple[str, str]] = []
-        self.wait_received: set[str] = set()
-        self.wait_progress = ""
-        self.wait_started = 0.0
-        self.wait_timeout: float | None = None
-        self.last_wait_received: set[str] = set()
-        self.last_result: Result | None = None  # the app's exit value
-        self.own_waits: set[str] = set()  # ids of the person's waits: not mirrored
+        self.own_wait = OwnWait(id="status")
         self.merging = False  # a /merge runs (one at a time)
 
     @property
-    def wave_app(self) -> WaveApp:
-        """The app this screen runs in, typed (the screen uses its bus, settings and roles)."""
-        return wave_app(self.app)
+    def host(self) -> Host:
+        """The app this screen runs in, as far as the screen uses it (its bus, settings, roles)."""
+        return host_of(self.app)
 
     @property
     def bus(self) -> Bus:
-        return self.wave_app.bus
+        return self.host.bus
 
     @property
     def me(self) -> str:
-        return self.wave_app.settings.me
+        return self.host.settings.me
 
     def compose(self) -> ComposeResult:
         yield WaveHeader(id="summary")
@@ -148,7 +134,7 @@ received. **F1** shows the help of the focused part.
         with Horizontal(id="lower"):
             yield FollowLog(id="scrollback", wrap=True, markup=False, highlight=False)
             yield EventLog(id="events")
-        yield WaitStatus(id="status")
+        yield self.own_wait
         yield CommandHints(self.flight_ids, id="hints")
         yield CommandLine(self.flight_ids, id="command")
         yield Footer()
@@ -160,11 +146,9 @@ received. **F1** shows the help of the focused part.
 
     async def start(self) -> None:
         """Once the app's bus is open: greet, follow the bus, start the timers (and the demo)."""
-        await self.wave_app.bus_ready.wait()
-        settings = self.wave_app.settings
-        self.say(
-            Text(f"wavewait · you are {self.me} · bus {self.wave_app.bus_label} · /help for commands", style="dim")
-        )
+        await self.host.bus_ready.wait()
+        settings = self.host.settings
+        self.say(Text(f"wavewait · you are {self.me} · bus {self.host.bus_label} · /help for commands", style="dim"))
         self.follow_bus()
         self.follow_budgets()
         if settings.timed_repaint:
@@ -174,17 +158,13 @@ received. **F1** shows the help of the focused part.
         if settings.demo is not None:
             self.run_demo()
 
-    def on_unmount(self) -> None:
-        if self.control is not None:
-            self.control.interrupt()
-
     def theme_changed(self) -> None:
         """The panel and the status repaint with the theme's colours."""
         self._dirty = True
         self._repaint_unless_timed()
 
     def _repaint_unless_timed(self) -> None:
-        if not self.wave_app.settings.timed_repaint and self.read_count:
+        if not self.host.settings.timed_repaint and self.read_count:
             self.repaint()
 
     # ------------------------------------------------------------------ reading the bus
@@ -206,7 +186,7 @@ received. **F1** shows the help of the focused part.
                     await asyncio.sleep(1.0)
                     continue
                 if failing:
-                    self.say(Text("reading the bus again", style=self.wave_app.roles["good"]))
+                    self.say(Text("reading the bus again", style=self.host.roles["good"]))
                     failing = False
                 await changes.wait()
                 rest = READ_EVERY - (time.monotonic() - started)
@@ -244,121 +224,28 @@ received. **F1** shows the help of the focused part.
             changes.close()
 
     async def read_bus(self, changed: set[str] | None = None) -> None:
-        """Read what `changed` names (agent records, waits, this inbox), or everything when
-        it is None or on the first read: with 10,000 flights a wake costs what changed, not
-        the whole bus."""
-        bus = self.bus
-        full = changed is None or not self.read_count
-        keys = changed or set()
-        if full:
-            fresh = await bus.list_agents()
-        else:
-            ids = [a for k in keys if (a := agent_of(k)) is not None]
-            fresh = list((await bus.get_agents(ids)).values()) if ids else []
-        waits = await bus.list_waits() if full or any(is_wait_key(k) for k in keys) else self.waits
-        # a wait that ends files what it took into the history, which no inbox change announces
-        ended = waits is not self.waits and bool({w.id for w in self.waits} - {w.id for w in waits})
-        if ended:  # a wait run as a task ended: its result is what wakes the agent (shown in the log)
-            gone = {w.id for w in waits}
-            for w in self.waits:
-                if w.id not in gone and w.task_id is not None and w.id not in self.own_waits:
-                    self.woken[w.id] = await bus.get_mcp_task(w.task_id)
-        heard = self.heard_from
-        if full or ended or inbox_key(self.me) in keys:
-            heard = {r.sender for r in await bus.pending(self.me) if r.type in AGENT_ITEM_TYPES}
-            heard |= {i.sender for i in await bus.history(self.me, 1000) if i.type in AGENT_ITEM_TYPES}
-        if full or fresh:
-            self._note_changes(fresh, waits)
-            self._take(fresh, full)
-        elif waits is not self.waits:
-            self._note_changes([], waits)
-        self.waits, self.heard_from = waits, heard
-        self.read_count += 1
+        """Read what `changed` names, or everything when it is None (`reading.py`), and show what changed."""
+        noted = await self.read.read(self.bus, self.me, self.own_waits, changed, self.host.roles)
+        if noted.events:
+            events = self.query_one(EventLog)
+            for agent_id, line in noted.events:
+                events.add(agent_id, line)
+        for message, severity in noted.notices:
+            self.host.notice(message, severity=severity)
         self._dirty = True
         self._repaint_unless_timed()
 
-    def _take(self, fresh: list[Agent], full: bool) -> None:
-        """Fold the records just read into `agents` (ordered as the bus lists them)."""
-        if full:
-            self._by_id = {a.id: a for a in fresh}
-            self.agents = fresh
-            self._stale = None
-            return
-        if self._stale is not None:
-            self._stale.update(a.id for a in fresh)
-        new = any(a.id not in self._by_id for a in fresh)
-        self._by_id.update((a.id, a) for a in fresh)
-        self.agents = list(self._by_id.values())
-        if new:
-            self.agents.sort(key=lambda a: (a.created_at, a.id))
+    @property
+    def agents(self) -> list[Agent]:
+        return self.read.agents
 
-    def _note_changes(self, agents: list[Agent], waits: list[WaitRecord]) -> None:
-        """Turn the difference between the records just read and the last ones into
-        event-log lines and death toasts (`agents`: only the records read this time)."""
-        roles = self.wave_app.roles
-        before = self._by_id
-        events = self.query_one(EventLog)
-        deaths: list[Agent] = []
-        asks: list[Agent] = []
-        for a in agents:
-            if a.id == self.me:
-                continue
-            old = before.get(a.id)
-            tag = f"{a.name} ({short(a.id)})"
-            if old is None:
-                if a.state == "needs_input":
-                    asks.append(a)
-                if not self._first_read:
-                    events.add(a.id, Text(f"+ {tag} started{' in ' + a.wave if a.wave else ''}"))
-                    if a.status == "dead":  # started and died between two reads
-                        events.add(a.id, Text(f"✖ {tag}: dead ({a.reason or 'dead'})", style=roles["dead"]))
-                        deaths.append(a)
-                continue
-            if old.status != a.status:
-                line = Text(
-                    f"{GLYPH.get(a.status, '·')} {tag}: {old.status} → {a.status}", style=roles.get(a.status, "")
-                )
-                if a.reason and a.status in ("dead", "closed"):
-                    line.append(f" ({a.reason})")
-                events.add(a.id, line)
-                if a.status == "dead":
-                    deaths.append(a)
-            if a.last_message_at != old.last_message_at and a.last_message:
-                events.add(a.id, Text(f"✉ {tag}: {a.last_message}"))
-            if a.question_id and a.question_id != old.question_id and a.state == "needs_input":
-                asks.append(a)
-        old_waits = {w.id for w in self.waits}
-        new_waits = {w.id for w in waits}
-        names = {a.id: a.name for a in agents}
+    @property
+    def waits(self) -> list[WaitRecord]:
+        return self.read.waits
 
-        def name_of(agent_id: str) -> str:
-            known = before.get(agent_id)
-            return names.get(agent_id) or (known.name if known else agent_id)
-
-        for w in waits:
-            if w.id not in old_waits and not self._first_read and w.id not in self.own_waits:
-                who = name_of(w.waiter)
-                events.add(w.waiter, Text(f"⧗ {who} waits ({w.tool}): {w.description}", style=roles["warn"]))
-        for w in self.waits:
-            if w.id not in new_waits and w.id not in self.own_waits:
-                who = name_of(w.waiter)
-                if w.id in self.woken:
-                    task = self.woken.pop(w.id)
-                    said = task.status_message if task and task.status_message else (task.status if task else "gone")
-                    events.add(w.waiter, Text(f"⏰ {who} woken: task {short(w.task_id or '')} {said}", style="bold"))
-                    continue
-                events.add(w.waiter, Text(f"⧗ wait {short(w.id)} of {who} ended", style="dim"))
-        self._first_read = False
-        for a in asks:
-            what = f"/merge {a.wave} --watch" if a.asked_by == "merge" else f"/reply {short(a.id)} ANSWER"
-            said = f"{a.name} ({short(a.id)}) needs input: {a.question} · {what}"
-            events.add(a.id, Text(f"? {said}", style=roles["needs_input"]))
-            self.wave_app.notice(said, severity="warning")
-        if len(deaths) > DEATH_TOASTS:
-            self.wave_app.notice(f"{len(deaths)} flights died", severity="error")
-        else:
-            for a in deaths:
-                self.wave_app.notice(f"{a.name} ({short(a.id)}) died: {a.reason or 'dead'}", severity="error")
+    @property
+    def read_count(self) -> int:
+        return self.read.count
 
     def sweep_liveness(self) -> None:
         live = [a for a in self.agents if not a.finished and (a.pid or a.lease_expires_at)]
@@ -386,10 +273,10 @@ received. **F1** shows the help of the focused part.
         the views between a read and a repaint leaves the table's work for the repaint."""
         panel = self._panel
         panel.me = self.me
-        heard = self.heard_from | self.wait_received | self.last_wait_received
-        got = received_ids(self._by_id, heard, self.rounds)
-        stale, self._stale = self._stale, set()
-        changed = None if stale is None else panel.update(self._by_id, stale, got)
+        heard = self.read.heard_from | self.own_wait.received | self.own_wait.last_received
+        got = received_ids(self.read.by_id, heard, self.rounds)
+        stale = self.read.take_stale()
+        changed = None if stale is None else panel.update(self.read.by_id, stale, got)
         if changed is None:
             panel.rebuild(self.agents, got)
             self._unpainted = None
@@ -401,52 +288,37 @@ received. **F1** shows the help of the focused part.
 
     def tick(self) -> None:
         """The one timer: repaint what changed, or just advance spinners and countdowns."""
-        self._manage_gc()
+        self._heap.tick()
         try:
             table = self.query_one(FlightsTable)
         except NoMatches:  # the screen is going away (quitting)
             return
-        t = self.wave_app.settings.clock()
+        t = self.host.settings.clock()
         if self._dirty or int(t) != self._last_repaint_second:
             self.repaint()
         elif self.app.animation_level != "none":  # TEXTUAL_ANIMATIONS=none: spinners stand still
             started = time.perf_counter()
             table.spin(t)
-            if self.control is not None:
-                self._paint_status(t)
+            if self.waiting:
+                self.own_wait.paint(t, self.read.by_id, self.host.roles)
             self._probe(started)
-
-    def _manage_gc(self) -> None:
-        """Keep the collector's pauses out of frames.
-
-        A big bus makes a big heap (records, rows, render caches) and the collector's older
-        generations stall a frame for up to 140 ms. Freezing moves what exists out of its
-        sight in constant time, so each automatic collection sees only the last tick's
-        objects (acyclic ones are still freed by reference counting); cycles that were
-        frozen are collected by one full pass every FULL_GC_EVERY seconds.
-        """
-        if time.monotonic() - self._full_gc_at >= FULL_GC_EVERY:
-            gc.unfreeze()
-            gc.collect()
-            self._full_gc_at = time.monotonic()
-        gc.freeze()
 
     def repaint(self) -> None:
         started = time.perf_counter()
-        t = self.wave_app.settings.clock()
+        t = self.host.settings.clock()
         self._dirty = False
         self._last_repaint_second = int(t)
         self._refresh_panel()
         unpainted, self._unpainted = self._unpainted, {}
         table = self.query_one(FlightsTable)
-        table.roles = self.wave_app.roles
+        table.roles = self.host.roles
         if unpainted is None:
             table.show(self._panel.views, t)
         else:
             table.show_changed(list(unpainted.values()), t)
         if self._wave_changes is not None and not set(self._panel.shown_waves()) <= self._budgets_of:
             self._wave_changes.poke()  # a wave newly shown: read its budget
-        bad = self.wave_app.roles["bad"]  # a wave that spent its budget stands out
+        bad = self.host.roles["bad"]  # a wave that spent its budget stands out
         waves = [
             (part, bad if spent_all else "dim") for part, spent_all in self._panel.wave_parts(budgets=self.budgets)
         ]
@@ -457,28 +329,14 @@ received. **F1** shows the help of the focused part.
         others = [mirror_view(w, t, names) for w in others_recs]
         self.query_one("#mirror-box", Vertical).set_class(bool(others), "-active")
         self.query_one(MirrorTable).show(others)
-        if self.control is not None:
-            self._paint_status(t)
+        if self.waiting:
+            self.own_wait.paint(t, self.read.by_id, self.host.roles)
         self.call_after_refresh(self._fit_layout)  # a flight more, of the five kept in view
         self._probe(started)
 
     def _probe(self, started: float) -> None:
-        if self.wave_app.frame_hook is not None:
-            self.wave_app.frame_hook(time.perf_counter() - started)
-
-    def _paint_status(self, t: float) -> None:
-        targets = {agent_id for agent_id, _ in self.wait_targets}
-        states = {a.id: (a.state, a.reason or "") for a in self.agents if a.id in targets}
-        left = None if self.wait_timeout is None else self.wait_timeout - (t - self.wait_started)
-        self.query_one(WaitStatus).render_wait(
-            targets=self.wait_targets,
-            received=self.wait_received,
-            states=states,
-            t=t,
-            left=left,
-            progress=self.wait_progress,
-            roles=self.wave_app.roles,
-        )
+        if self.host.frame_hook is not None:
+            self.host.frame_hook(time.perf_counter() - started)
 
     def _fit_layout(self) -> None:
         """Share a small terminal: FLIGHT_ROWS flights stay in view and the wait's status
@@ -521,7 +379,7 @@ received. **F1** shows the help of the focused part.
     # ------------------------------------------------------------------ scrollback, command line
     def say_bad(self, message: str) -> None:
         """A line about something that went wrong, in the theme's error colour."""
-        self.say(Text(message, style=self.wave_app.roles["bad"]))
+        self.say(Text(message, style=self.host.roles["bad"]))
 
     def say(self, line: Text | str) -> None:
         """Write a line to the scrollback (agent text is always a Text, never markup)."""
@@ -552,7 +410,7 @@ received. **F1** shows the help of the focused part.
     def action_panel_key(self, key: str) -> None:
         """a, d or Enter where no part takes it: they act on the flight selected in the panel."""
         what = {"a": "allows a flight's request", "d": "denies a flight's request"}.get(key, "opens a flight")
-        self.wave_app.notice(f"{key} {what} in the flights panel: Shift+Tab goes there, ↑/↓ select")
+        self.host.notice(f"{key} {what} in the flights panel: Shift+Tab goes there, ↑/↓ select")
 
     def action_interrupt(self) -> None:
         self.interrupt_wait()
@@ -601,15 +459,15 @@ received. **F1** shows the help of the focused part.
         """Enter on a flight: open it, or, when it needs input, offer a reply on the command line."""
         agent = next((a for a in self.agents if a.id == agent_id), None)
         if agent is not None and agent.state == "needs_input" and agent.asked_by == "merge" and agent.wave:
-            self.say(Text(f"{agent.name}: {agent.question}", style=self.wave_app.roles["needs_input"]))
+            self.say(Text(f"{agent.name}: {agent.question}", style=self.host.roles["needs_input"]))
             self.run_command(f"/merge {agent.wave} --watch")  # its branch stopped the merge: show it
             return
         if agent is not None and agent.state == "needs_input":
             self.prefill(f"/reply {short(agent_id)} ")
-            self.say(Text(f"{agent.name} asks: {agent.question}", style=self.wave_app.roles["needs_input"]))
+            self.say(Text(f"{agent.name} asks: {agent.question}", style=self.host.roles["needs_input"]))
             return
         received = any(v.id == agent_id and v.reported for v in self.flight_views())
-        self.app.push_screen(FlightScreen(self.bus, self.me, agent_id, self.wave_app.settings.clock, received))
+        self.app.push_screen(FlightScreen(self.bus, self.me, agent_id, self.host.settings.clock, received))
 
     # ------------------------------------------------------------------ commands
     def run_command(self, line: str) -> None:
@@ -620,8 +478,7 @@ received. **F1** shows the help of the focused part.
         except Usage as e:
             self.say_bad(str(e))
             return
-        handler: Callable[[Parsed], Awaitable[None] | None] = getattr(self, "cmd_" + parsed.command.name[1:])
-        result = handler(parsed)
+        result = parsed.command.run(self, parsed)
         if result is not None:
             self._guarded(parsed, result)
 
@@ -635,217 +492,63 @@ received. **F1** shows the help of the focused part.
             log.exception("command %s failed", parsed.command.name)
             self.say_bad(f"{parsed.command.name} failed: {e.__class__.__name__}: {e}")
 
-    async def cmd_wait(self, p: Parsed) -> None:
-        if self._refuse_second_wait():
-            return
-        timeout = check_timeout(p.args[0], "TIMEOUT")
-        o = p.options
-        join = Join(
-            wave=str(o["wave"]) if "wave" in o else None,
-            files=[FilesTarget.parse(f, os.getcwd()) for f in p.repeated.get("files", [])],
-            events=p.repeated.get("event", []),
-            need=parse_need(str(o.get("need", "all"))),
-            check=str(o["check"]) if "check" in o else None,
-            check_timeout=check_timeout(str(o.get("check_timeout", "600")), "--check-timeout"),
-            stop_rest=bool(o.get("stop_rest")),
-        )
-        targets = await agents_mod.resolve_agents(self.bus, p.args[1:], "ID") if p.args[1:] else []
-        if join.wave is not None:
-            named = {a.id for a in targets}
-            targets += [a for a in await self.bus.list_agents() if a.wave == join.wave and a.id not in named]
-        if self._refuse_second_wait():  # one may have started while the ids resolved
-            return
-        if not (targets or join.files or join.events) and not join.plain:
-            raise BadInput("--need, --check, --stop-rest: name the targets (ids, --wave, --files, --event)")
-        self.start_wait(timeout, targets, join)
-
-    def _refuse_second_wait(self) -> bool:
-        if self.control is not None:
-            self.say_bad("a wait is already running; Escape interrupts it")
-        return self.control is not None
-
-    async def cmd_send(self, p: Parsed) -> None:
-        to, body = p.args
-        recipient = await agents_mod.resolve_agent(self.bus, to, "ID")
-        item = await messages.send(self.bus, self.me, recipient.id, body)
-        self.rounds[recipient.id] = now()
+    def sent_work(self, agent_id: str) -> None:
+        self.rounds[agent_id] = now()
         self._dirty = True
-        self.say(f"sent to {recipient.name} ({short(recipient.id)}): message {short(item.id)}")
 
-    async def cmd_spawn(self, p: Parsed) -> None:
-        assert p.spawn is not None
-        agent = await spawning.spawn(self.bus, spawn_request(p.spawn, self.me))
-        where = f", branch {agent.worktree.branch}" if agent.worktree else ""
-        started = f"queued ({agent.reason})" if agent.status == "queued" else f"pid {agent.pid}"
-        self.say(
-            f"spawned {agent.name} ({short(agent.id)}), {started}{', wave ' + agent.wave if agent.wave else ''}{where}"
-        )
-
-    async def cmd_reply(self, p: Parsed) -> None:
-        to, answer = p.args
-        agent = await agents_mod.resolve_agent(self.bus, to, "ID")
-        item = await messages.answer(self.bus, self.me, agent.id, answer)
-        self.say(f"answered {agent.name} ({short(agent.id)}): message {short(item.id)}")
-
-    async def cmd_kill(self, p: Parsed) -> None:
-        before = await agents_mod.resolve_agent(self.bus, p.args[0], "ID")
-        agent = await admission.kill(self.bus, before, by=self.me)
-        if (said := agents_mod.kill_said(before, agent)) is not None:
-            self.say(said)
-            return
-        self.say(
-            f"{agent.name} ({short(agent.id)}) is {agent.status}{' (' + agent.reason + ')' if agent.reason else ''}"
-        )
-
-    async def cmd_close(self, p: Parsed) -> None:
-        agent = await agents_mod.resolve_agent(self.bus, p.args[0], "ID")
-        agent = await admission.close(self.bus, agent)
-        self.say(f"{agent.name} ({short(agent.id)}) is {agent.status}")
-
-    async def cmd_interrupt(self, p: Parsed) -> None:
-        waits = {w.id: w for w in await self.bus.list_waits() if w.id not in self.own_waits}
-        wait_id = resolve(p.args[0], waits, "WAIT")
-        await self._interrupt_other(waits[wait_id])
-
-    async def cmd_agents(self, p: Parsed) -> None:
-        agents = await self.bus.list_agents()
-        if not agents:
-            self.say("no agents on the bus")
-        roles = self.wave_app.roles
-        for a in agents:
-            line = Text(f"  {a.name:<16} {short(a.id)}  ")
-            line.append(f"{word(a.state):<11}", style=roles.get(a.state, ""))
-            line.append(f" {a.wave or '—':<8} ")
-            line.append(one_line(a.reason) if a.status == "dead" and a.reason else (a.last_message or ""), style="dim")
-            self.say(line)
-
-    async def cmd_merge(self, p: Parsed) -> None:
-        """Merge a wave (the core's merge queue) and show it live in the merge view; with
-        --watch, only follow the wave's merge as the bus keeps it (run anywhere)."""
-        if p.options.get("watch"):
-            if not p.args:
-                self.say_bad("/merge --watch: name the wave to follow")
-                return
-            self.app.push_screen(MergeScreen(p.args[0], watch=self.bus))
-            return
-        if self.merging:
-            self.say_bad("a merge is already running; wait for it (its view: /merge shows it again when done)")
-            return
-        view = MergeScreen(p.args[0] if p.args else "the wave")
-        self.merging = True
+    def open_merge(self, what: str, watch: Bus | None = None) -> MergeScreen:
+        """The merge view of `what`, shown over this screen (following the bus with `watch`)."""
+        view = MergeScreen(what, watch=watch)
         self.app.push_screen(view)
-        try:
-            result = await merge.merge_wave(
-                self.bus,
-                p.args[0] if p.args else None,
-                caller=self.me,
-                into=_text(p.options.get("into")),
-                check=_text(p.options.get("check")),
-                dry_run=bool(p.options.get("dry_run")),
-                resolve_with=_text(p.options.get("resolve_with")),
-                presets_file=os.environ.get("WAVEWAIT_PRESETS") or None,
-                on_change=view.show,
-            )
-        except WavewaitError as e:
-            view.show_error(str(e))
-            raise
-        finally:
-            self.merging = False
-        view.show(result, done=True)
-        self.say(result.summary())
+        return view
 
-    def cmd_help(self, p: Parsed) -> None:
-        self.wave_app.action_help()
-
-    def cmd_tasks(self, p: Parsed) -> None:
-        if not self.wave_app.settings.queue:
-            self.say_bad("no task queue here: start wavewait with --queue NAME (or set WAVEWAIT_QUEUE) to see one")
-            return
-        self.wave_app.action_tasks()
-
-    async def cmd_log(self, p: Parsed) -> None:
-        agent_id = None
-        if p.args:
-            agent_id = (await agents_mod.resolve_agent(self.bus, p.args[0], "ID")).id
+    def show_log(self, agent_id: str | None) -> None:
+        """Show the event log, of one flight or of all."""
         self.query_one("#lower", Horizontal).set_class(True, "-show-log")
         self.query_one(EventLog).filter(agent_id)
         self._log_at_end()
-        self.say("event log: " + (f"only {short(agent_id)}" if agent_id else "all flights"))
 
     # ------------------------------------------------------------------ the person's wait
     @property
     def waiting(self) -> bool:
-        return self.control is not None
+        return self.own_wait.waiting
+
+    @property
+    def last_result(self) -> Result | None:
+        """The last wait's result: the app's exit value."""
+        return self.own_wait.last_result
+
+    @property
+    def own_waits(self) -> set[str]:
+        return self.own_wait.ids
 
     def start_wait(self, timeout: float, targets: list[Agent], join: Join | None = None) -> Control:
-        control = Control()
-        self.control = control
-        self.own_waits.add(control.wait_id)
-        self.wait_targets = [(a.id, a.name) for a in targets]
-        self.wait_received = set()
-        self.wait_progress = ""
-        self.wait_started = self.wave_app.settings.clock()
-        self.wait_timeout = timeout
-        self.query_one(WaitStatus).set_class(True, "-active")
-        self._paint_status(self.wait_started)
+        own = self.own_wait
+        control = own.start(self.bus, self.me, timeout, targets, join or Join(), self.host.settings.clock())
+        own.paint(own.started, self.read.by_id, self.host.roles)
         self.refresh_bindings()
-        self._run_wait(timeout, [a.id for a in targets], control, join or Join())
         return control
 
-    @work(exclusive=True, group="wait", exit_on_error=False, description="waiting")
-    async def _run_wait(self, timeout: float, ids: list[str], control: Control, join: Join) -> None:
-        def on_progress(p: Progress) -> None:
-            self.post_message(WaitProgressed(p.message, list(p.received)))
-
-        try:
-            if ids or join.files or join.events:
-                result: Result = await wait_fan_in(
-                    self.bus, self.me, timeout, ids, join=join, on_progress=on_progress, control=control
-                )
-            else:
-                result = await wait_next(self.bus, self.me, timeout, on_progress=on_progress, control=control)
-        except WavewaitError as e:
-            self.post_message(WaitEnded(f"wait failed: {e}", None))
-            return
-        except Exception as e:
-            log.exception("wait failed")
-            self.post_message(WaitEnded(f"wait failed: {e.__class__.__name__}: {e}", None))
-            return
-        self.post_message(WaitEnded(result.summary(), result))
-
     def on_wait_progressed(self, event: WaitProgressed) -> None:
-        if self.control is None:
-            return
-        self.wait_progress = event.message
-        self.wait_received = set(event.received)
         self._dirty = True
         self._repaint_unless_timed()
 
     def on_wait_ended(self, event: WaitEnded) -> None:
-        """Show the result; the message goes on up to the app, whose exit value it is."""
-        self.control = None
-        self.query_one(WaitStatus).set_class(False, "-active")
+        """Show the result (the wait kept it); the message goes on up to the app, whose exit value it is."""
         self.refresh_bindings()
         if event.result is None:
             self.say_bad(event.line)
-            self.wave_app.notice(event.line, severity="error")
+            self.host.notice(event.line, severity="error")
         else:
-            self.last_result = event.result
-            heard = received_from(event.result)
-            if heard is not None:
-                self.last_wait_received = heard
-            for line in render_result(event.result, self.wave_app.roles):
+            for line in render_result(event.result, self.host.roles):
                 self.say(line)
             outcome = event.result.outcome()
-            self.wave_app.notice(event.line, severity="information" if outcome == "satisfied" else "warning")
-        self.wait_received = set()
+            self.host.notice(event.line, severity="information" if outcome == "satisfied" else "warning")
         self._dirty = True
         self._repaint_unless_timed()
 
     def interrupt_wait(self) -> None:
-        """Escape: the core returns `interrupted` with the partial state at once."""
-        if self.control is not None:
-            self.control.interrupt()
+        self.own_wait.interrupt()
 
     # ------------------------------------------------------------------ other processes' waits
     def interrupt_other_wait(self, wait_id: str) -> None:
@@ -853,9 +556,9 @@ received. **F1** shows the help of the focused part.
         if rec is None:
             self.say(Text("that wait has already ended", style="dim"))
             return
-        self.run_worker(self._interrupt_other(rec), group="commands", exit_on_error=False)
+        self.run_worker(self.interrupt_other(rec), group="commands", exit_on_error=False)
 
-    async def _interrupt_other(self, rec: WaitRecord) -> None:
+    async def interrupt_other(self, rec: WaitRecord) -> None:
         names = {a.id: a.name for a in self.agents}
         who = names.get(rec.waiter, rec.waiter)
         if await self.bus.interrupt(rec.id):
@@ -863,14 +566,14 @@ received. **F1** shows the help of the focused part.
                 f"interrupted wait {short(rec.id)} of {who} ({rec.tool}); "
                 "its call returns as interrupted, with partial results"
             )
-            self.wave_app.notice(f"interrupted the wait of {who}")
+            self.host.notice(f"interrupted the wait of {who}")
         else:
             self.say(Text(f"wait {short(rec.id)} of {who} has already ended", style="dim"))
 
     # ------------------------------------------------------------------ the demo
     @work(group="demo", exit_on_error=False, description="launching the demo wave")
     async def run_demo(self) -> None:
-        demo = self.wave_app.settings.demo
+        demo = self.host.settings.demo
         assert demo is not None
         try:
             flights = await launch(self.bus, self.me, demo, self.say)
@@ -879,7 +582,3 @@ received. **F1** shows the help of the focused part.
             self.say_bad(f"the demo could not start: {e.__class__.__name__}: {e}")
             return
         self.run_command(f"/wait {demo.timeout:g} " + " ".join(short(a.id) for a in flights))
-
-
-def _text(value: object) -> str | None:
-    return value if isinstance(value, str) else None

@@ -25,7 +25,7 @@ from textual.widgets import DataTable, Static
 from ...core import merge
 from ...core.bus import Bus
 from ...core.merge import FlightMerge, MergeResult
-from ..typed_app import wave_app
+from ..host import host_of
 
 GLYPHS = {"merged": "✔", "conflict": "✖", "check_failed": "✖", "skipped": "⤼", "pending": "·"}
 ROLE = {
@@ -98,7 +98,7 @@ class MergeScreen(Screen[None]):
         self.shows += 1
         if not self.is_attached:
             return
-        roles = wave_app(self.app).roles
+        roles = host_of(self.app).roles
         title = Text(f"Merge {result.wave} into {result.target}", style="bold")
         title.append(f"  ·  {result.method}" + (f"  ·  check: {result.check}" if result.check else ""), style="dim")
         counts = {s: sum(1 for f in result.flights if f.status == s) for s in GLYPHS}
@@ -119,11 +119,11 @@ class MergeScreen(Screen[None]):
     def show_error(self, message: str) -> None:
         self.failed, self.done = message, True
         if self.is_attached:
-            bad = wave_app(self.app).roles["bad"]
+            bad = host_of(self.app).roles["bad"]
             self.query_one("#merge-title", Static).update(Text(f"Merge of {self.what} stopped: {message}", style=bad))
 
     def _rows(self, flights: list[FlightMerge]) -> None:
-        roles = wave_app(self.app).roles
+        roles = host_of(self.app).roles
         table = self.query_one("#merge-flights", DataTable)
         with self.app.batch_update():
             for i, f in enumerate(flights, 1):

@@ -24,7 +24,7 @@ from textual.widgets.tree import TreeNode
 from ...core.bus import Bus
 from ...core.ids import short
 from ...core.tasks import Task, TaskStore, task_store
-from ..typed_app import wave_app
+from ..host import host_of
 
 READ_EVERY = 0.1  # a burst of changes is read at most ten times a second
 GLYPHS = {"queued": "·", "running": "▶", "done": "✓", "failed": "✗", "skipped": "⤼"}
@@ -71,7 +71,7 @@ class TasksScreen(ModalScreen[None]):
             changes.close()
 
     def label(self, t: Task) -> Text:
-        roles = wave_app(self.app).roles
+        roles = host_of(self.app).roles
         line = Text()
         line.append(f"{GLYPHS[t.status]} {t.status:<8}", style=roles[ROLE[t.status]])
         line.append(f" {t.type:<10}", style="bold")
@@ -126,7 +126,7 @@ class TasksScreen(ModalScreen[None]):
         text = Text()
         text.append(f"{task.type if task else '?'} {task_id}", style="bold")
         if task is not None:
-            text.append(f"  {task.status}", style=wave_app(self.app).roles[ROLE[task.status]])
+            text.append(f"  {task.status}", style=host_of(self.app).roles[ROLE[task.status]])
             text.append(f"\nreason: {task.reason}", style="dim")
         if h is None:
             why = task.note if task is not None and task.note else "it has not been completed"

@@ -10,7 +10,8 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from ...core.ids import short
-from ..commands import BY_NAME, SlashCommand, match_commands
+from ..commands import BY_NAME, match_commands
+from ..slash import SlashCommand
 from .command import IdsFn
 
 MAX_COMMANDS = 5  # rows of matching commands; the rest are named on one more line
