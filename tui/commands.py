@@ -19,10 +19,10 @@ from .slash import Parsed, SlashCommand, Usage
 COMMANDS: tuple[SlashCommand, ...] = (
     SlashCommand(
         "/wait",
-        "/wait TIMEOUT [ID ...] [--wave W] [--files GLOB[:N]] [--event T] [--need all|any|K] "
-        "[--check CMD] [--check-timeout S] [--stop-rest]",
-        "wait for the next message, or for one message from each listed flight (fan-in), or join "
-        "flights, files and events (docs/joins.md); Escape interrupts with partial results",
+        "/wait TIMEOUT [ID ...] [--need K …]",
+        "wait for the next message, or for one message from each listed flight (fan-in); Escape "
+        "interrupts with partial results. A join: --wave W, --files GLOB[:N], --event T, --need "
+        "all|any|K, --check CMD, --check-timeout S, --stop-rest (docs/joins.md)",
         takes_ids=True,
         run=slash.wait,
     ),

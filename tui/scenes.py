@@ -321,10 +321,11 @@ async def waiting_with_mirror(pilot: AppPilot) -> None:
 
 
 async def notices_during_a_wait(pilot: AppPilot) -> None:
-    """The demo's moment at 80x24: a fan-in wait runs when one flight asks a question and
-    another dies; both notices are up while the status says what the wait still waits for."""
+    """The demo's moment at 80x24: a fan-in wait runs when a flight it does not name asks a
+    question (one it names would end it: needs_input) and another dies; both notices are up
+    while the status says what the wait still waits for."""
     await ready(pilot, 6)
-    await pilot.press(*"/wait 60 a1b2 e5f6 b7c8 f1e2 d5e6", "enter")
+    await pilot.press(*"/wait 60 a1b2 e5f6 b7c8 d5e6", "enter")
     await _question_and_death(pilot)
 
 
@@ -347,11 +348,12 @@ async def _question_and_death(pilot: AppPilot) -> None:
 
 
 async def demo_moment(pilot: AppPilot) -> None:
-    """The demo's moment at 80x24 with the mirror: a wait on all six flights when one asks
-    a question and another dies; the panel keeps five flights in view, the status summarises."""
+    """The demo's moment at 80x24 with the mirror: a wait on five flights when the sixth asks
+    a question (a flight it names would end it: needs_input) and another dies; the panel keeps
+    five flights in view, the status summarises."""
     await ready(pilot, 7)
     await until(lambda: bool(main_of(pilot).waits), "the mirrored wait")
-    await pilot.press(*"/wait 60 a1b2 e5f6 c3d4 b7c8 f1e2 d5e6", "enter")
+    await pilot.press(*"/wait 60 a1b2 e5f6 c3d4 b7c8 d5e6", "enter")
     await _question_and_death(pilot)
 
 

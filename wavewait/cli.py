@@ -144,7 +144,7 @@ async def cmd_wait(bus: Bus, args: argparse.Namespace) -> int:
     )
     if args.ids or join.wave is not None or join.files or join.events:
         if args.max != 1:
-            raise BadInput("--max: applies to the next message; a fan-in takes one message per listed agent")
+            raise BadInput("--max: applies without agent ids; a fan-in takes one message per listed agent")
         return await _interruptible(lambda c: wait.wait_fan_in(bus, caller, timeout, args.ids, join=join, control=c))
     if not join.plain:
         raise BadInput("--need, --check, --stop-rest: name the targets (ids, --wave, --files, --event) they apply to")

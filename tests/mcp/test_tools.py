@@ -55,7 +55,8 @@ async def test_tools_list_publishes_schemas_and_honest_annotations(bus):
         assert t.annotations is not None and t.description
     # seed parameter names
     assert tools["wait"].input_schema["required"] == ["timeout"]
-    assert set(tools["wait"].input_schema["properties"]) == {"timeout", "from_agents", "max_messages"}
+    joins = {"wave", "files", "events", "need", "check", "check_timeout", "stop_rest"}  # docs/joins.md
+    assert set(tools["wait"].input_schema["properties"]) == {"timeout", "from_agents", "max_messages", *joins}
     assert tools["wait"].input_schema["properties"]["max_messages"]["default"] == 1
     sig = tools["wave_wait_for_signal"].input_schema["properties"]
     assert sig["timeout_sec"]["default"] == 1800 and sig["min_count"]["default"] == 1

@@ -89,7 +89,8 @@ async def test_after_a_space_the_hint_shows_the_usage_then_the_flights_for_an_id
     async with running(file_bus, "file-reader", "test-runner") as (app, pilot):
         await pilot.press(*"/wait ")
         await until(
-            lambda: "/wait TIMEOUT [ID ...] — wait for the next message" in shown(app), what="the usage of /wait"
+            lambda: "/wait TIMEOUT [ID ...] [--need K …] — wait for the next message" in shown(app),
+            what="the usage of /wait",
         )
         assert "flights:" not in shown(app)  # a TIMEOUT comes first
         await pilot.press(*"5 ")
@@ -149,7 +150,7 @@ async def test_up_and_down_still_walk_the_history_and_the_hint_follows(file_bus)
         await until(lambda: "/wait" in shown(app), what="the hint")
         await pilot.press("up")
         assert cmd.value == "/wait 0"
-        await until(lambda: "/wait TIMEOUT [ID ...] —" in shown(app), what="the hint of the recalled line")
+        await until(lambda: "/wait TIMEOUT [ID ...] [--need K …] —" in shown(app), what="the hint of the recalled line")
         await pilot.press("up")
         assert cmd.value == "/agents"
         await pilot.press("down", "down")
