@@ -8,7 +8,7 @@ import shlex
 
 import pytest
 
-from wavewait.cli import parse_args
+from wavewait.cli_parser import parse_args
 from wavewait.core import spawning, waves
 from wavewait.core.agents import register
 from wavewait.core.spawning import SpawnRequest
