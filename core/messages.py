@@ -199,6 +199,6 @@ async def notify_completion(
         ),
     )
     await bus.transition(worker.id, "idle", ("running",))
-    if worker.reported_at is None:  # the first report orders the merge queue (core/merge.py)
+    if worker.reported_at is None:  # the first report orders the merge queue (core/merge/plan.py)
         await bus.update_agent(worker.id, reported_at=item.sent_at)
     return item

@@ -113,7 +113,7 @@ class Agent(Record):
     question: str | None = None  # an open question this agent asked (shortened); None once answered
     question_id: str | None = None
     #: who asked `question` for the flight: None (the flight itself) or `merge` (the merge queue
-    #: stopped on its branch, core/merge.py); a merge question keeps an ended flight `needs_input`
+    #: stopped on its branch, core/merge/); a merge question keeps an ended flight `needs_input`
     asked_by: str | None = None
     reported_at: float | None = None  # when it first reported (`notify_completion`): the merge order
     # coding flights (docs/coding-waves.md); absent on records written before them

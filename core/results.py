@@ -1,4 +1,4 @@
-"""What a wait or a tool returned: the one vocabulary every face renders (DESIGN: MCP tools).
+"""What a wait or a tool returned: the one vocabulary every face renders (docs/tools.md).
 
 The MCP server returns these as structured content, the CLI prints them as JSON and exits
 with `exit_code`, the TUI shows `summary()`; so every face gives the same answer. Wait

@@ -536,7 +536,7 @@ async def complete_task(
     if done is None:
         current = await q.task(target)  # no such task, or finished already
         raise TaskError(f"taskId: task {current.id} is already {current.status}; a task is completed once")
-    if bound == done.id:  # the task's own agent finished its job: idle (DESIGN)
+    if bound == done.id:  # the task's own agent finished its job: idle (docs/words.md)
         await q.bus.transition(caller, "idle", ("running",))
     return Completed(task_id=done.id, status=record.status)
 

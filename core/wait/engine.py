@@ -1,6 +1,6 @@
 """The wait engine: one loop shared by every kind of wait and every face.
 
-Every wait (DESIGN, "Semantics every wait shares"):
+Every wait (what docs/tools.md, "Rules every tool shares", promises every caller):
 1. registers itself on the bus and subscribes to changes *before* it reads;
 2. sleeps until the bus says something changed (timers only for the deadline, progress
    and liveness sweeps), then re-reads the state it needs;

@@ -8,12 +8,12 @@ import shlex
 
 import pytest
 
-from wavewait.cli import parse_args
+from wavewait.cli_parser import parse_args
 from wavewait.core import spawning, waves
 from wavewait.core.agents import register
 from wavewait.core.spawning import SpawnRequest
 from wavewait.mcp.settings import Settings
-from wavewait.mcp.tools import spawn_request as mcp_request
+from wavewait.mcp.spawn_args import spawn_request as mcp_request
 from wavewait.spawn_flags import spawn_request as flags_request
 from wavewait.tui.commands import parse
 

@@ -7,7 +7,7 @@ import subprocess
 
 from conftest import PYTHON
 
-FACES = ("textual", "mcp", "wavewait.tui", "wavewait.cli", "wavewait.mcp")
+FACES = ("textual", "mcp", "wavewait.tui", "wavewait.cli", "wavewait.cli_parser", "wavewait.mcp")
 
 PROBE = """
 import importlib, json, pkgutil, sys

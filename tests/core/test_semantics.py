@@ -1,4 +1,4 @@
-"""DESIGN, "Semantics every wait shares": one test (or more) per rule, on a real bus."""
+"""The semantics every wait shares (core/wait/engine.py's rules): one test (or more) per rule, on a real bus."""
 
 from __future__ import annotations
 

@@ -252,7 +252,7 @@ def test_the_front_starts_before_the_cli_imports_only_for_the_stdio_server(argv,
 
 def test_a_call_read_before_the_sdk_is_up_counts_its_wait_from_arrival(monkeypatch):
     """A host's time limit for a tools/call runs from when it sent it: the time the call waited in
-    the front for the SDK is taken off the wait's max-block (tools.max_block)."""
+    the front for the SDK is taken off the wait's max-block (toolkit.max_block)."""
     clock = iter([100.0, 103.5])
     monkeypatch.setattr("wavewait.mcp.front.time.monotonic", lambda: next(clock))
     call = req(4, "tools/call", {"name": "wait", "arguments": {"timeout": 10}})

@@ -1,11 +1,10 @@
-"""Tools about one flight: read its recent output, answer its question; where and with what
-environment `spawn_agent` starts it (tools.py imports that part). Kept apart from `tools.py`
-so they add to it, not change it; server.py registers both.
+"""Tools about one flight and its branch: read its recent output, answer its question, merge
+a wave's branches. Kept apart from `tools.py` so they add to it, not change it; server.py
+registers both.
 """
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Annotated
 
@@ -17,10 +16,9 @@ from pydantic import Field
 from ..core import agents, merge, messages
 from ..core.bus import Bus
 from ..core.errors import BadInput
-from ..core.limits import check_env, check_path, shown
 from ..core.results import OutputResult, SendResult
 from .settings import Settings
-from .toolkit import declare, reply
+from .toolkit import AgentRef, declare, reply, wants_progress
 
 READ_OUTPUT_DOC = (
     "Read a flight's recent output: the last `lines` lines (default 50, at most 1000) of its "
@@ -51,74 +49,6 @@ MERGE_WAVE_DOC = (
     "skipped|pending, files?, output?, why?}]}."
 )
 PROGRESS_EVERY = 10.0  # seconds between two progress notifications while a merge runs
-
-AgentRef = Annotated[str, Field(description="Agent id or unique prefix.")]
-SpawnCwd = Annotated[
-    str | None,
-    Field(description="Working directory for the flight (relative to the project directory); default: it."),
-]
-SpawnEnv = Annotated[
-    dict[str, str] | None,
-    Field(description="Extra environment variables for the flight, added to the server's environment."),
-]
-
-
-SpawnPreset = Annotated[
-    str | None,
-    Field(
-        description="Run a coding agent on prompt with this preset: 'claude' (Claude Code) or 'codex' "
-        "(Codex), or one of the server's --presets file. It gets wavewait's tools for this bus and reports "
-        "by itself when its run ends (its final answer, changed files, tokens)."
-    ),
-]
-SpawnModel = Annotated[
-    str | None, Field(description="With preset: the model the agent uses (default: its own set-up).")
-]
-SpawnWorktree = Annotated[
-    bool | None,
-    Field(
-        description="Run it in its own git worktree on a new branch wavewait/<wave>/<name> (default: yes for a "
-        "preset in a git repository, no for a command). Its branch is its result."
-    ),
-]
-SpawnBase = Annotated[
-    str | None, Field(description="With a worktree: the commit, branch or tag it starts from (HEAD).")
-]
-
-
-BudgetTokens = Annotated[
-    int | None,
-    Field(
-        gt=0,
-        description="The wave's budget in tokens (in and out, all its flights together); needs wave. Kept for the "
-        "wave: a spawn once it is spent is refused, a flight still spending then is stopped.",
-    ),
-]
-BudgetUsd = Annotated[
-    float | None, Field(gt=0, description="The wave's budget in US dollars (where the agents report money).")
-]
-FlightBudgetTokens = Annotated[
-    int | None, Field(gt=0, description="This flight's own cap in tokens: past it, it is stopped (dead, budget).")
-]
-FlightBudgetUsd = Annotated[float | None, Field(gt=0, description="This flight's own cap in US dollars.")]
-
-
-async def spawn_place(s: Settings, cwd: str | None, env: dict[str, str] | None) -> tuple[str, dict[str, str] | None]:
-    """`spawn_agent`'s cwd and env, checked: an existing directory; at most 100 plain names.
-
-    Both are bounded first; the folder is looked up (one `lstat` a level) in a worker thread.
-    The variables are returned as given: the core adds them to the server's environment."""
-    if env is not None:
-        check_env(env)
-    where = s.project_dir if not cwd else await anyio.to_thread.run_sync(_folder, s, check_path(cwd, "cwd"))
-    return where, env
-
-
-def _folder(s: Settings, cwd: str) -> str:
-    where = os.path.realpath(os.path.join(s.project_dir, os.path.expanduser(cwd)))
-    if not os.path.isdir(where):
-        raise BadInput(f"cwd: {shown(cwd, 300)} is not a directory (relative paths start at {s.project_dir})")
-    return where
 
 
 def register_flight_tools(server: MCPServer, bus: Bus, s: Settings) -> None:
@@ -200,12 +130,8 @@ class _MergeProgress:
     def __init__(self, ctx: Context) -> None:
         self.ctx, self.started, self.last, self.said = ctx, time.monotonic(), -1.0, "merging"
 
-    def _wanted(self) -> bool:
-        meta = self.ctx.request_context.meta or {}
-        return meta.get("progressToken", meta.get("progress_token")) is not None
-
     async def send(self) -> None:
-        if not self._wanted():
+        if not wants_progress(self.ctx):
             return
         value = max(time.monotonic() - self.started, self.last + 0.001)
         self.last = value

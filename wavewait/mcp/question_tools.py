@@ -26,8 +26,7 @@ from ..core.ids import check_word
 from ..core.limits import check_text
 from ..core.results import Outcome, Result
 from .settings import Settings
-from .toolkit import declare, reply
-from .tools import Reporter, clamp
+from .toolkit import Reporter, clamp, declare, reply
 
 ASK_DOC = (
     "Ask your parent (the agent or person that spawned you) a question and block until it is "

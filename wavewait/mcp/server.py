@@ -179,7 +179,7 @@ def build(bus: Bus, settings: Settings) -> WaveServer:
     server.tasks = tasks
     server.deliveries = Deliveries() if settings.ack_grace is None else Deliveries(settings.ack_grace)
     server.spawned = register(server, bus, settings, server.deliveries)
-    register_flight_tools(server, bus, settings)  # read_output, reply
+    register_flight_tools(server, bus, settings)  # read_output, reply, merge_wave
     register_question_tools(server, bus, settings)  # ask, and approve (a claude flight's permission prompts)
     low = server._lowlevel_server  # the SDK's own notification registry; MCPServer has no public one
     low.add_notification_handler(

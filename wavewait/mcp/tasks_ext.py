@@ -75,7 +75,7 @@ _current: ContextVar[TaskRun | None] = ContextVar("wavewait_mcp_task", default=N
 
 
 def running_task() -> TaskRun | None:
-    """The task the current tool call runs as, if it runs as one (tools.py asks)."""
+    """The task the current tool call runs as, if it runs as one (tools.py and toolkit.py ask)."""
     return _current.get()
 
 

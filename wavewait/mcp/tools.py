@@ -10,23 +10,21 @@ result model in its return annotation, and checks every answer against it.
 from __future__ import annotations
 
 import json
-import logging
 import os
-import shlex
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Annotated, Any, Literal, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Literal, TypeVar
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
-from ..core import admission, agents, messages, presets, spawning, wait
+from ..core import admission, agents, messages, spawning, wait
 from ..core.agents import spawn_result
 from ..core.bus import Bus
 from ..core.errors import BadInput
 from ..core.ids import check_id
-from ..core.limits import check_command, check_path, shown
+from ..core.limits import check_path, shown
 from ..core.model import now
 from ..core.results import (
     AgentInfo,
@@ -45,10 +43,9 @@ from ..core.results import (
     WaitResult,
     iso,
 )
-from ..core.spawning import SpawnRequest
-from . import front
 from .delivery import Deliveries
-from .flight_tools import (
+from .settings import Settings
+from .spawn_args import (
     BudgetTokens,
     BudgetUsd,
     FlightBudgetTokens,
@@ -59,48 +56,10 @@ from .flight_tools import (
     SpawnModel,
     SpawnPreset,
     SpawnWorktree,
-    spawn_place,
+    spawn_request,
 )
-from .settings import Settings
 from .tasks_ext import running_task
-from .toolkit import declare, reply
-
-log = logging.getLogger(__name__)
-
-
-class Reporter:
-    """Turns the core's progress callbacks into `notifications/progress`.
-
-    `progress` is the elapsed time in seconds and must grow with every notification, so
-    two reports within the same millisecond are nudged apart. Without a progress token
-    from the client, the SDK makes this a no-op.
-    """
-
-    def __init__(self, ctx: Context, total: float | None) -> None:
-        self.ctx, self.total, self.last = ctx, total, -1.0
-        self.failed = False
-
-    async def __call__(self, p: wait.Progress) -> bool:
-        """Send one notification; False when none was sent (no token, or a task's call)."""
-        if running_task() is not None or not wants_progress(self.ctx):  # a task's call was answered long ago
-            return False
-        value = max(p.elapsed, self.last + 0.001)
-        self.last = value
-        try:
-            await self.ctx.report_progress(round(value, 3), self.total, p.message)
-        except Exception as e:  # a lost notification must not end the wait
-            if not self.failed:
-                log.warning("progress notification not sent: %s", e)
-            self.failed = True
-            return False
-        return True
-
-
-def wants_progress(ctx: Context) -> bool:
-    """Whether the request carries a progress token (without one, nothing is sent)."""
-    meta = ctx.request_context.meta or {}
-    return meta.get("progressToken", meta.get("progress_token")) is not None
-
+from .toolkit import AgentRef, Reporter, clamp, declare, max_block, reply
 
 # --------------------------------------------------------------------------- descriptions
 # Each description says first what its tool is, in the words a search for it would use (hosts
@@ -228,27 +187,11 @@ AgentKind = Annotated[
     Literal["agent-closed", "agent-idle"],
     Field(description="agent-idle: finished its job (idle or closed); agent-closed: closed for good."),
 ]
-AgentRef = Annotated[str, Field(description="Agent id or unique prefix.")]
 R = TypeVar("R", bound=Result)
 INTERRUPTED = "A person interrupted this wait. Call again with the same arguments to keep waiting."
 
 
 # --------------------------------------------------------------------------- helpers
-def max_block(s: Settings, ctx: Context | None) -> float | None:
-    """`--max-block` for this call, less the time it waited for the server to start (front.queued)."""
-    if s.max_block is None or ctx is None:
-        return s.max_block
-    return max(0.0, s.max_block - front.queued(ctx.request_context.request_id))
-
-
-def clamp(s: Settings, timeout: float, ctx: Context | None = None) -> tuple[float, bool]:
-    """Apply `--max-block`: the timeout to use, and whether it was cut."""
-    mb = max_block(s, ctx)
-    if mb is None or timeout <= mb:
-        return timeout, False
-    return mb, True
-
-
 def cut_hint(s: Settings, asked: float | None) -> str:
     asked_s = "no limit" if asked is None else f"{asked:g} s"
     return (
@@ -346,50 +289,6 @@ def _resolve_signal_path(s: Settings, raw: str) -> str:
             "start the server with --allow-path DIR to allow another folder"
         )
     return path
-
-
-async def spawn_request(
-    s: Settings,
-    name: str,
-    *,
-    command: list[str] | None = None,
-    prompt: str | None = None,
-    cwd: str | None = None,
-    env: dict[str, str] | None = None,
-    preset: str | None = None,
-    **options: Any,
-) -> SpawnRequest:
-    """`spawn_agent`'s arguments as the core's request: `cwd` from the project directory, `env`
-    checked, a prompt without a preset run by the server's agent command; `options` as given."""
-    where, added = await spawn_place(s, cwd, env)
-    argv = spawn_argv(s, command, prompt) if preset is None else None  # checked before the budget is kept
-    return SpawnRequest(
-        name=name,
-        parent=s.caller,
-        command=command if preset is not None else argv,
-        prompt=prompt if preset is not None else None,
-        preset=preset,
-        presets_file=s.presets,
-        cwd=where,
-        env=added,
-        **options,
-    )
-
-
-def spawn_argv(s: Settings, command: Sequence[str] | None, prompt: str | None) -> list[str]:
-    if (command is None) == (prompt is None):
-        raise BadInput("command, prompt: give exactly one: command (an argv list) or prompt (a task text)")
-    if command is not None:
-        return check_command(command)
-    if not prompt or not prompt.strip():
-        raise BadInput("prompt: must be a non-empty string")
-    presets.check_prompt(prompt)  # one word of the agent's command line
-    if not s.agent_command:
-        raise BadInput(
-            "prompt: this server has no agent command to run a prompt with; start it with "
-            "--agent-command 'claude -p' (or set WAVEWAIT_AGENT_COMMAND), or pass command as an argv list"
-        )
-    return [*shlex.split(s.agent_command), prompt]
 
 
 async def consuming(ctx: Context, deliveries: Deliveries, run: Callable[[wait.Control], Awaitable[R]]) -> R:
