@@ -12,6 +12,8 @@ recovery returns them and the next wait delivers them again, with the same messa
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 import anyio
@@ -90,3 +92,31 @@ class Delivery:
                 "wavewait: wait %s returned %d item(s) to %s: no reply reached the caller", self.wait_id, n, self.inbox
             )
         return n
+
+
+@asynccontextmanager
+async def delivering(delivery: Delivery | None) -> AsyncIterator[None]:
+    """Deliver a wait's items with the reply written inside: acknowledged on a clean exit,
+    released on an error or a cancel (claim → reply → acknowledge, docs/reliability.md). Every
+    face settles what a wait took this way; `None` (the wait took nothing) settles nothing."""
+    try:
+        yield
+    except BaseException:
+        if delivery is not None:
+            await delivery.release()
+        raise
+    if delivery is not None:
+        await delivery.ack()
+
+
+@asynccontextmanager
+async def holding(delivery: Callable[[], Delivery | None]) -> AsyncIterator[None]:
+    """Around running a wait whose claims a face holds (`Control(hold=True)`) until it has
+    written the reply: any error or cancel before the face takes them over gives them back.
+    `delivery` reads the wait's delivery once it exists (it is made as the wait returns)."""
+    try:
+        yield
+    except BaseException:
+        if (held := delivery()) is not None:
+            await held.release()
+        raise

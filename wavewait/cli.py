@@ -27,7 +27,7 @@ from .core import admission, changes, flights, merge, messages, spawning, wait
 from .core import agents as agents_mod
 from .core.agents import agent_view
 from .core.bus import Bus, bus_url, open_bus
-from .core.delivery import ClaimLost
+from .core.delivery import ClaimLost, delivering, holding
 from .core.errors import BadInput, WavewaitError
 from .core.exits import Exit
 from .core.limits import check_path
@@ -70,21 +70,17 @@ async def _interruptible(run: Callable[[wait.Control], Awaitable[Result]]) -> in
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGINT, control.interrupt)
     try:
-        result = await run(control)
-        if control.delivery is not None:
-            await control.delivery.confirm()
-    except BaseException:
-        if control.delivery is not None:
-            await control.delivery.release()
-        raise
+        async with holding(lambda: control.delivery):
+            result = await run(control)
+            if control.delivery is not None:
+                await control.delivery.confirm()
     finally:
         loop.remove_signal_handler(signal.SIGINT)
     try:
-        code = _print(result)
-        sys.stdout.flush()
+        async with delivering(control.delivery):
+            code = _print(result)
+            sys.stdout.flush()
     except OSError as e:
-        if control.delivery is not None:
-            await control.delivery.release()
         _silence_stdout()
         print(
             f"wavewait: error: could not write the result to stdout ({e.strerror or e}); "
@@ -92,8 +88,6 @@ async def _interruptible(run: Callable[[wait.Control], Awaitable[Result]]) -> in
             file=sys.stderr,
         )
         return Exit.NOT_DELIVERED
-    if control.delivery is not None:
-        await control.delivery.ack()
     return code
 
 

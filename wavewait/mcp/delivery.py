@@ -37,7 +37,7 @@ from typing import Any, TextIO
 import anyio
 from anyio.abc import TaskGroup
 
-from ..core.delivery import Delivery
+from ..core.delivery import Delivery, delivering
 from .front import Lines, Oversized, too_large
 
 log = logging.getLogger(__name__)
@@ -60,6 +60,10 @@ class _Held:
     peer: str  # the TCP connection it came on (HTTP), whose end also ends it
     written: anyio.Event = field(default_factory=anyio.Event)
     cancelled: anyio.Event = field(default_factory=anyio.Event)
+
+
+class _GaveUp(Exception):
+    """The client cancelled a request whose response is out: what it carried goes back."""
 
 
 class Deliveries:
@@ -112,24 +116,25 @@ class Deliveries:
         """Acknowledge once the grace after the write has passed with no cancel; anything
         else that ends this (a cancel, the server stopping: a signal cancels this task
         before `running` gets to its end) releases."""
-        delivered = False
         try:
-            async with anyio.create_task_group() as tg:
+            async with delivering(held.delivery):  # settled once: a release by the session's end stands
+                async with anyio.create_task_group() as tg:
 
-                async def on_cancel() -> None:
-                    await held.cancelled.wait()
+                    async def on_cancel() -> None:
+                        await held.cancelled.wait()
+                        tg.cancel_scope.cancel()
+
+                    tg.start_soon(on_cancel)
+                    await held.written.wait()
+                    await anyio.sleep(self.grace)
                     tg.cancel_scope.cancel()
-
-                tg.start_soon(on_cancel)
-                await held.written.wait()
-                await anyio.sleep(self.grace)
-                delivered = not held.cancelled.is_set()
-                tg.cancel_scope.cancel()
+                if held.cancelled.is_set():
+                    raise _GaveUp
+        except _GaveUp:
+            pass  # released: the client cancelled the request
         finally:
             if self._held.get(serial) is held:
                 del self._held[serial]
-                with anyio.CancelScope(shield=True):
-                    await (held.delivery.ack() if delivered else held.delivery.release())
 
     async def _release_where(self, ended: Callable[[_Held], bool]) -> int:
         """Release the held deliveries of ended connections, in the order they were taken,

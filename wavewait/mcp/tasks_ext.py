@@ -38,12 +38,17 @@ from pydantic import BaseModel
 
 from ..core import mcptasks, wait
 from ..core.bus import Bus
-from ..core.delivery import Delivery
+from ..core.delivery import Delivery, delivering
 from ..core.errors import WavewaitError
 from ..core.model import MCP_TASK_TERMINAL, McpTask
 from ..core.results import iso
 
 log = logging.getLogger(__name__)
+
+
+class _NotStored(Exception):
+    """A task's result was not stored (a cancel came first): what its wait took goes back."""
+
 
 TASKS = "io.modelcontextprotocol/tasks"
 #: the tools that may run as tasks: the blocking waits
@@ -224,21 +229,17 @@ class TasksExtension(Extension):
     ) -> None:
         """Store the outcome; only then acknowledge what the wait took (the record carries it).
         A cancel that came first wins: the items go back."""
-        delivery = run.delivery
         try:
-            if result is not None and await mcptasks.complete(self.bus, task.id, result, _summary(result)):
-                if delivery is not None:
-                    await delivery.ack()
-                return
-            if delivery is not None:
-                await delivery.release()
-            if error is not None and await mcptasks.fail(self.bus, task.id, error):
-                return
-            await mcptasks.cancelled(self.bus, task.id, why)
-        except BaseException:
-            if delivery is not None:
-                await delivery.release()  # no-op once settled
-            raise
+            async with delivering(run.delivery):
+                stored = result is not None and await mcptasks.complete(self.bus, task.id, result, _summary(result))
+                if not stored:
+                    raise _NotStored
+            return
+        except _NotStored:
+            pass  # what the wait took went back: no record carries it
+        if error is not None and await mcptasks.fail(self.bus, task.id, error):
+            return
+        await mcptasks.cancelled(self.bus, task.id, why)
 
     # ------------------------------------------------------------------ tasks/*
     async def _load(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> McpTask:

@@ -22,6 +22,7 @@ from pydantic import Field
 from ..core import admission, agents, messages, spawning, wait
 from ..core.agents import spawn_result
 from ..core.bus import Bus
+from ..core.delivery import holding
 from ..core.errors import BadInput
 from ..core.ids import check_id
 from ..core.limits import check_path, shown
@@ -298,7 +299,7 @@ async def consuming(ctx: Context, deliveries: Deliveries, run: Callable[[wait.Co
     task = running_task()
     control = wait.Control() if task is None else task.control
     control.hold = True
-    try:
+    async with holding(lambda: control.delivery):
         result = await run(control)
         if control.delivery is not None:
             if task is None:
@@ -306,10 +307,6 @@ async def consuming(ctx: Context, deliveries: Deliveries, run: Callable[[wait.Co
             else:
                 await control.delivery.confirm()
                 task.delivery = control.delivery
-    except BaseException:
-        if control.delivery is not None:
-            await control.delivery.release()
-        raise
     return result
 
 
