@@ -36,12 +36,14 @@ async def call(client: Client, tool: str, args: dict) -> dict:
     return data(await client.call_tool(tool, args))
 
 
-def flight(delay: float, name: str, *, report: bool = True, exit_code: int = 0) -> list[str]:
+def flight(delay: float, name: str, *, report: bool = True, exit_code: int = 0, gate: str | None = None) -> list[str]:
     """A shell-only flight: work, report through the CLI, then drop its signal file by rename
-    (so a signal seen means its report is on the bus, however long the CLI took to start)."""
+    (so a signal seen means its report is on the bus, however long the CLI took to start).
+    With `gate`, its work lasts until that file exists (the test decides, not the clock)."""
     ww = f"{shlex.quote(sys.executable)} -m wavewait"
     done = f"wavebus/wave-1/flights/{name}.done"
-    steps = [f"sleep {delay}", f"echo ok > {done}.tmp", f"mv {done}.tmp {done}"]
+    work = f"while [ ! -e {shlex.quote(gate)} ]; do sleep 0.05; done" if gate else f"sleep {delay}"
+    steps = [work, f"echo ok > {done}.tmp", f"mv {done}.tmp {done}"]
     if report:
         notify = f"{ww} notify --status success --message {shlex.quote(name + ' finished')} --change src/{name}.py"
         steps.insert(1, notify)
@@ -92,7 +94,10 @@ async def test_a_timeout_returns_partial_results_and_a_rewait_on_the_pending_fli
     (project / "wavebus" / "wave-1" / "flights").mkdir(parents=True)
     async with orchestrator(bus, project) as o:
         fast = (await call(o, "spawn_agent", {"name": "fast", "command": flight(0.1, "fast")}))["agent_id"]
-        slow = (await call(o, "spawn_agent", {"name": "slow", "command": flight(3, "slow")}))["agent_id"]
+        gate = project / "slow.go"
+        slow = (await call(o, "spawn_agent", {"name": "slow", "command": flight(0, "slow", gate=str(gate))}))[
+            "agent_id"
+        ]
         sig = await call(
             o, "wave_wait_for_signal", {"signal_path": "wavebus/wave-1/flights/fast.done", "timeout_sec": 60}
         )
@@ -101,5 +106,6 @@ async def test_a_timeout_returns_partial_results_and_a_rewait_on_the_pending_fli
         assert first["status"] == "timeout"
         assert [(r["name"], r["status"]) for r in first["results"]] == [("fast", "received"), ("slow", "running")]
         assert f'from_agents=["{slow}"]' in first["hint"]  # the flight keeps running; wait only on it
+        gate.write_text("go")
         second = await call(o, "wait", {"timeout": 60, "from_agents": [slow]})
         assert second["status"] == "complete" and second["results"][0]["message"] == "slow finished"
