@@ -78,11 +78,7 @@ WAIT_DOC = (
     "name, status: received|queued|running|idle|dead|closed, message?}], elapsed_sec}, one entry per "
     "agent in your order. It takes at most one message (the oldest) per listed agent; messages "
     "from others stay queued. Messages returned are consumed: keep them. A 'dead' agent will not "
-    "report: handle it. timeout 0 is an instant check. A join: add a wave's flights (wave), "
-    "files (files: [{glob, min_count}]) and events (events: [types]), and wait for all, any or "
-    "the first K of them (need), a flight counting once check (a shell command run in its "
-    "worktree) passes; stop_rest stops the flights left once the need is met. status "
-    "needs_input: a flight asked; answer it (reply), then call again with the same arguments."
+    "report: handle it. timeout 0 is an instant check. A join: wait for any or the first K (need)."
 )
 SIGNAL_DOC = (
     "Wait for signal files: returns once at least min_count files match signal_path (a path or "
