@@ -123,8 +123,9 @@ async def role_fanin(a: argparse.Namespace) -> None:
     c0 = cpu()
     control = wait.Control(hold=True)  # as the MCP and CLI faces wait: reply first, then take
     # a join: the same flights and a file target (there from the start): what a join adds per report
-    join = wait.Join(files=[wait.FilesTarget(glob=a.join_file)]) if a.join_file else None
-    r = await wait.wait_fan_in(bus, "orchestrator", 600, flights, join=join, control=control)
+    # (older code, measured with --code, has no joins: the keyword is passed only for one)
+    joined = {"join": wait.Join(files=[wait.FilesTarget(glob=a.join_file)])} if a.join_file else {}
+    r = await wait.wait_fan_in(bus, "orchestrator", 600, flights, control=control, **joined)
     t = time.time()
     if control.delivery is not None:
         await control.delivery.ack()

@@ -137,11 +137,10 @@ def test_fan_in_of_three(host: Host, tmp_path: Path) -> None:
     # The result carries the JSON twice (structuredContent, and the same JSON as its text block);
     # both hosts show the model one copy: each report once, so nothing is paid twice.
     assert len(got) == 1 and [seen.count(f"REPORT<{n}>") for n in names] == [1, 1, 1], seen
-    # The host ends its session at once after the scripted model's answer, within the grace
-    # after the fan-in's result: its reports go back (docs/reliability.md). Nothing the model did
-    # not see is left, and what is left carries the ids the model saw (the documented duplicate).
-    left = drain(p.bus)
-    assert all(f"REPORT<{x['from']}>" in seen and x["message_id"] in seen for x in left), left
+    # The host ends its session with a signal at once after the scripted model's answer, within
+    # the grace after the fan-in's result; it had read the result, so the reports stay taken:
+    # nothing is queued again (docs/reliability.md)
+    assert drain(p.bus) == []
     # what every wait shares is in the server's instructions, which reach the model
     assert INSTRUCTIONS in json.dumps(m.turns[-1].body), "the server's instructions never reached the model"
 

@@ -1,22 +1,26 @@
-"""Acknowledged delivery over MCP: a wait's items leave the inbox once its response is out.
+"""Acknowledged delivery over MCP: a wait's items leave the inbox once the client has read its response.
 
 A consuming tool runs its wait with `Control(hold=True)` and hands the resulting
 `Delivery` to `Deliveries.hold` before it returns. Then:
 
-- on stdio, `ReportingStdout` tells us when the line carrying the response was flushed to
-  the client; on other transports the response counts as written when the tool returns;
 - a `notifications/cancelled` for the request before the acknowledgement (the client gave
-  up on it and will drop the late response) releases the items to the head of the inbox;
-- otherwise, `grace` seconds after the write (time for such a cancel to arrive), the items
-  are acknowledged: they move to the inbox's history;
-- the session ending first (stdin closed, the server stopped by a signal, an HTTP session
-  deleted or the connection a response went on closed) releases them too, written or not:
-  a response is not delivered because it reached a pipe. A client that abandons a call and closes its session (the MCP SDK, when
-  its caller's cancel scope exits) or a host killed by its user never read it.
+  up on it and drops the late response) releases the items to the head of the inbox. On
+  stdio it is applied as its line is read, so it counts before anything that follows it,
+  stdin's end included. The MCP SDK's client checks a result against the tool's output
+  schema before its caller gets it, and lists the tools first if it has not: a caller that
+  gives up then cancels that `tools/list`, so a cancel of a `tools/list` asked while a
+  response was out counts against that response too;
+- otherwise, `grace` seconds after the response was written (time for a cancel that crossed
+  it to arrive), the items are acknowledged: they move to the inbox's history;
+- the session ending first (stdin closed, or the server stopped by a signal) settles each
+  response by what the client did with it: on stdio the kernel says whether the client read
+  the line (wire.py): read, it is acknowledged (a one-shot script that printed its answer and
+  exited gets nothing twice); unread, never written or cancelled, it goes back. Over HTTP (an
+  HTTP session deleted, or the connection a response went on closed) it goes back.
 
-So the one duplicate left is a response read and its session ended (or its process killed)
-within the grace: the next wait delivers the items again with the same `message_id`,
-never a loss.
+So the one duplicate left on stdio is a server killed (SIGKILL) while its response sat unread
+or inside the grace; over HTTP, a session ended within the grace. The next wait delivers the
+items again with the same `message_id`, never a loss.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import itertools
 import json
 import logging
 import os
+import re
 import sys
 import time
 from collections import OrderedDict, deque
@@ -38,7 +43,8 @@ import anyio
 from anyio.abc import TaskGroup
 
 from ..core.delivery import Delivery, delivering
-from .front import Lines, Oversized, too_large
+from .front import HEAD, Lines, Oversized, head_id, too_large
+from .wire import Wire
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +54,10 @@ GRACE = 2.0
 #: seconds an ended connection is remembered: the client side of a closed TCP connection
 #: keeps its port in TIME_WAIT for 60 s, so its key is not reused sooner
 ENDED_KEPT = 60.0
+#: a stdin line longer than this is neither a cancel nor a `tools/list` (delivery's concern)
+FOLLOWUP_LINE = 1 << 14
+#: request ids remembered (read, and cancelled) on stdin
+IDS_KEPT = 4096
 #: bytes read from stdin at a time (lines are split by `front.Lines`, bounded by the request limit)
 CHUNK = 1 << 16
 
@@ -60,6 +70,9 @@ class _Held:
     peer: str  # the TCP connection it came on (HTTP), whose end also ends it
     written: anyio.Event = field(default_factory=anyio.Event)
     cancelled: anyio.Event = field(default_factory=anyio.Event)
+    line: int | None = None  # on stdio, the SDK line its response went out on
+    followups: set[str] = field(default_factory=set)  # `tools/list` ids asked once it was out
+    unlisted: bool = False  # stdio: the session had not listed the tools when this was held
 
 
 class _GaveUp(Exception):
@@ -73,6 +86,7 @@ class Deliveries:
     def __init__(self, grace: float = GRACE, *, writes_reported: bool = False) -> None:
         self.grace = grace
         self.writes_reported = writes_reported  # True on stdio: `written` is called per response
+        self.wire: Wire | None = None  # on stdio: what the client has read
         self._held: dict[int, _Held] = {}
         self._serial = itertools.count()
         self._tg: TaskGroup | None = None
@@ -80,11 +94,15 @@ class Deliveries:
         #: connections that ended lately (key → when, oldest first): a call whose wait finished
         #: just after its client went away has no one to answer
         self._ended: OrderedDict[str, float] = OrderedDict()
+        #: request ids read on stdin lately, and those cancelled (stdio: ids are unique in a session)
+        self._seen: OrderedDict[str, None] = OrderedDict()
+        self._listed = False  # stdio: a `tools/list` was read in this session
+        self._cancelled_ids: OrderedDict[str, None] = OrderedDict()
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[Deliveries]:
-        """Settle deliveries while the server runs; at its end, release every delivery not
-        yet acknowledged, and return only once the bus has them back."""
+        """Settle deliveries while the server runs; at its end, settle every delivery not yet
+        settled (`_end_session`), and return only once the bus has them."""
         async with anyio.create_task_group() as tg:
             self._tg = tg
             try:
@@ -92,7 +110,7 @@ class Deliveries:
             finally:
                 self._tg, self._stopped = None, True
                 with anyio.CancelScope(shield=True):
-                    await self._release_where(lambda held: True)
+                    await self._end_session()
                 tg.cancel_scope.cancel()
 
     async def hold(self, request_context: Any, request_id: object, delivery: Delivery) -> None:
@@ -108,33 +126,63 @@ class Deliveries:
             return
         serial = next(self._serial)
         self._held[serial] = held
+        if held.connection == "" and held.request_id in self._cancelled_ids:
+            held.cancelled.set()  # its cancel came in while the tool was finishing
+        held.unlisted = held.connection == "" and not self._listed
         if not self.writes_reported:
             held.written.set()
         self._tg.start_soon(self._settle, serial, held)
 
     async def _settle(self, serial: int, held: _Held) -> None:
-        """Acknowledge once the grace after the write has passed with no cancel; anything
-        else that ends this (a cancel, the server stopping: a signal cancels this task
-        before `running` gets to its end) releases."""
+        """Acknowledge once the grace after the write has passed with no cancel; release on a
+        cancel. When the session ends first (stdin closed, a signal), this task is cancelled
+        and the delivery is left to `_end_session`, which settles it by what the client read."""
+        async with anyio.create_task_group() as tg:
+
+            async def on_cancel() -> None:
+                await held.cancelled.wait()
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(on_cancel)
+            await held.written.wait()
+            await anyio.sleep(self.grace)
+            tg.cancel_scope.cancel()
+        if self._held.get(serial) is not held:
+            return  # settled already: its connection ended (HTTP)
+        del self._held[serial]
+        if self.wire is not None and held.line is not None:
+            self.wire.forget(held.line)
         try:
-            async with delivering(held.delivery):  # settled once: a release by the session's end stands
-                async with anyio.create_task_group() as tg:
-
-                    async def on_cancel() -> None:
-                        await held.cancelled.wait()
-                        tg.cancel_scope.cancel()
-
-                    tg.start_soon(on_cancel)
-                    await held.written.wait()
-                    await anyio.sleep(self.grace)
-                    tg.cancel_scope.cancel()
+            async with delivering(held.delivery):
                 if held.cancelled.is_set():
                     raise _GaveUp
         except _GaveUp:
             pass  # released: the client cancelled the request
-        finally:
-            if self._held.get(serial) is held:
-                del self._held[serial]
+
+    async def _end_session(self) -> None:
+        """The session is over: what the client read is acknowledged, the rest goes back."""
+        read = [(serial, held) for serial, held in self._held.items() if self._read(held)]
+        for serial, held in read:
+            del self._held[serial]
+            with anyio.CancelScope(shield=True):
+                try:
+                    await held.delivery.ack()
+                except Exception as e:  # unacknowledged, its claims go back through recovery: a duplicate, not a loss
+                    log.warning(
+                        "wavewait mcp: could not acknowledge what wait %s delivered: %s", held.delivery.wait_id, e
+                    )
+        await self._release_where(lambda held: True)
+
+    def _read(self, held: _Held) -> bool:
+        """Whether the client read this response and did not cancel its request. In a session
+        that had not listed the tools, the response must also have been followed by a
+        `tools/list`: the MCP SDK's client lists them to check a result against the tool's
+        schema before its caller gets it, and a caller that gave up before that sends nothing."""
+        if held.unlisted and not held.followups:
+            return False
+        if held.cancelled.is_set() or self.wire is None or held.line is None:
+            return False
+        return self.wire.read(held.line)
 
     async def _release_where(self, ended: Callable[[_Held], bool]) -> int:
         """Release the held deliveries of ended connections, in the order they were taken,
@@ -167,6 +215,14 @@ class Deliveries:
         wanted = {str(r) for r in request_ids}
         return [held for held in self._held.values() if held.request_id in wanted]
 
+    def on_line(self, request_id: object, line: int) -> None:
+        """The response to `request_id` is SDK line `line`: watch where it ends on the wire."""
+        for held in self._matching([request_id]):
+            if held.line is None and not held.written.is_set():
+                held.line = line
+                if self.wire is not None:
+                    self.wire.watch(line)
+
     def flushed(self, request_ids: list[object]) -> None:
         """The flush carrying these responses returned: they reached the client's pipe."""
         for held in self._matching(request_ids):
@@ -178,30 +234,76 @@ class Deliveries:
             if (held.connection, held.request_id) == (connection, rid):
                 held.cancelled.set()
 
+    def read_line(self, line: bytes) -> None:
+        """A line from stdin (stdio), before the SDK sees it. Cancels apply in the order they
+        came, so before stdin's end. A cancel counts against a held response when it names
+        its request, a `tools/list` asked once the response was out (the client's schema
+        check), or a request never read here (the client gave it up before writing it)."""
+        rid = head_id(line[:HEAD])
+        if rid is not None:
+            _remember(self._seen, str(rid))
+            if b'"tools/list"' in line[:HEAD] and _method(line) == "tools/list":
+                self._listed = True
+                for held in self._held.values():
+                    if held.line is not None and held.connection == "":  # its response is on its way
+                        held.followups.add(str(rid))
+            return
+        if len(line) > FOLLOWUP_LINE or b"notifications/cancelled" not in line:
+            return
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            return
+        if not isinstance(msg, dict) or msg.get("method") != "notifications/cancelled":
+            return
+        params = msg.get("params")
+        if not isinstance(params, dict):
+            return
+        if (cancelled := params.get("requestId")) is None:
+            return
+        key = str(cancelled)
+        _remember(self._cancelled_ids, key)  # its tool may return after this: `hold` looks here
+        unseen = key not in self._seen
+        for held in self._held.values():
+            if held.connection == "" and (
+                held.request_id == key or key in held.followups or (unseen and held.line is not None)
+            ):
+                held.cancelled.set()
+
     @property
     def waiting_for_writes(self) -> bool:
         return any(not h.written.is_set() for h in self._held.values())
 
 
 class ReportingStdout(anyio.AsyncFile[str]):
-    """The SDK's stdout on stdio: after each flush, says which responses (by id) went out."""
+    """The SDK's stdout on stdio: after each flush, says which responses (by id) went out, and
+    counts the SDK's lines, so that each held response's line is known on the client's fd.
+    `wire`: the client's fd when this writes to it; None when the front forwards these lines
+    to the client and reports them to its own wire."""
 
-    def __init__(self, fp: TextIO, deliveries: Deliveries) -> None:
+    def __init__(self, fp: TextIO, deliveries: Deliveries, wire: Wire | None = None) -> None:
         super().__init__(fp)
         self.deliveries = deliveries
-        self._lines: list[str] = []
+        self.wire = wire
+        self._count = 0  # SDK lines written
+        self._lines: list[tuple[object | None, int]] = []  # since the last flush: (response id, bytes)
 
     async def write(self, b: str) -> int:
+        rid = _response_id(b) if self.deliveries.waiting_for_writes else None
+        if rid is not None:
+            self.deliveries.on_line(rid, self._count)
+        self._count += 1
         n = await super().write(b)
-        if self.deliveries.waiting_for_writes:
-            self._lines.append(b)
+        self._lines.append((rid, len(b.encode("utf-8")) if self.wire is not None else 0))
         return n
 
     async def flush(self) -> None:
         lines, self._lines = self._lines, []
-        ids = [rid for line in lines if (rid := _response_id(line)) is not None]
         await super().flush()
-        self.deliveries.flushed(ids)
+        if self.wire is not None:
+            for _, size in lines:
+                self.wire.sdk_line(size)
+        self.deliveries.flushed([rid for rid, _ in lines if rid is not None])
 
 
 def connection_key(request_context: Any) -> str:
@@ -229,16 +331,42 @@ def peer_key(host: str, port: int) -> str:
     return f"peer {host}:{port}"
 
 
+#: the head of a response as the SDK writes it (compact JSON, `jsonrpc` first, then `id`)
+_RESPONSE_HEAD = re.compile(r'\{"jsonrpc":"2\.0","id":(-?\d+|"(?:[^"\\]|\\.)*"),"(?:result|error)":')
+
+
 def _response_id(line: str) -> object | None:
-    """The id of a JSON-RPC response (result or error) on this line, else None."""
+    """The id of a JSON-RPC response (result or error) on this line, else None: read from its
+    head (a fan-in's answer can be megabytes), else, for another shape, from the whole line."""
+    if m := _RESPONSE_HEAD.match(line):
+        head_id: object = json.loads(m.group(1))
+        return head_id
+    if not line.startswith('{"jsonrpc":"2.0","id":'):
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            return None
+        if isinstance(msg, dict) and "id" in msg and ("result" in msg or "error" in msg):
+            rid: object = msg["id"]
+            return rid
+    return None
+
+
+def _remember(ids: OrderedDict[str, None], key: str) -> None:
+    ids[key] = None
+    if len(ids) > IDS_KEPT:
+        ids.popitem(last=False)
+
+
+def _method(line: bytes) -> object:
+    """The method of the JSON-RPC message on this line (a short one: a `tools/list`)."""
+    if len(line) > FOLLOWUP_LINE:
+        return None
     try:
         msg = json.loads(line)
     except ValueError:
         return None
-    if isinstance(msg, dict) and "id" in msg and ("result" in msg or "error" in msg):
-        rid: object = msg["id"]
-        return rid
-    return None
+    return msg.get("method") if isinstance(msg, dict) else None
 
 
 @asynccontextmanager
@@ -270,6 +398,7 @@ class LoopStdin:
     def __init__(self, reader: asyncio.StreamReader) -> None:
         self.reader = reader
         self.answer: Callable[[dict[str, Any]], Awaitable[None]] | None = None
+        self.on_line: Callable[[bytes], None] | None = None  # sees each line before the SDK does
         self._lines = Lines()
         self._ready: deque[bytes | Oversized] = deque()
         self._eof = False
@@ -298,6 +427,8 @@ class LoopStdin:
                 self._eof = not data
             line = self._ready.popleft()
             if not isinstance(line, Oversized):
+                if self.on_line is not None:
+                    self.on_line(line)
                 return line.decode("utf-8", "replace")
             log.warning("wavewait mcp: dropped a request of %d bytes, over the limit", line.size)
             if self.answer is not None:

@@ -48,6 +48,7 @@ from typing import Any, BinaryIO
 
 from ..core.limits import MAX_REQUEST_BYTES
 from . import prerendered
+from .wire import Wire
 
 # "0" turns the front off (on by default; the host suite passes with it on).
 OFF = "WAVEWAIT_MCP_PRERENDER"
@@ -183,6 +184,7 @@ class Front:
     def __init__(self, stdin: Iterable[bytes | Oversized], stdout: BinaryIO, tools: bool = True) -> None:
         """`tools`: answer `tools/list` too (the pre-rendered list is that of a server without a queue)."""
         self.stdin, self.stdout, self._tools = stdin, stdout, tools
+        self.wire = Wire.of(stdout)  # what the client has read of what was written (delivery.py)
         to_sdk_r, self._to_sdk_w = os.pipe()
         self._from_sdk_r, from_sdk_w = os.pipe()
         self.sdk_stdin = os.fdopen(to_sdk_r, "r", encoding="utf-8", errors="replace")
@@ -194,7 +196,6 @@ class Front:
         self._acked: set[str] = set()  # subscriptions/listen ids acknowledged here: the SDK's ack is dropped
         # when each tools/call read before the SDK was up arrived: the host's clock for it runs from there
         self._arrived: dict[str, float] = {}
-        self._lock = threading.Lock()
         self._data: dict[str, Any] = json.loads(prerendered.PAYLOAD)
 
     def start(self) -> None:
@@ -202,9 +203,19 @@ class Front:
         threading.Thread(target=self._pump_out, name="wavewait-front-out", daemon=True).start()
 
     def _write(self, line: bytes) -> None:
-        with self._lock:
+        """Write a line of the front's own."""
+        with self.wire.lock:
             self.stdout.write(line)
             self.stdout.flush()
+            self.wire.own(len(line))
+
+    def _forward(self, line: bytes | None) -> None:
+        """Forward the SDK's next line, or drop it (None): the wire counts both."""
+        with self.wire.lock:
+            if line is not None:
+                self.stdout.write(line)
+                self.stdout.flush()
+            self.wire.sdk_line(0 if line is None else len(line))
 
     def _early(self, msg: dict[str, Any]) -> dict[str, Any] | None:
         """The answer the SDK would give, for the requests answered here; else None."""
@@ -304,7 +315,7 @@ class Front:
         with os.fdopen(self._from_sdk_r, "rb") as sdk:
             for raw in sdk:
                 if self._sdk_spoke.is_set() and not self._answered and not self._acked:
-                    self._write(raw)  # nothing of the SDK's left to drop: no parse (it holds the GIL)
+                    self._forward(raw)  # nothing of the SDK's left to drop: no parse (it holds the GIL)
                     continue
                 try:
                     msg = json.loads(raw)
@@ -315,14 +326,16 @@ class Front:
                     if key in self._answered:
                         self._answered.discard(key)
                         self._sdk_spoke.set()
+                        self._forward(None)
                         continue
                     self._sdk_spoke.set()
                 elif isinstance(msg, dict) and msg.get("method") == ACKNOWLEDGED and self._acked:
                     meta = (msg.get("params") or {}).get("_meta") or {}
                     if meta.get(SUBSCRIPTION_KEY) in self._acked:
                         self._acked.discard(meta[SUBSCRIPTION_KEY])
+                        self._forward(None)
                         continue
-                self._write(raw)
+                self._forward(raw)
 
     def queued(self, request_id: object) -> float:
         """Seconds tools/call `request_id` waited here for the SDK to start (0 for one it read at once)."""

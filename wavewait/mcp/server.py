@@ -16,6 +16,7 @@ import socket
 import sys
 import typing
 from collections.abc import Callable
+from contextlib import AsyncExitStack
 from typing import Any, cast
 
 import anyio
@@ -54,6 +55,7 @@ from .settings import Settings
 from .tasks_ext import TasksExtension
 from .toolkit import error
 from .tools import register, stop_orphans
+from .wire import Wire
 
 log = logging.getLogger(__name__)
 
@@ -230,15 +232,20 @@ async def _serve_stdio(server: WaveServer, front: Front | None) -> None:
                     return
 
             tg.start_soon(stop_on_signal)
-            async with server.deliveries.running(), server.tasks.running():
+            async with AsyncExitStack() as stack:
+                stdin: object  # None: the SDK reads stdin itself
                 if front is not None:  # its pipe read on the loop too, so a signal stops the server at once
-                    sdk_stdin = await LoopStdin.open(front.sdk_stdin.fileno()) or anyio.wrap_file(front.sdk_stdin)
-                    await _run_stdio(server, ReportingStdout(front.sdk_stdout, server.deliveries), sdk_stdin)
-                    front.sdk_stdout.close()
-                else:
+                    server.deliveries.wire = front.wire  # the front writes the client's fd
+                    stdout = ReportingStdout(front.sdk_stdout, server.deliveries)
+                    stdin = await LoopStdin.open(front.sdk_stdin.fileno()) or anyio.wrap_file(front.sdk_stdin)
+                    stack.callback(front.sdk_stdout.close)
+                else:  # the wire stays open until the deliveries are settled: they ask it what was read
+                    wire = await stack.enter_async_context(claimed_stdout())
+                    server.deliveries.wire = Wire.of(wire)
+                    stdout = ReportingStdout(wire, server.deliveries, server.deliveries.wire)
                     stdin = await LoopStdin.open()
-                    async with claimed_stdout() as wire:
-                        await _run_stdio(server, ReportingStdout(wire, server.deliveries), stdin)
+                async with server.deliveries.running(), server.tasks.running():
+                    await _run_stdio(server, stdout, stdin)
             tg.cancel_scope.cancel()
 
 
@@ -247,6 +254,7 @@ async def _run_stdio(server: WaveServer, stdout: ReportingStdout, stdin: object 
     (and stdin as any async iterable of lines: the SDK only iterates it)."""
     async with stdio_server(stdin=cast("anyio.AsyncFile[str] | None", stdin), stdout=stdout) as (read, write):
         if isinstance(stdin, LoopStdin):  # an oversized request is answered on the server's own wire
+            stdin.on_line = server.deliveries.read_line  # cancels count in the order they came
 
             async def answer(error: dict[str, Any]) -> None:
                 await write.send(SessionMessage(jsonrpc_message_adapter.validate_python(error)))

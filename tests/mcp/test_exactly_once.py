@@ -1,0 +1,153 @@
+"""Exactly once, whichever way a client ends (docs/reliability.md), through the real MCP client.
+
+A response is delivered once the client has read it: a script that calls `wait`, prints the
+answer and closes its session gets nothing twice; a caller that gives up a call at any moment
+around its answer loses nothing (its cancel comes before the session's end on stdin, and
+counts); a server killed while its reply sits unread in a full pipe loses nothing either.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import random
+import signal
+import subprocess
+import termios
+from array import array
+
+import anyio
+import pytest
+from mcp.types import CallToolResult
+
+from wavewait.core import messages
+
+from conftest import PYTHON, register_crew, until
+from mcptools import data, mcp_client, server_env
+
+pytestmark = pytest.mark.anyio
+
+
+async def _pending(bus) -> list[str]:
+    return [ref.id for ref in await bus.pending("orchestrator")]
+
+
+async def _history(bus) -> list[str]:
+    return [i.id for i in await bus.history("orchestrator")]
+
+
+@pytest.mark.parametrize("front", ["1", "0"], ids=["front", "no-front"])
+async def test_a_client_that_read_its_answer_and_closed_its_session_gets_nothing_twice(bus, front):
+    """A one-shot script: open a session, `wait`, print the answer, exit. Each answer is
+    acknowledged as the session ends (the client read it), inside the grace: 0 duplicated."""
+    await register_crew(bus, "orchestrator", "sender")
+    runs = 20 if front == "1" else 10
+    sent, got = [], []
+    for i in range(runs):
+        sent.append((await messages.send(bus, "sender", "orchestrator", f"m{i}")).id)
+        async with mcp_client(bus, env={"WAVEWAIT_MCP_PRERENDER": front}) as c:
+            got.append(data(await c.call_tool("wait", {"timeout": 5}))["message_id"])
+        # the session is over and its server gone: what it read is history, not queued again
+        await until(lambda: _settled(bus), what="no wait left on the bus")
+        assert await _pending(bus) == [], f"run {i}: the message is queued again (a duplicate)"
+    assert got == sent
+    assert await _history(bus) == sent
+
+
+async def _settled(bus) -> bool:
+    return await bus.list_waits() == []
+
+
+async def test_a_caller_that_gives_up_around_its_answer_loses_nothing_and_gets_nothing_twice(bus):
+    """The caller gives up its call 0–6 ms after the condition is met (its message sent), then
+    its script ends the session: before the answer, crossing it, or after the client read it but
+    before its caller got it (the client's courtesy cancel names the call, or the `tools/list` it
+    sends to check the result against the tool's schema). Each message is either received by a
+    call that returned, and then in the history, or back in the inbox for the next wait:
+    0 lost, 0 duplicated, over 20 runs."""
+    await register_crew(bus, "orchestrator", "sender")
+    rng = random.Random(31)
+    outcomes = []
+    for i in range(20):
+        async with mcp_client(bus) as c:
+            sent, result = await _given_up(bus, c, f"m{i}", rng.uniform(0, 0.006))
+        received = data(result)["message_id"] if result is not None else None
+        assert sent, f"run {i}: the wait sent no progress"
+        await until(lambda: _settled(bus), what="no wait left on the bus")
+        pending, history = await _pending(bus), await _history(bus)
+        if received is not None:
+            assert received == sent[0]
+            assert sent[0] in history and sent[0] not in pending, f"run {i}: received, and queued again"
+        else:  # never reached its caller: back in the inbox, then drained for the next run
+            assert pending == [sent[0]], f"run {i}: not received and not queued: lost ({outcomes})"
+            async with mcp_client(bus) as c:
+                assert data(await c.call_tool("wait", {"timeout": 5}))["message_id"] == sent[0]
+            await until(lambda: _settled(bus), what="the drain settled")
+            assert await _pending(bus) == [], f"run {i}: the drain read it, and it is queued again"
+        outcomes.append("received" if received else "given back")
+    assert await _pending(bus) == []
+
+
+async def _given_up(bus, c, body: str, delay: float) -> tuple[list[str], CallToolResult | None]:
+    """`wait`, its message sent on its first progress notification, and the call given up
+    `delay` seconds later: what was sent, and the result if the call returned first."""
+    sent: list[str] = []
+    result = None
+    with anyio.CancelScope() as call_scope:
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            if not sent:  # the wait is in place: its condition is met now, then the caller gives up
+                sent.append((await messages.send(bus, "sender", "orchestrator", body)).id)
+                call_scope.deadline = anyio.current_time() + delay
+
+        result = await c.call_tool("wait", {"timeout": 5}, progress_callback=on_progress)
+    return sent, result
+
+
+INIT = (
+    '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",'
+    '"capabilities":{},"clientInfo":{"name":"t","version":"1"}}}\n'
+    '{"jsonrpc":"2.0","method":"notifications/initialized"}\n'
+)
+
+
+def _unread(fd: int) -> int:
+    buf = array("i", [0])
+    fcntl.ioctl(fd, termios.FIONREAD, buf)
+    return buf[0]
+
+
+async def test_a_server_killed_while_its_reply_sits_unread_in_a_full_pipe_loses_nothing(bus):
+    """The client reads nothing: the reply (a message of 200 KB) is bigger than the pipe, so
+    the server blocks writing it. SIGKILL then: the next wait gets it, with its id."""
+    await register_crew(bus, "orchestrator", "sender")
+    sent = await messages.send(bus, "sender", "orchestrator", "x" * 200_000)
+    call = '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"wait","arguments":{"timeout":5}}}\n'
+
+    proc = subprocess.Popen(
+        [PYTHON, "-m", "wavewait", "mcp", "--bus", bus.url],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=server_env(bus, WAVEWAIT_ACK_GRACE="0.01"),  # acknowledged at once, were the reply out
+    )
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write((INIT + call).encode())
+        proc.stdin.flush()
+        out = proc.stdout.fileno()
+        await until(lambda: _claimed_all(bus), what="the message taken by the server's wait")
+        # more than the initialize answer: the reply is on its way, and 200 KB cannot fit in the pipe
+        await until(lambda: _unread(out) > 32_768, what="the pipe full, the server blocked writing its reply")
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert await _history(bus) == []
+    async with mcp_client(bus) as c:
+        r = data(await c.call_tool("wait", {"timeout": 10}))
+    assert r["message_id"] == sent.id and len(r["message"]) == 200_000
+
+
+async def _claimed_all(bus) -> bool:
+    return await _pending(bus) == []
