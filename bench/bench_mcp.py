@@ -278,6 +278,9 @@ if __name__ == "__main__":
     a = ap.parse_args()
     if a.quick:
         a.n, a.runs = 20, min(a.runs, 2)
+    if a.role != "writer" and a.bus and a.bus.startswith("postgresql") and "schema=" not in a.bus:
+        # a schema of its own: what an earlier run left queued must not answer this one's waits
+        a.bus += ("&" if "?" in a.bus else "?") + f"schema=bench_mcp_{os.getpid()}"
     if a.role == "writer":
         anyio.run(role_writer, a.bus, a.fanin, a.rate)
     elif a.fanin:

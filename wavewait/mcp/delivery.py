@@ -301,8 +301,9 @@ class ReportingStdout(anyio.AsyncFile[str]):
         lines, self._lines = self._lines, []
         await super().flush()
         if self.wire is not None:
-            for _, size in lines:
-                self.wire.sdk_line(size)
+            with self.wire.lock:
+                for _, size in lines:
+                    self.wire.sdk_line(size)
         self.deliveries.flushed([rid for rid, _ in lines if rid is not None])
 
 
