@@ -124,7 +124,7 @@ class FanInCondition(Condition[FanIn]):
         join: Join | None = None,
         files: Sequence[_Files] = (),
     ) -> None:
-        self.join = join or Join()
+        self.join = join or PLAIN
         self.files = list(files)
         self.events: dict[str, Item | None] = dict.fromkeys(self.join.events)
         watch = sorted({glob_base(f.pattern) for f in self.files})
@@ -427,6 +427,10 @@ def parse_need(text: str) -> int | Literal["all", "any"]:
     return int(text)
 
 
+#: a plain fan-in's join (no other target, need all): one, not a model made per wait
+PLAIN = Join()
+
+
 def _need(value: object, total: int) -> int | Literal["all", "any"]:
     """`need`: all, any or a whole number from 1 to the number of targets."""
     if value == "all" or value == "any":
@@ -469,7 +473,7 @@ async def wait_fan_in(
     fills it: a message that would overflow it goes back to the inbox (the first is always taken).
     """
     timeout = check_timeout(timeout)
-    join = join or Join()
+    join = join or PLAIN
     if len(join.files) + len(join.events) > MAX_LIST_LEN:
         raise BadInput(f"files, events: at most {MAX_LIST_LEN:,} targets of these kinds")
     for i, t in enumerate(join.events):
@@ -490,17 +494,22 @@ async def wait_fan_in(
     if not targets and not files and not join.events:
         what = f"wave: {join.wave} has no flights" if join.wave else "from_agents: list at least one agent id or prefix"
         raise BadInput(f"{what} (or omit every target for the next message)")
-    join = join.model_copy(update={"need": _need(join.need, len(targets) + len(files) + len(join.events))})
+    _need(join.need, len(targets) + len(files) + len(join.events))  # checked: it is used as given
     await ensure_registered(bus, caller)
     control = control or Control()
     condition = FanInCondition(targets, budget, join, files)
     condition.control = control
-    async with anyio.create_task_group() as tg:
-        condition.tg = tg
+    if join.check is None:  # no task group for a plain fan-in: making and cancelling one costs per wait
         fan = await run(
             bus, caller, condition, timeout=timeout, on_progress=on_progress, control=control, settings=settings
         )
-        tg.cancel_scope.cancel()
+    else:
+        async with anyio.create_task_group() as tg:
+            condition.tg = tg
+            fan = await run(
+                bus, caller, condition, timeout=timeout, on_progress=on_progress, control=control, settings=settings
+            )
+            tg.cancel_scope.cancel()
     # coding flights' entries carry their branch, changes and usage as their records say now
     coding = [a.id for a in targets if a.preset or a.worktree]
     fresh = await bus.get_agents(coding) if coding else {}
