@@ -17,7 +17,10 @@ import termios
 from array import array
 
 import anyio
+import httpx2
 import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
 
 from wavewait.core import messages
@@ -151,3 +154,26 @@ async def test_a_server_killed_while_its_reply_sits_unread_in_a_full_pipe_loses_
 
 async def _claimed_all(bus) -> bool:
     return await _pending(bus) == []
+
+
+async def test_an_http_client_that_read_its_answer_and_ended_gets_nothing_twice(bus):
+    """Over streamable HTTP (the 2026 era, the SDK's default), a one-shot client: its own
+    connection, `wait`, the answer, the connection closed inside the grace. The reply was sent
+    whole and the connection was closed, not reset: acknowledged, 10 runs, 0 duplicated. (In
+    the handshake era the client often resets the connection of the reply's stream before its
+    DELETE; that one still gives back: docs/reliability.md.)"""
+    from test_http import http_process, stderr_line
+
+    await register_crew(bus, "orchestrator", "sender")
+    sent, got = [], []
+    with http_process(bus, "--token", "s3cret") as proc:
+        url = (await stderr_line(proc)).split(" on ", 1)[1].strip()
+        for i in range(10):
+            sent.append((await messages.send(bus, "sender", "orchestrator", f"h{i}")).id)
+            async with httpx2.AsyncClient(headers={"authorization": "Bearer s3cret"}) as h:
+                async with Client(streamable_http_client(url, http_client=h)) as c:
+                    got.append(data(await c.call_tool("wait", {"timeout": 5}))["message_id"])
+            await until(lambda: _settled(bus), what="no wait left on the bus")
+            assert await _pending(bus) == [], f"run {i}: the message is queued again (a duplicate)"
+    assert got == sent
+    assert await _history(bus) == sent

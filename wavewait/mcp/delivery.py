@@ -73,6 +73,7 @@ class _Held:
     line: int | None = None  # on stdio, the SDK line its response went out on
     followups: set[str] = field(default_factory=set)  # `tools/list` ids asked once it was out
     unlisted: bool = False  # stdio: the session had not listed the tools when this was held
+    sent: bool = False  # HTTP: the response carrying it was sent whole (its POST's reply ended)
 
 
 class _GaveUp(Exception):
@@ -164,14 +165,15 @@ class Deliveries:
         read = [(serial, held) for serial, held in self._held.items() if self._read(held)]
         for serial, held in read:
             del self._held[serial]
-            with anyio.CancelScope(shield=True):
-                try:
-                    await held.delivery.ack()
-                except Exception as e:  # unacknowledged, its claims go back through recovery: a duplicate, not a loss
-                    log.warning(
-                        "wavewait mcp: could not acknowledge what wait %s delivered: %s", held.delivery.wait_id, e
-                    )
+            await self._ack(held)
         await self._release_where(lambda held: True)
+
+    async def _ack(self, held: _Held) -> None:
+        with anyio.CancelScope(shield=True):
+            try:
+                await held.delivery.ack()
+            except Exception as e:  # unacknowledged, its claims go back through recovery: a duplicate, not a loss
+                log.warning("wavewait mcp: could not acknowledge what wait %s delivered: %s", held.delivery.wait_id, e)
 
     def _read(self, held: _Held) -> bool:
         """Whether the client read this response and did not cancel its request. In a session
@@ -198,17 +200,33 @@ class Deliveries:
                     log.warning("wavewait mcp: could not give back what wait %s took: %s", held.delivery.wait_id, e)
         return len(gone)
 
-    def ended(self, connection: str) -> None:
-        """A client connection ended (an HTTP session deleted, a connection closed): what its
-        responses carried within the grace goes back, as when stdin closes. Callable from
-        a transport's callback; the release runs in the background."""
+    def ended(self, connection: str, *, orderly: bool = False) -> None:
+        """A client connection ended: an HTTP session deleted or a connection closed by its
+        client (`orderly`), or a connection reset. Within the grace, a response sent whole
+        before an orderly end was taken by the client and is acknowledged; the rest goes
+        back, as when stdin closes. Callable from a transport's callback; it runs in the
+        background."""
         now = time.monotonic()
         self._ended[connection] = now
         self._ended.move_to_end(connection)
         while now - next(iter(self._ended.values())) >= ENDED_KEPT:
             self._ended.popitem(last=False)
         if self._tg is not None and any(connection in (h.connection, h.peer) for h in self._held.values()):
-            self._tg.start_soon(self._release_where, lambda held: connection in (held.connection, held.peer))
+            self._tg.start_soon(self._end_connection, connection, orderly)
+
+    async def _end_connection(self, connection: str, orderly: bool) -> None:
+        ended = [(s, h) for s, h in self._held.items() if connection in (h.connection, h.peer)]
+        for serial, held in ended:
+            if orderly and held.sent and not held.cancelled.is_set():
+                del self._held[serial]
+                await self._ack(held)
+        await self._release_where(lambda held: connection in (held.connection, held.peer))
+
+    def sent_whole(self, connection: str, request_ids: set[str]) -> None:
+        """HTTP: the reply of the POST that carried these requests ended, sent whole."""
+        for held in self._held.values():
+            if held.connection == connection and held.request_id in request_ids:
+                held.sent = True
 
     def _matching(self, request_ids: list[object]) -> list[_Held]:
         """The held deliveries of these responses (stdio: one session, ids are unique)."""
@@ -334,6 +352,17 @@ def peer_key(host: str, port: int) -> str:
 
 #: the head of a response as the SDK writes it (compact JSON, `jsonrpc` first, then `id`)
 _RESPONSE_HEAD = re.compile(r'\{"jsonrpc":"2\.0","id":(-?\d+|"(?:[^"\\]|\\.)*"),"(?:result|error)":')
+
+
+def response_ids(chunk: bytes) -> set[str]:
+    """The ids of the JSON-RPC responses in a part of an HTTP reply: a JSON body, or the
+    `data:` lines of a stream's events (read from their heads)."""
+    heads = (
+        [chunk] if chunk.startswith(b"{") else [ln[5:].lstrip() for ln in chunk.split(b"\n") if ln.startswith(b"data:")]
+    )
+    return {
+        str(json.loads(m.group(1))) for h in heads if (m := _RESPONSE_HEAD.match(h[:HEAD].decode("utf-8", "replace")))
+    }
 
 
 def _response_id(line: str) -> object | None:

@@ -15,7 +15,6 @@ import signal
 import socket
 import sys
 import typing
-from collections.abc import Callable
 from contextlib import AsyncExitStack
 from typing import Any, cast
 
@@ -45,6 +44,7 @@ from .delivery import (
     cancel_handler,
     claimed_stdout,
     peer_key,
+    response_ids,
     session_key,
 )
 from .flight_tools import register_flight_tools
@@ -270,10 +270,11 @@ LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
 
 class Guard:
     """ASGI wrapper: only our own Host/Origin, and only with the bearer token. A session
-    deleted by its client (a DELETE with `mcp-session-id`) is reported to `ended`."""
+    deleted by its client (a DELETE with `mcp-session-id`) is reported to `deliveries`, and
+    so is each POST whose reply was sent whole (the responses to the requests it carried)."""
 
-    def __init__(self, app: Any, token: str, hosts: set[str], ended: Callable[[str], None] | None = None) -> None:
-        self.app, self.token, self.hosts, self.ended = app, token.encode(), hosts, ended
+    def __init__(self, app: Any, token: str, hosts: set[str], deliveries: Deliveries | None = None) -> None:
+        self.app, self.token, self.hosts, self.deliveries = app, token.encode(), hosts, deliveries
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -298,10 +299,39 @@ class Guard:
         if over is not None:  # a JSON-RPC error, which MCP clients show, with HTTP's own status
             error = json.dumps(too_large(over, MAX_REQUEST_BYTES)).encode()
             return await _reply(send, 413, error, b"application/json")
-        await self.app(scope, _replay(body, receive), send)
         session = headers.get("mcp-session-id")
-        if scope["method"] == "DELETE" and session and self.ended is not None:
-            self.ended(session_key(session))
+        if scope["method"] == "POST" and self.deliveries is not None:
+            send = _reporting_send(send, self.deliveries, session, scope.get("client"), _request_ids(body))
+        await self.app(scope, _replay(body, receive), send)
+        if scope["method"] == "DELETE" and session and self.deliveries is not None:
+            self.deliveries.ended(session_key(session), orderly=True)
+
+
+def _request_ids(body: list[dict[str, Any]]) -> set[str]:
+    """The ids of the JSON-RPC requests in a POST's body (one message, or a batch)."""
+    try:
+        parsed = json.loads(b"".join(m.get("body", b"") for m in body if m["type"] == "http.request"))
+    except ValueError:
+        return set()
+    messages = parsed if isinstance(parsed, list) else [parsed]
+    return {str(m["id"]) for m in messages if isinstance(m, dict) and "id" in m and "method" in m}
+
+
+def _reporting_send(send: Any, deliveries: Deliveries, session: str | None, client: Any, ids: set[str]) -> Any:
+    """`send` for a POST's reply: once its last body part is written, its requests' responses
+    were sent whole (on the session, else on the connection the request came on)."""
+    connection = session_key(session) if session else peer_key(*client) if client else ""
+
+    async def reporting(message: dict[str, Any]) -> None:
+        await send(message)
+        if not ids or message["type"] != "http.response.body":
+            return
+        if not message.get("more_body", False):  # the reply ended: what it carried is out
+            deliveries.sent_whole(connection, ids)
+        elif done := response_ids(message.get("body", b"")) & ids:  # an event of a stream, sent as one part
+            deliveries.sent_whole(connection, done)
+
+    return reporting
 
 
 async def _bounded_body(receive: Any, limit: int) -> tuple[Oversized | None, list[dict[str, Any]]]:
@@ -357,16 +387,18 @@ async def _reply(
     await send({"type": "http.response.body", "body": body})
 
 
-def _reporting_protocol(ended: Callable[[str], None]) -> type[Any]:
-    """uvicorn's HTTP/1.1 protocol, telling `ended` when a client closes its connection: a
-    2026-era exchange has no session, and the SDK's client abandons one by closing it."""
+def _reporting_protocol(deliveries: Deliveries) -> type[Any]:
+    """uvicorn's HTTP/1.1 protocol, telling `deliveries` when a client's connection ends: a
+    2026-era exchange has no session, and the SDK's client abandons one by closing it. A
+    close (its end of stream) is orderly; an error (a reset: the client closed with our
+    bytes unread) is not."""
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
     class ReportingProtocol(H11Protocol):
         def connection_lost(self, exc: Exception | None) -> None:
             super().connection_lost(exc)
             if self.client is not None:
-                ended(peer_key(*self.client))
+                deliveries.ended(peer_key(*self.client), orderly=exc is None)
 
     return ReportingProtocol
 
@@ -392,9 +424,9 @@ async def serve_http(server: WaveServer, host: str, port: int, token: str) -> No
             allowed_origins=sorted(f"http://{h}" for h in hosts) + sorted(f"https://{h}" for h in hosts),
         ),
     )
-    ended = server.deliveries.ended
+    deliveries = server.deliveries
     config = uvicorn.Config(
-        Guard(app, token, hosts, ended), log_level="warning", lifespan="on", http=_reporting_protocol(ended)
+        Guard(app, token, hosts, deliveries), log_level="warning", lifespan="on", http=_reporting_protocol(deliveries)
     )
     sock.listen(2048)  # a client that read the address below may connect at once: the kernel queues it
     print(f"wavewait mcp: streamable HTTP on http://{shown}:{port}/mcp", file=sys.stderr, flush=True)
