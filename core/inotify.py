@@ -26,6 +26,8 @@ import threading
 import time
 from collections.abc import Callable
 
+from .errors import WavewaitError
+
 log = logging.getLogger(__name__)
 
 IN_CLOSE_WRITE = 0x008
@@ -99,6 +101,12 @@ class BusWatcher:
             err = ctypes.get_errno()
             if err in (2, 20):  # ENOENT, ENOTDIR: gone meanwhile, or not a folder
                 return False
+            if err == 28:  # ENOSPC: this user's watches are all in use
+                raise WavewaitError(
+                    f"the directory bus watches each inbox (inotify), and this user's limit of "
+                    f"{_max_watches()} watches was reached at {path}: raise it (sysctl "
+                    "fs.inotify.max_user_watches=N) or use the PostgreSQL bus for a bus this large"
+                )
             raise OSError(
                 err, f"inotify_add_watch {path}: {os.strerror(err)} (see /proc/sys/fs/inotify/max_user_watches)"
             )
@@ -213,3 +221,11 @@ def watch_bus(root: str, on_paths: OnPaths) -> Watch:
             w = _watchers[root] = BusWatcher(root)
         w.subscribers.add(on_paths)
     return Watch(w, on_paths)
+
+
+def _max_watches() -> str:
+    try:
+        with open("/proc/sys/fs/inotify/max_user_watches") as f:
+            return f"{int(f.read()):,}"
+    except (OSError, ValueError):
+        return "its"
