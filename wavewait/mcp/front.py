@@ -287,7 +287,9 @@ class Front:
         return None
 
     def _pump_in(self) -> None:
-        out = os.fdopen(self._to_sdk_w, "wb", buffering=0)
+        # buffered: its write goes on after a partial one (a signal can cut a blocking write to a
+        # pipe short; an unbuffered file returns the count and the rest of the line was lost)
+        out = os.fdopen(self._to_sdk_w, "wb")
         try:
             for raw in self.stdin:
                 if isinstance(raw, Oversized):  # answered here; the SDK never sees it
@@ -295,6 +297,7 @@ class Front:
                     continue
                 if self._sdk_spoke.is_set():  # it answers everything now: no need to parse the line
                     out.write(raw if raw.endswith(b"\n") else raw + b"\n")  # (a parse holds the GIL)
+                    out.flush()
                     continue
                 try:
                     msg = json.loads(raw)
@@ -306,6 +309,7 @@ class Front:
                     self._answered.add(json.dumps(msg["id"]))
                     self._write((json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}) + "\n").encode())
                 out.write(raw if raw.endswith(b"\n") else raw + b"\n")
+                out.flush()
         except (BrokenPipeError, OSError):
             pass  # the SDK side is gone: the server is ending
         finally:
