@@ -15,12 +15,15 @@ A consuming tool runs its wait with `Control(hold=True)` and hands the resulting
 - the session ending first (stdin closed, or the server stopped by a signal) settles each
   response by what the client did with it: on stdio the kernel says whether the client read
   the line (wire.py): read, it is acknowledged (a one-shot script that printed its answer and
-  exited gets nothing twice); unread, never written or cancelled, it goes back. Over HTTP (an
-  HTTP session deleted, or the connection a response went on closed) it goes back.
+  exited gets nothing twice); unread, never written or cancelled, it goes back, and so does
+  one read in a session that never listed the tools (nothing shows its caller got it). Over
+  HTTP, a reply sent whole and then an orderly end (a DELETE of the session, or the client
+  closing its connection) is acknowledged; a reset, or a reply not sent whole, goes back.
 
-So the one duplicate left on stdio is a server killed (SIGKILL) while its response sat unread
-or inside the grace; over HTTP, a session ended within the grace. The next wait delivers the
-items again with the same `message_id`, never a loss.
+The duplicates left (the next wait delivers the items again with the same `message_id`):
+a server killed (SIGKILL) while its response sat unread or inside the grace, a client that
+never lists the tools, a handshake-era HTTP client that resets its connection before its
+DELETE (docs/reliability.md).
 """
 
 from __future__ import annotations
