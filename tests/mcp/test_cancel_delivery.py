@@ -16,6 +16,8 @@ import signal
 import subprocess
 import termios
 from array import array
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import anyio
 import pytest
@@ -138,14 +140,7 @@ async def test_a_server_killed_between_take_and_reply_loses_nothing(bus):
     that window open): the next wait gets the message, with the same message_id."""
     await register_crew(bus, "orchestrator", "sender")
     sent = await messages.send(bus, "sender", "orchestrator", "survive me")
-    env = server_env(bus, WAVEWAIT_ACK_GRACE="600")
-    proc = subprocess.Popen(
-        [PYTHON, "-m", "wavewait", "mcp", "--bus", bus.url],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        env=env,
-    )
-    try:
+    with _server(bus, "600") as proc:
         assert proc.stdin is not None
         proc.stdin.write((INIT + WAIT_CALL).encode())
         proc.stdin.flush()
@@ -153,9 +148,6 @@ async def test_a_server_killed_between_take_and_reply_loses_nothing(bus):
         await until(lambda: _claimed(bus), what="the message claimed by the server's wait")
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
     async with mcp_client(bus) as c:
         r = data(await c.call_tool("wait", {"timeout": 10}))
     assert (r["message"], r["message_id"]) == ("survive me", sent.id)
@@ -169,13 +161,26 @@ INIT = (
 WAIT_CALL = '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"wait","arguments":{"timeout":5}}}\n'
 
 
-def _start_server(bus, grace: str) -> subprocess.Popen:
-    return subprocess.Popen(
+@contextmanager
+def _server(bus, grace: str) -> Iterator[subprocess.Popen]:
+    """`wavewait mcp` on raw pipes, with this acknowledgement grace; killed if still running."""
+    proc = subprocess.Popen(
         [PYTHON, "-m", "wavewait", "mcp", "--bus", bus.url],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         env=server_env(bus, WAVEWAIT_ACK_GRACE=grace),
     )
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+async def _stopped(proc: subprocess.Popen, sig: int) -> None:
+    """Send `sig`; the server settles what it holds and exits 0."""
+    proc.send_signal(sig)
+    assert await anyio.to_thread.run_sync(lambda: proc.wait(20)) == 0
 
 
 LIST_TOOLS = '{"jsonrpc":"2.0","id":3,"method":"tools/list"}\n'
@@ -201,14 +206,9 @@ async def test_a_server_stopped_by_a_signal_within_the_grace_gives_the_message_b
     items before the process ends; the next wait gets them with the same message_id."""
     await register_crew(bus, "orchestrator", "sender")
     sent = await messages.send(bus, "sender", "orchestrator", "read once")
-    proc = _start_server(bus, "600")
-    try:
+    with _server(bus, "600") as proc:
         assert "read once" in await _read_reply(proc)
-        proc.send_signal(sig)
-        assert await anyio.to_thread.run_sync(lambda: proc.wait(20)) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+        await _stopped(proc, sig)
     assert [ref.id for ref in await bus.pending("orchestrator")] == [sent.id]
     assert await bus.history("orchestrator") == [] and await bus.list_waits() == []
 
@@ -219,14 +219,9 @@ async def test_a_server_stopped_by_a_signal_after_its_response_was_read_gives_no
     signal at once (within the grace): the client read it, so it is acknowledged."""
     await register_crew(bus, "orchestrator", "sender")
     sent = await messages.send(bus, "sender", "orchestrator", "read once")
-    proc = _start_server(bus, "600")
-    try:
+    with _server(bus, "600") as proc:
         assert "read once" in await _read_reply(proc, LIST_TOOLS)
-        proc.send_signal(sig)
-        assert await anyio.to_thread.run_sync(lambda: proc.wait(20)) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+        await _stopped(proc, sig)
     assert [i.id for i in await bus.history("orchestrator")] == [sent.id]
     assert await bus.pending("orchestrator") == [] and await bus.list_waits() == []
 
@@ -235,8 +230,7 @@ async def test_a_server_stopped_by_a_signal_with_its_response_unread_gives_the_m
     """The host listed the tools, read those answers, but never read the wait's response."""
     await register_crew(bus, "orchestrator", "sender")
     sent = await messages.send(bus, "sender", "orchestrator", "never read")
-    proc = _start_server(bus, "600")
-    try:
+    with _server(bus, "600") as proc:
         assert proc.stdin is not None and proc.stdout is not None
         proc.stdin.write((INIT + LIST_TOOLS).encode())
         proc.stdin.flush()
@@ -246,11 +240,7 @@ async def test_a_server_stopped_by_a_signal_with_its_response_unread_gives_the_m
         proc.stdin.flush()
         # the response, one short line (written whole), is in the pipe and nobody reads it
         await until(lambda: _unread(proc) > 0, what="the wait's response in the pipe")
-        proc.send_signal(signal.SIGTERM)
-        assert await anyio.to_thread.run_sync(lambda: proc.wait(20)) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+        await _stopped(proc, signal.SIGTERM)
     assert [ref.id for ref in await bus.pending("orchestrator")] == [sent.id]
     assert await bus.history("orchestrator") == [] and await bus.list_waits() == []
 
@@ -267,15 +257,10 @@ async def test_a_server_stopped_by_a_signal_after_the_grace_gives_no_duplicate(b
     """Past the grace the response counts as read: a later signal leaves it acknowledged."""
     await register_crew(bus, "orchestrator", "sender")
     await messages.send(bus, "sender", "orchestrator", "read once")
-    proc = _start_server(bus, "0.2")
-    try:
+    with _server(bus, "0.2") as proc:
         assert "read once" in await _read_reply(proc)
         await until(lambda: _in_history(bus, "read once"), what="the message acknowledged after the grace")
-        proc.send_signal(sig)
-        assert await anyio.to_thread.run_sync(lambda: proc.wait(20)) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+        await _stopped(proc, sig)
     assert [i.body for i in await bus.history("orchestrator")] == ["read once"]
     assert await bus.pending("orchestrator") == [] and await bus.list_waits() == []
 
