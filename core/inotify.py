@@ -103,9 +103,9 @@ class BusWatcher:
                 return False
             if err == 28:  # ENOSPC: this user's watches are all in use
                 raise WavewaitError(
-                    f"the directory bus watches each inbox (inotify), and this user's limit of "
-                    f"{_max_watches()} watches was reached at {path}: raise it (sysctl "
-                    "fs.inotify.max_user_watches=N) or use the PostgreSQL bus for a bus this large"
+                    f"the directory bus watches each inbox (inotify), and this user's watches ran out at "
+                    f"{path}: raise the limit (sysctl fs.inotify.max_user_watches, see "
+                    "/proc/sys/fs/inotify/max_user_watches) or use the PostgreSQL bus for a bus this large"
                 )
             raise OSError(
                 err, f"inotify_add_watch {path}: {os.strerror(err)} (see /proc/sys/fs/inotify/max_user_watches)"
@@ -221,11 +221,3 @@ def watch_bus(root: str, on_paths: OnPaths) -> Watch:
             w = _watchers[root] = BusWatcher(root)
         w.subscribers.add(on_paths)
     return Watch(w, on_paths)
-
-
-def _max_watches() -> str:
-    try:
-        with open("/proc/sys/fs/inotify/max_user_watches") as f:
-            return f"{int(f.read()):,}"
-    except (OSError, ValueError):
-        return "its"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Collection, Iterable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -499,16 +500,13 @@ async def wait_fan_in(
     control = control or Control()
     condition = FanInCondition(targets, budget, join, files)
     condition.control = control
-    if join.check is None:  # no task group for a plain fan-in: making and cancelling one costs per wait
+    # checks run in a task group; a plain fan-in makes none (making and cancelling one costs per wait)
+    async with anyio.create_task_group() if join.check is not None else nullcontext() as tg:
+        condition.tg = tg
         fan = await run(
             bus, caller, condition, timeout=timeout, on_progress=on_progress, control=control, settings=settings
         )
-    else:
-        async with anyio.create_task_group() as tg:
-            condition.tg = tg
-            fan = await run(
-                bus, caller, condition, timeout=timeout, on_progress=on_progress, control=control, settings=settings
-            )
+        if tg is not None:
             tg.cancel_scope.cancel()
     # coding flights' entries carry their branch, changes and usage as their records say now
     coding = [a.id for a in targets if a.preset or a.worktree]

@@ -48,7 +48,7 @@ from .delivery import (
     session_key,
 )
 from .flight_tools import register_flight_tools
-from .front import HEAD, Front, Oversized, too_large
+from .front import HEAD, Front, Oversized, head_id, too_large
 from .question_tools import register_question_tools
 from .queue_tools import open_queue, register_queue_tools
 from .settings import Settings
@@ -308,13 +308,17 @@ class Guard:
 
 
 def _request_ids(body: list[dict[str, Any]]) -> set[str]:
-    """The ids of the JSON-RPC requests in a POST's body (one message, or a batch)."""
+    """The id of the JSON-RPC request a POST carries, read from its head (a body may be
+    megabytes, which the SDK parses anyway); a batch, which a client may still send, whole."""
+    data = b"".join(m.get("body", b"") for m in body if m["type"] == "http.request")
+    if not data.lstrip().startswith(b"["):
+        rid = head_id(data[:HEAD])  # a request's, not a response's (a client's answer to us)
+        return set() if rid is None or b'"method"' not in data[:HEAD] else {str(rid)}
     try:
-        parsed = json.loads(b"".join(m.get("body", b"") for m in body if m["type"] == "http.request"))
+        parsed = json.loads(data)
     except ValueError:
         return set()
-    messages = parsed if isinstance(parsed, list) else [parsed]
-    return {str(m["id"]) for m in messages if isinstance(m, dict) and "id" in m and "method" in m}
+    return {str(m["id"]) for m in parsed if isinstance(m, dict) and "id" in m and "method" in m}
 
 
 def _reporting_send(send: Any, deliveries: Deliveries, session: str | None, client: Any, ids: set[str]) -> Any:
