@@ -236,7 +236,7 @@ class Deliveries:
         wanted = {str(r) for r in request_ids}
         return [held for held in self._held.values() if held.request_id in wanted]
 
-    def on_line(self, request_id: object, line: int) -> None:
+    def response_line(self, request_id: object, line: int) -> None:
         """The response to `request_id` is SDK line `line`: watch where it ends on the wire."""
         for held in self._matching([request_id]):
             if held.line is None and not held.written.is_set():
@@ -312,7 +312,7 @@ class ReportingStdout(anyio.AsyncFile[str]):
     async def write(self, b: str) -> int:
         rid = _response_id(b) if self.deliveries.waiting_for_writes else None
         if rid is not None:
-            self.deliveries.on_line(rid, self._count)
+            self.deliveries.response_line(rid, self._count)
         self._count += 1
         n = await super().write(b)
         self._lines.append((rid, len(b.encode("utf-8")) if self.wire is not None else 0))
