@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import queue
 import re
 import subprocess
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -31,7 +33,9 @@ HEADERS = {"accept": "application/json, text/event-stream", "content-type": "app
 
 @contextmanager
 def http_process(bus, *flags: str) -> Iterator[subprocess.Popen[str]]:
-    """`wavewait mcp --transport http --port 0 FLAGS...`, ended afterwards; its stderr is a pipe."""
+    """`wavewait mcp --transport http --port 0 FLAGS...`, ended afterwards. Its stderr is read
+    to its end as it comes (`stderr_line` takes its lines), so the server never blocks on a
+    full pipe when it logs."""
     proc = subprocess.Popen(
         wavewait_cmd("mcp", "--transport", "http", "--port", "0", *flags),
         env=server_env(bus),
@@ -40,16 +44,32 @@ def http_process(bus, *flags: str) -> Iterator[subprocess.Popen[str]]:
         stderr=subprocess.PIPE,
         text=True,
     )
+    lines: queue.Queue[str] = queue.Queue()
+    _STDERR[proc.pid] = lines
+    reader = threading.Thread(target=_drain, args=(proc, lines), daemon=True)
+    reader.start()
     try:
         yield proc
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+        reader.join(timeout=10)
+        del _STDERR[proc.pid]
+
+
+_STDERR: dict[int, queue.Queue[str]] = {}
+
+
+def _drain(proc: subprocess.Popen[str], lines: queue.Queue[str]) -> None:
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        lines.put(line)
+    lines.put("")  # its end
 
 
 async def stderr_line(proc: subprocess.Popen[str]) -> str:
-    assert proc.stderr is not None
-    return await anyio.to_thread.run_sync(proc.stderr.readline)
+    """The next line the server wrote to stderr ("" once it has ended)."""
+    return await anyio.to_thread.run_sync(_STDERR[proc.pid].get)
 
 
 @pytest.fixture

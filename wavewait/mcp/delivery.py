@@ -17,13 +17,17 @@ A consuming tool runs its wait with `Control(hold=True)` and hands the resulting
   the line (wire.py): read, it is acknowledged (a one-shot script that printed its answer and
   exited gets nothing twice); unread, never written or cancelled, it goes back, and so does
   one read in a session that never listed the tools (nothing shows its caller got it). Over
-  HTTP, a reply sent whole and then an orderly end (a DELETE of the session, or the client
-  closing its connection) is acknowledged; a reset, or a reply not sent whole, goes back.
+  HTTP, cancels and listings count as their POSTs arrive, and the end of a session (its
+  DELETE), or of the connection of a request that has none, acknowledges a reply sent whole
+  whose client then listed the tools and had that listing answered, or had listed them
+  before (without a session, the connection must then have been closed, not reset). The
+  rest goes back. The end of a reply's own connection within a session gives it back only
+  if it was not yet sent whole: the handshake-era client resets the stream it read.
 
 The duplicates left (the next wait delivers the items again with the same `message_id`):
 a server killed (SIGKILL) while its response sat unread or inside the grace, a client that
-never lists the tools, a handshake-era HTTP client that resets its connection before its
-DELETE (docs/reliability.md).
+never lists the tools, a 2026-era HTTP client that lists them on a new connection after
+its first answer's connection closed (docs/reliability.md).
 """
 
 from __future__ import annotations
@@ -74,9 +78,11 @@ class _Held:
     written: anyio.Event = field(default_factory=anyio.Event)
     cancelled: anyio.Event = field(default_factory=anyio.Event)
     line: int | None = None  # on stdio, the SDK line its response went out on
-    followups: set[str] = field(default_factory=set)  # `tools/list` ids asked once it was out
-    unlisted: bool = False  # stdio: the session had not listed the tools when this was held
+    #: `tools/list` requests (`_request_key`) asked once it was out
+    followups: set[str] = field(default_factory=set)
+    unlisted: bool = False  # its connection had not listed the tools when this was held
     sent: bool = False  # HTTP: the response carrying it was sent whole (its POST's reply ended)
+    answered: bool = False  # HTTP: a follow-up `tools/list` was answered whole
 
 
 class _GaveUp(Exception):
@@ -98,9 +104,10 @@ class Deliveries:
         #: connections that ended lately (key → when, oldest first): a call whose wait finished
         #: just after its client went away has no one to answer
         self._ended: OrderedDict[str, float] = OrderedDict()
-        #: request ids read on stdin lately, and those cancelled (stdio: ids are unique in a session)
+        #: request ids read on stdin lately (stdio: ids are unique in a session)
         self._seen: OrderedDict[str, None] = OrderedDict()
-        self._listed = False  # stdio: a `tools/list` was read in this session
+        #: connections that listed the tools ("" on stdio), and (connection, id) cancelled lately
+        self._listed: OrderedDict[str, None] = OrderedDict()
         self._cancelled_ids: OrderedDict[str, None] = OrderedDict()
 
     @asynccontextmanager
@@ -130,9 +137,9 @@ class Deliveries:
             return
         serial = next(self._serial)
         self._held[serial] = held
-        if held.connection == "" and held.request_id in self._cancelled_ids:
+        if _request_key(held.connection, held.request_id) in self._cancelled_ids:
             held.cancelled.set()  # its cancel came in while the tool was finishing
-        held.unlisted = held.connection == "" and not self._listed
+        held.unlisted = held.connection not in self._listed
         if not self.writes_reported:
             held.written.set()
         self._tg.start_soon(self._settle, serial, held)
@@ -178,14 +185,19 @@ class Deliveries:
             except Exception as e:  # unacknowledged, its claims go back through recovery: a duplicate, not a loss
                 log.warning("wavewait mcp: could not acknowledge what wait %s delivered: %s", held.delivery.wait_id, e)
 
-    def _read(self, held: _Held) -> bool:
+    def _read(self, held: _Held, *, orderly: bool = True) -> bool:
         """Whether the client read this response and did not cancel its request. In a session
         that had not listed the tools, the response must also have been followed by a
         `tools/list`: the MCP SDK's client lists them to check a result against the tool's
-        schema before its caller gets it, and a caller that gave up before that sends nothing."""
-        if held.unlisted and not held.followups:
+        schema before its caller gets it, and a caller that gave up before that sends nothing
+        (or, over HTTP, cancels the listing, or closes its connection before it is answered).
+        Over HTTP the response must have been sent whole; with the tools listed before, a
+        connection without a session must have been closed, not reset (bytes left unread)."""
+        if held.cancelled.is_set():
             return False
-        if held.cancelled.is_set() or self.wire is None or held.line is None:
+        if held.connection != "":
+            return held.sent and (held.answered or (not held.unlisted and orderly))
+        if (held.unlisted and not held.followups) or self.wire is None or held.line is None:
             return False
         return self.wire.read(held.line)
 
@@ -205,10 +217,12 @@ class Deliveries:
 
     def ended(self, connection: str, *, orderly: bool = False) -> None:
         """A client connection ended: an HTTP session deleted or a connection closed by its
-        client (`orderly`), or a connection reset. Within the grace, a response sent whole
-        before an orderly end was taken by the client and is acknowledged; the rest goes
-        back, as when stdin closes. Callable from a transport's callback; it runs in the
-        background."""
+        client (`orderly`), or a connection reset. The end of a request's session (of its TCP
+        connection, when it has none) settles its delivery by what the client did (`_read`).
+        The end of its own connection in a session that goes on gives back a response not yet
+        sent whole; one sent whole waits for the session's end or the grace (the handshake-era
+        client resets the stream it read its answer on, and says with a cancel that its caller
+        gave up). Callable from a transport's callback; it runs in the background."""
         now = time.monotonic()
         self._ended[connection] = now
         self._ended.move_to_end(connection)
@@ -218,18 +232,22 @@ class Deliveries:
             self._tg.start_soon(self._end_connection, connection, orderly)
 
     async def _end_connection(self, connection: str, orderly: bool) -> None:
-        ended = [(s, h) for s, h in self._held.items() if connection in (h.connection, h.peer)]
-        for serial, held in ended:
-            if orderly and held.sent and not held.cancelled.is_set():
-                del self._held[serial]
-                await self._ack(held)
-        await self._release_where(lambda held: connection in (held.connection, held.peer))
+        read = [(s, h) for s, h in self._held.items() if h.connection == connection and self._read(h, orderly=orderly)]
+        for serial, held in read:
+            del self._held[serial]
+            await self._ack(held)
+        await self._release_where(
+            lambda held: held.connection == connection or (held.peer == connection and not held.sent)
+        )
 
     def sent_whole(self, connection: str, request_ids: set[str]) -> None:
-        """HTTP: the reply of the POST that carried these requests ended, sent whole."""
+        """HTTP: the reply of the POST that carried these requests ended, sent whole: a held
+        response, or a `tools/list` that followed one."""
+        keys = {_request_key(connection, rid) for rid in request_ids}
         for held in self._held.values():
-            if held.connection == connection and held.request_id in request_ids:
-                held.sent = True
+            if held.connection == connection:
+                held.sent = held.sent or held.request_id in request_ids
+            held.answered = held.answered or not held.followups.isdisjoint(keys)
 
     def _matching(self, request_ids: list[object]) -> list[_Held]:
         """The held deliveries of these responses (stdio: one session, ids are unique)."""
@@ -255,19 +273,22 @@ class Deliveries:
             if (held.connection, held.request_id) == (connection, rid):
                 held.cancelled.set()
 
-    def read_line(self, line: bytes) -> None:
-        """A line from stdin (stdio), before the SDK sees it. Cancels apply in the order they
-        came, so before stdin's end. A cancel counts against a held response when it names
-        its request, a `tools/list` asked once the response was out (the client's schema
-        check), or a request never read here (the client gave it up before writing it)."""
+    def read_line(self, line: bytes, connection: str = "") -> None:
+        """A request from a client before the SDK sees it: a line from stdin (connection ""),
+        or an HTTP POST's body on a session or connection. Cancels apply in the order they
+        came, so before the end that follows them. A cancel counts against a held response when
+        it names its request, a `tools/list` asked once the response was out (the client's
+        schema check), or on stdio a request never read here (the client gave it up before
+        writing it)."""
         rid = head_id(line[:HEAD])
         if rid is not None:
-            _remember(self._seen, str(rid))
+            if connection == "":
+                _remember(self._seen, str(rid))
             if b'"tools/list"' in line[:HEAD] and _method(line) == "tools/list":
-                self._listed = True
+                _remember(self._listed, connection)
                 for held in self._held.values():
-                    if held.line is not None and held.connection == "":  # its response is on its way
-                        held.followups.add(str(rid))
+                    if held.connection == connection and (held.line is not None or held.sent):  # out
+                        held.followups.add(_request_key(connection, str(rid)))
             return
         if len(line) > FOLLOWUP_LINE or b"notifications/cancelled" not in line:
             return
@@ -283,11 +304,13 @@ class Deliveries:
         if (cancelled := params.get("requestId")) is None:
             return
         key = str(cancelled)
-        _remember(self._cancelled_ids, key)  # its tool may return after this: `hold` looks here
-        unseen = key not in self._seen
+        _remember(self._cancelled_ids, _request_key(connection, key))  # its tool may return later
+        unseen = connection == "" and key not in self._seen
         for held in self._held.values():
-            if held.connection == "" and (
-                held.request_id == key or key in held.followups or (unseen and held.line is not None)
+            if held.connection == connection and (
+                held.request_id == key
+                or _request_key(connection, key) in held.followups
+                or (unseen and held.line is not None)
             ):
                 held.cancelled.set()
 
@@ -343,6 +366,10 @@ def _peer(request_context: Any) -> str:
     call over HTTP by closing the connection its response streams on, in either era."""
     client = getattr(getattr(request_context, "request", None), "client", None)
     return peer_key(client.host, client.port) if client is not None else ""
+
+
+def _request_key(connection: str, request_id: str) -> str:
+    return f"{connection}\n{request_id}"
 
 
 def session_key(session_id: str) -> str:

@@ -299,18 +299,20 @@ class Guard:
         if over is not None:  # a JSON-RPC error, which MCP clients show, with HTTP's own status
             error = json.dumps(too_large(over, MAX_REQUEST_BYTES)).encode()
             return await _reply(send, 413, error, b"application/json")
-        session = headers.get("mcp-session-id")
+        session, client = headers.get("mcp-session-id"), scope.get("client")
         if scope["method"] == "POST" and self.deliveries is not None:
-            send = _reporting_send(send, self.deliveries, session, scope.get("client"), _request_ids(body))
+            connection = session_key(session) if session else peer_key(*client) if client else ""
+            data = b"".join(m.get("body", b"") for m in body if m["type"] == "http.request")
+            self.deliveries.read_line(data, connection)  # a cancel or a listing counts before what follows
+            send = _reporting_send(send, self.deliveries, connection, _request_ids(data))
         await self.app(scope, _replay(body, receive), send)
         if scope["method"] == "DELETE" and session and self.deliveries is not None:
             self.deliveries.ended(session_key(session), orderly=True)
 
 
-def _request_ids(body: list[dict[str, Any]]) -> set[str]:
+def _request_ids(data: bytes) -> set[str]:
     """The id of the JSON-RPC request a POST carries, read from its head (a body may be
     megabytes, which the SDK parses anyway); a batch, which a client may still send, whole."""
-    data = b"".join(m.get("body", b"") for m in body if m["type"] == "http.request")
     if not data.lstrip().startswith(b"["):
         rid = head_id(data[:HEAD])  # a request's, not a response's (a client's answer to us)
         return set() if rid is None or b'"method"' not in data[:HEAD] else {str(rid)}
@@ -321,10 +323,9 @@ def _request_ids(body: list[dict[str, Any]]) -> set[str]:
     return {str(m["id"]) for m in parsed if isinstance(m, dict) and "id" in m and "method" in m}
 
 
-def _reporting_send(send: Any, deliveries: Deliveries, session: str | None, client: Any, ids: set[str]) -> Any:
+def _reporting_send(send: Any, deliveries: Deliveries, connection: str, ids: set[str]) -> Any:
     """`send` for a POST's reply: once its last body part is written, its requests' responses
     were sent whole (on the session, else on the connection the request came on)."""
-    connection = session_key(session) if session else peer_key(*client) if client else ""
 
     async def reporting(message: dict[str, Any]) -> None:
         await send(message)
