@@ -133,6 +133,7 @@ async def test_an_http_caller_that_gives_up_around_its_answer_loses_nothing_and_
                 Client(streamable_http_client(url, http_client=h), mode="legacy") as c,
             ):
                 sent, result = await _given_up(bus, c, f"h{i}", rng.uniform(0, 0.006))
+            assert sent, f"run {i}: the wait sent no progress, and returned {result}"
             received = data(result)["message_id"] if result is not None else None
             await until(lambda: _settled(bus), what="no wait left on the bus")
             settled = partial(_queued_or_history, bus, sent[0])
