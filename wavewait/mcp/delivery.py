@@ -106,8 +106,9 @@ class Deliveries:
         self._ended: OrderedDict[str, float] = OrderedDict()
         #: request ids read on stdin lately (stdio: ids are unique in a session)
         self._seen: OrderedDict[str, None] = OrderedDict()
-        #: connections that listed the tools ("" on stdio), and (connection, id) cancelled lately
+        #: connections that listed the tools lately ("" on stdio)
         self._listed: OrderedDict[str, None] = OrderedDict()
+        #: requests cancelled lately (`_request_key`): a tool may return after its cancel
         self._cancelled_ids: OrderedDict[str, None] = OrderedDict()
 
     @asynccontextmanager
@@ -247,7 +248,7 @@ class Deliveries:
         for held in self._held.values():
             if held.connection == connection:
                 held.sent = held.sent or held.request_id in request_ids
-            held.answered = held.answered or not held.followups.isdisjoint(keys)
+                held.answered = held.answered or not held.followups.isdisjoint(keys)
 
     def _matching(self, request_ids: list[object]) -> list[_Held]:
         """The held deliveries of these responses (stdio: one session, ids are unique)."""
