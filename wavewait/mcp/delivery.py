@@ -11,7 +11,8 @@ A consuming tool runs its wait with `Control(hold=True)` and hands the resulting
   gives up then cancels that `tools/list`, so a cancel of a `tools/list` asked while a
   response was out counts against that response too;
 - otherwise, `grace` seconds after the response was written (time for a cancel that crossed
-  it to arrive), the items are acknowledged: they move to the inbox's history;
+  it to arrive), and on stdio once the client has read it, the items are acknowledged: they
+  move to the inbox's history;
 - the session ending first (stdin closed, or the server stopped by a signal) settles each
   response by what the client did with it: on stdio the kernel says whether the client read
   the line (wire.py): read, it is acknowledged (a one-shot script that printed its answer and
@@ -58,6 +59,8 @@ log = logging.getLogger(__name__)
 #: seconds between a response's write and its acknowledgement: a client's cancel that
 #: crossed the response on the wire arrives well within it
 GRACE = 2.0
+#: seconds between looks at whether the client has read a response still unread after the grace
+READ_POLL = 0.1
 #: seconds an ended connection is remembered: the client side of a closed TCP connection
 #: keeps its port in TIME_WAIT for 60 s, so its key is not reused sooner
 ENDED_KEPT = 60.0
@@ -146,9 +149,11 @@ class Deliveries:
         self._tg.start_soon(self._settle, serial, held)
 
     async def _settle(self, serial: int, held: _Held) -> None:
-        """Acknowledge once the grace after the write has passed with no cancel; release on a
-        cancel. When the session ends first (stdin closed, a signal), this task is cancelled
-        and the delivery is left to `_end_session`, which settles it by what the client read."""
+        """Acknowledge once the grace after the write has passed with no cancel and, on stdio,
+        the client has read the response (a slow reader's reply, or one held in the front while
+        the pipe is full, is not taken yet); release on a cancel. When the session ends first
+        (stdin closed, a signal), this task is cancelled and the delivery is left to
+        `_end_session`, which settles it by what the client read."""
         async with anyio.create_task_group() as tg:
 
             async def on_cancel() -> None:
@@ -158,6 +163,9 @@ class Deliveries:
             tg.start_soon(on_cancel)
             await held.written.wait()
             await anyio.sleep(self.grace)
+            # nothing wakes on a client's read of a pipe (it is writable long before it is drained)
+            while not await self._taken(held):  # noqa: ASYNC110
+                await anyio.sleep(READ_POLL)
             tg.cancel_scope.cancel()
         if self._held.get(serial) is not held:
             return  # settled already: its connection ended (HTTP)
@@ -170,6 +178,14 @@ class Deliveries:
                     raise _GaveUp
         except _GaveUp:
             pass  # released: the client cancelled the request
+
+    async def _taken(self, held: _Held) -> bool:
+        """Whether the client has read this stdio response (in a thread: a writer blocked on a
+        full pipe holds the wire's lock for a moment). True where that cannot be watched."""
+        wire, line = self.wire, held.line
+        if wire is None or line is None:
+            return True
+        return await anyio.to_thread.run_sync(wire.read, line)
 
     async def _end_session(self) -> None:
         """The session is over: what the client read is acknowledged, the rest goes back."""
