@@ -189,11 +189,15 @@ class Deliveries:
 
     async def _end_session(self) -> None:
         """The session is over: what the client read is acknowledged, the rest goes back."""
-        read = [(serial, held) for serial, held in self._held.items() if self._read(held)]
+        await self._ack_read(lambda held: True)
+        await self._release_where(lambda held: True)
+
+    async def _ack_read(self, ended: Callable[[_Held], bool], *, orderly: bool = True) -> None:
+        """Acknowledge the held deliveries of ended connections that the client read (`_read`)."""
+        read = [(s, h) for s, h in self._held.items() if ended(h) and self._read(h, orderly=orderly)]
         for serial, held in read:
             del self._held[serial]
             await self._ack(held)
-        await self._release_where(lambda held: True)
 
     async def _ack(self, held: _Held) -> None:
         with anyio.CancelScope(shield=True):
@@ -249,10 +253,7 @@ class Deliveries:
             self._tg.start_soon(self._end_connection, connection, orderly)
 
     async def _end_connection(self, connection: str, orderly: bool) -> None:
-        read = [(s, h) for s, h in self._held.items() if h.connection == connection and self._read(h, orderly=orderly)]
-        for serial, held in read:
-            del self._held[serial]
-            await self._ack(held)
+        await self._ack_read(lambda held: held.connection == connection, orderly=orderly)
         await self._release_where(
             lambda held: held.connection == connection or (held.peer == connection and not held.sent)
         )
