@@ -16,10 +16,13 @@ import os
 import shlex
 import sys
 import tempfile
+import time
 
 import anyio
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+
+from wavewait.core.bus import open_bus
 
 
 def flight(name: str, delay: float) -> list[str]:
@@ -64,7 +67,34 @@ async def main(bus: str, project: str, scale: float = 1.0) -> None:
         first = await call("wait", {"timeout": 2 * scale, "from_agents": ids})
         pending = [r["agent_id"] for r in first["results"] if r["status"] == "running"]
         await call("wait", {"timeout": 60, "from_agents": pending})
+        # a flight's process ends after its report: wait for that, not for a while (and its
+        # supervisor's last write lands before the bus's folder is removed)
+        closed = {"id": "wave-1-closed", "agentId": ids[0], "agentIds": ids[1:], "kind": "agent-closed"}
+        await call("wait_agent", closed | {"description": "every flight of wave-1 closed"})
         await call("list_agents", {"wave": "wave-1"})
+    await _supervisors_gone(bus, ids)
+
+
+async def _supervisors_gone(bus_url: str, ids: list[str], within: float = 30.0) -> None:
+    """Return once each flight's supervisor has exited: it records the flight's end, then
+    admits the wave's next flight, so it may still write to the bus after its flight closed
+    (and the bus's folder is removed when this script ends)."""
+    bus = await open_bus(bus_url)
+    try:
+        pids = [a.supervisor_pid for a in (await bus.get_agents(ids)).values() if a.supervisor_pid]
+    finally:
+        await bus.close()
+    deadline = time.monotonic() + within
+    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+        await anyio.sleep(0.05)  # not our children: nothing to wait on but the pid itself
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 if __name__ == "__main__":
