@@ -18,7 +18,11 @@ from pydantic import BaseModel, ConfigDict, Field
 #: `queued`: spawned into a wave at its limit of running flights (core/admission.py); it
 #: starts, as `running`, when a slot frees, or ends (killed, closed) without ever running
 AgentStatus = Literal["queued", "running", "idle", "closed", "dead"]
-TargetStatus = Literal["received", "queued", "running", "idle", "dead", "closed", "needs_input", "check_failed"]
+#: a wait result's word for one flight; `reported`: its report is queued in your inbox, not
+#: taken (it did not fit the result's output budget)
+TargetStatus = Literal[
+    "received", "reported", "queued", "running", "idle", "dead", "closed", "needs_input", "check_failed"
+]
 #: a flight's one word in every face (panel, CLI, MCP results, docs): its lifecycle status,
 #: or `needs_input` while a question it asked is unanswered (`Agent.state`)
 FlightState = Literal["queued", "running", "idle", "needs_input", "closed", "dead"]

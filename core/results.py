@@ -100,6 +100,11 @@ class NextMessage(Result):
         return "timed out: no message" if self.status == "timeout" else "interrupted: no message"
 
 
+#: about the characters of an entry's JSON without its values, and of one more field's key
+ENTRY_CHARS = 37
+FIELD_CHARS = 16
+
+
 class TargetResult(BaseModel):
     agent_id: str
     name: str
@@ -112,6 +117,18 @@ class TargetResult(BaseModel):
     branch: str | None = None
     changes: ChangeSummary | None = None
     usage: Usage | None = None
+
+    def chars(self) -> int:
+        """About the characters of this entry's JSON: what an output budget counts. Summed
+        from the values, not dumped, as a fan-in over 100,000 flights sizes many."""
+        n = ENTRY_CHARS + len(self.agent_id) + len(self.name) + len(self.status)
+        for text in (self.message, self.message_id, self.reason, self.output, self.branch):
+            if text is not None:
+                n += FIELD_CHARS + len(text)
+        for fact in (self.changes, self.usage):
+            if fact is not None:
+                n += FIELD_CHARS + len(fact.model_dump_json())
+        return n
 
 
 def flight_facts(agent: Agent) -> dict[str, Any]:
@@ -160,6 +177,11 @@ class FanIn(Result):
         description="Listed agents whose message is queued but was not taken: it did not fit this "
         "result's output budget. Call wait again to get them.",
     )
+    omitted: dict[str, int] | None = Field(
+        default=None,
+        description="Targets without an entry in `results`, by status: their entries did not fit the "
+        "output budget (a message taken always has its entry).",
+    )
 
     def outcome(self) -> Outcome:
         if self.status == "partial":  # not satisfied yet: call again for the rest
@@ -175,11 +197,12 @@ class FanIn(Result):
             "timeout": "fan-in timed out",
             "interrupted": "interrupted",
         }
-        more = f", {self.more_waiting} more waiting" if self.more_waiting else ""
-        if self.files or self.events or (self.need is not None and self.need != len(self.results)):
+        more = f", {self.more_waiting:,} more waiting" if self.more_waiting else ""
+        flights = len(self.results) + sum((self.omitted or {}).values())
+        if self.files or self.events or (self.need is not None and self.need != flights):
             return f"{word[self.status]}: met {self.met}/{self.need}{more}"
-        got = sum(r.status == "received" for r in self.results)
-        return f"{word[self.status]}: {got}/{len(self.results)} received{more}"
+        got = sum(r.status == "received" for r in self.results) + (self.omitted or {}).get("received", 0)
+        return f"{word[self.status]}: {got:,}/{flights:,} received{more}"
 
 
 class WaitResult(RootModel[NextMessage | FanIn]):

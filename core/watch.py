@@ -68,9 +68,16 @@ class Wakeup:
         """The keys that changed since the last call; None: unknown, re-read everything."""
         return None
 
+    def arrivals(self) -> set[str] | None:
+        """The senders whose items arrived in what the last `changed` reported, for a
+        subscription by sender; None: unknown (re-read every sender)."""
+        return None
+
 
 #: a subscription that collected more keys than this since its last step re-reads everything
 MAX_KEYS = 4096
+#: a subscription by sender that collected more arrivals than this re-reads every sender
+MAX_ARRIVALS = 65_536
 #: the key that means "anything may have changed" (an overflow, a reconnect, a lost root)
 EVERYTHING = "*"
 
@@ -83,7 +90,9 @@ class Keyed(Wakeup):
     inbox from a sender, `i:<inbox>/<sender>`) reaches the subscriptions that asked for that
     exact key (`routes`), for every child of the root (`trees`), or one member of a `pool`
     on the root, and is noted as its root (`i:<inbox>`): the waiter reads the inbox, and only
-    the waiters that want the sender were woken.
+    the waiters that want the sender were woken. A subscription by sender (`routes`) also
+    keeps who sent (`arrivals`), so a fan-in over 100,000 flights reads the few that sent,
+    not all it waits on; the root itself (a change the bus cannot attribute) makes that unknown.
 
     A pool (root, tag) is a set of interchangeable subscriptions of one loop (waits that claim
     the oldest items of the same types from one inbox): each arrival wakes one member that is
@@ -114,19 +123,30 @@ class Keyed(Wakeup):
         self._fanout = fanout
         self._changed: set[str] = set()
         self._all = False
+        self.roots = frozenset(self.routes.values())  # the keys its arrivals are noted as
+        self._arrived: set[str] | None = set()  # senders since `changed` was last called
+        self._last_arrived: set[str] | None = None  # those `changed` last reported
 
     def _woken(self) -> None:
         self._event.set()
         if self._pool is not None:
             self._pool.asleep.pop(self, None)
 
-    def _note(self, keys: Iterable[str]) -> None:
-        """Record changed keys and wake (on the subscriber's loop)."""
+    def _note(self, keys: Iterable[str], arrived: set[str] | None = None) -> None:
+        """Record changed keys (and, by sender, who sent: None is unknown) and wake (on the
+        subscriber's loop)."""
         if not self._all:
             self._changed.update(keys)
             if EVERYTHING in self._changed or len(self._changed) > MAX_KEYS:
                 self._all = True
                 self._changed = set()
+        if self.routes:
+            if arrived is None or self._arrived is None:
+                self._arrived = None
+            else:
+                self._arrived.update(arrived)
+                if len(self._arrived) > MAX_ARRIVALS:
+                    self._arrived = None
         self._woken()
 
     def _note_all(self) -> None:
@@ -146,7 +166,12 @@ class Keyed(Wakeup):
     def changed(self) -> set[str] | None:
         out, everything = self._changed, self._all
         self._changed, self._all = set(), False
+        self._last_arrived = None if everything or not self.routes else self._arrived
+        self._arrived = set()
         return None if everything else out
+
+    def arrivals(self) -> set[str] | None:
+        return self._last_arrived
 
     def close(self) -> None:
         self._fanout.remove(self)
@@ -177,6 +202,7 @@ class _Batch:
 
     def __init__(self) -> None:
         self.keys: dict[Keyed, set[str]] = {}
+        self.arrived: dict[Keyed, set[str] | None] = {}  # by sender, for subscriptions with routes
         self.pools: dict[_Pool, int] = {}
 
 
@@ -256,15 +282,21 @@ class Fanout:
         """Wake the subscriptions of these keys (EVERYTHING wakes all, to re-read all). A key
         given twice (two arrivals from one sender) wakes two members of a pool."""
         hits: dict[Keyed, list[str]] = {}
+        senders: dict[Keyed, set[str] | None] = {}
         arrivals: dict[_Pool, int] = {}
         with self._lock:
             for key in keys:
                 if key == EVERYTHING:
                     hits = {sub: [EVERYTHING] for sub in self._subs}
-                    arrivals = {}
+                    senders, arrivals = {}, {}
                     break
                 for sub, noted in self._by_key.get(key, {}).items():
                     hits.setdefault(sub, []).append(noted)
+                    if noted != key:  # an arrival by a route: who sent it
+                        if (got := senders.setdefault(sub, set())) is not None:
+                            got.add(key.partition("/")[2])
+                    elif key in sub.roots:  # the root itself: any sender may have sent
+                        senders[sub] = None
                 for prefix, subs in self._by_prefix.items():
                     if key.startswith(prefix):
                         for sub in subs:
@@ -285,6 +317,8 @@ class Fanout:
                     got.update(ks)
                     if len(got) > MAX_KEYS:  # bounded: the subscriber re-reads everything
                         batch.keys[sub] = {EVERYTHING}
+                if sub.routes:
+                    _merge(batch.arrived, sub, senders.get(sub, set()))
             for pool, n in arrivals.items():
                 batch = self._batch(pool.loop, to_schedule)
                 batch.pools[pool] = batch.pools.get(pool, 0) + n
@@ -311,13 +345,26 @@ class Fanout:
         if batch is None:
             return
         for sub, keys in batch.keys.items():
-            sub._note(keys)
+            sub._note(keys, batch.arrived.get(sub, set()))
         for pool, n in batch.pools.items():
             if pool.members:
                 pool.wake(n)
 
     def everything(self) -> None:
         self.dispatch([EVERYTHING])
+
+
+def _merge(arrived: dict[Keyed, set[str] | None], sub: Keyed, senders: set[str] | None) -> None:
+    """Add `senders` to what `sub` is handed (None, or past MAX_ARRIVALS: unknown)."""
+    got = arrived.setdefault(sub, set())
+    if got is None:
+        return
+    if senders is None:
+        arrived[sub] = None
+        return
+    got.update(senders)
+    if len(got) > MAX_ARRIVALS:
+        arrived[sub] = None
 
 
 class Subscription(Wakeup):

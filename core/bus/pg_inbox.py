@@ -30,6 +30,9 @@ WAIT_LEASE = float(os.environ.get("WAVEWAIT_PG_WAIT_LEASE", "30"))
 #: a fan-in over up to this many senders reads only their rows; over more, the whole backlog
 #: costs less than sending every sender's id with each read
 PENDING_SENDERS = 100
+#: `pending` by sender reads only their rows up to this many (an index lookup each): a full
+#: fan-in reads the few hundred that sent since its last step, over a backlog of thousands
+PENDING_FROM_MAX = 10_000
 
 
 class _Claim(NamedTuple):
@@ -119,7 +122,7 @@ class PgInbox:
     async def pending(self, inbox: str, senders: Collection[str] | None = None) -> list[ItemRef]:
         """With a few `senders` (a fan-in's read), only their rows come back, not the backlog."""
         check_id(inbox, "inbox")
-        if senders is not None and len(senders) <= PENDING_SENDERS:
+        if senders is not None and len(senders) <= PENDING_FROM_MAX:
             rows = await self.conn.rows(q.PENDING_FROM, [inbox, list(senders)])
         else:
             rows = await self.conn.rows(q.PENDING, [inbox])

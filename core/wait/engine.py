@@ -145,6 +145,9 @@ class Waiting:
     #: the keys that changed since the last step (`i:<inbox>`, `a:<agent>`, `w:<wait>`);
     #: None: anything may have changed (the first step, a rescan, an overflow): read it all
     changed: set[str] | None = None
+    #: with `changed`, the senders whose items arrived in the caller's inbox (a wait by
+    #: sender: a fan-in); None: unknown, any of them may have sent
+    arrived: set[str] | None = None
     #: what the registration claimed for a condition that `claims_oldest`, until a step uses
     #: it (None: no such claim is waiting)
     first_claim: list[Item] | None = None
@@ -321,7 +324,7 @@ class _Engine(Generic[R]):
             if c.targets:
                 await sweep(w.bus, c.targets)
             _changed(changes)  # the first step reads everything: what changed so far is in it
-            w.changed = None
+            w.changed = w.arrived = None
             if c.claims_oldest:  # registered and the first claim made in one step
                 w.first_claim = await w.bus.register_wait(
                     record, claim_from=w.caller, types=c.claim_types, limit=c.claim_limit
@@ -366,6 +369,7 @@ class _Engine(Generic[R]):
             with anyio.move_on_after(max(0.0, wake_at - t)):
                 await anext(changes)
                 self.w.changed = _changed(changes)
+                self.w.arrived = _arrivals(changes)
                 return True
             t = time.monotonic()
             if t >= self.next_rescan:  # the backstop: recover, and read everything once
@@ -374,11 +378,11 @@ class _Engine(Generic[R]):
                 if self.c.uses_inbox:
                     await recover(self.w.bus, self.w.caller)
                 if self.c.watch_dirs or not self.w.bus.reliable_changes or self.rescans % RELIABLE_BACKSTOP == 0:
-                    self.w.changed = None
+                    self.w.changed = self.w.arrived = None
                     return True
                 continue
             if t >= self.next_progress or (self.next_write is not None and t >= self.next_write):
-                self.w.changed = set()  # a beat: nothing new to read
+                self.w.changed, self.w.arrived = set(), set()  # a beat: nothing new to read
                 return True
             if self.c.targets and t >= self.next_sweep:
                 self.next_sweep = t + self.s.sweep_every
@@ -465,6 +469,12 @@ def _changed(changes: Changes) -> set[str] | None:
     """What changed, by key; None (read everything) from a stream that does not say."""
     changed: Callable[[], set[str] | None] | None = getattr(changes, "changed", None)
     return changed() if changed is not None else None
+
+
+def _arrivals(changes: Changes) -> set[str] | None:
+    """Who sent, with what `_changed` last said; None from a stream that does not say."""
+    arrivals: Callable[[], set[str] | None] | None = getattr(changes, "arrivals", None)
+    return arrivals() if arrivals is not None else None
 
 
 def names_of(agents: Sequence[Agent]) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import os
+from collections import Counter
 from collections.abc import Collection, Iterable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -139,9 +140,10 @@ class FanInCondition(Condition[FanIn]):
         self.state: dict[str, Agent] = {a.id: a for a in targets}
         self.got: dict[str, Item] = {}  # claims by sender, in the order received
         self.entries: dict[str, TargetResult] = {}  # their lines of the result
-        self.budget = budget  # characters of message bodies one result may carry
+        self.budget = budget  # characters of entries one result may carry (about their JSON)
         self.used = 0
-        self.full = False  # the budget ended the wait: the rest stays queued
+        self.full = False  # the budget is full: a report that comes now stays queued
+        self.left: dict[str, None] = {}  # targets whose report stays queued: it did not fit
         self.stepped = False  # the inbox was read once
         # targets without a message yet, in target order; how many of them still run
         self.waiting: dict[str, None] = dict.fromkeys(self.state)
@@ -186,9 +188,10 @@ class FanInCondition(Condition[FanIn]):
             for agent in (await w.bus.get_agents(changed)).values():
                 stopped = self._update(agent) or stopped
         if self.waiting and (stopped or w.touched(inbox_key(w.caller))):
-            await self._claim(w)
             if self.full:
-                return self._result("partial", w)
+                await self._leave(w, changed if stopped else ())
+            else:
+                await self._claim(w)
         self._read_verdicts()
         if self.files and w.changed is None:  # a folder of theirs changed (a poke), or a rescan
             await self._scan(w)
@@ -199,14 +202,16 @@ class FanInCondition(Condition[FanIn]):
     def _decide(self, w: Waiting) -> FanIn | None:
         if self.asking or self.asked:
             return self._result("needs_input", w)
-        met = self.met()
+        met, left = self.met(), len(self.left)
         unsettled = self.running + len(self.checking) + sum(not f.met for f in self.files)
         unsettled += sum(item is None for item in self.events.values())
         if self.join.need == "all":
-            return self._result("complete", w) if unsettled == 0 else None
+            return None if unsettled else self._result("partial" if left else "complete", w)
         if met >= self.need:
             return self._result("complete", w)
-        return self._result("unmet", w) if met + unsettled < self.need else None
+        if met + left >= self.need:  # met once what stays queued is taken
+            return self._result("partial", w)
+        return self._result("unmet", w) if met + left + unsettled < self.need else None
 
     def met(self) -> int:
         return self.met_flights + sum(f.met for f in self.files) + sum(i is not None for i in self.events.values())
@@ -226,10 +231,28 @@ class FanInCondition(Condition[FanIn]):
             ref = ItemRef(item.seq, item.type, item.sender, item.id)
             if self._beyond_need(item) and await w.bus.unclaim(w.caller, ref, w.id):
                 continue  # a report past the first K stays queued, at its place, for the next call
-            if self._overflows(item) and await w.bus.unclaim(w.caller, ref, w.id):
+            if (self.full or self._overflows(item)) and await w.bus.unclaim(w.caller, ref, w.id):
                 self.full = True  # it stays queued, at its place, for the next call
+                self._settle(item.sender)
+                self.left[item.sender] = None
                 continue
             self._got(item)
+
+    async def _leave(self, w: Waiting, stopped: Sequence[str]) -> None:
+        """The budget is full: the targets whose report is queued now are settled, and their
+        reports stay at their place for the next call. Only the senders the change stream
+        names are read (and those that stopped: a report sent before a death), so a fan-in
+        over 100,000 flights reads the few that sent, not all it waits on."""
+        senders: Collection[str] = self.waiting
+        if w.arrived is not None and w.changed is not None:
+            senders = {s for s in (*w.arrived, *stopped) if s in self.waiting}
+        if not senders:
+            return
+        for ref in await w.bus.pending(w.caller, senders):
+            # a question is never left: the flight shows needs_input, which ends the wait
+            if ref.sender in self.waiting and ref.type in AGENT_TYPES and ref.type != "question":
+                self._settle(ref.sender)
+                self.left[ref.sender] = None
 
     def _beyond_need(self, item: Item) -> bool:
         """A report the need does not take: K are met already (a question is always taken:
@@ -238,14 +261,18 @@ class FanInCondition(Condition[FanIn]):
             self.join.need != "all" and self.join.check is None and item.type != "question" and self.met() >= self.need
         )
 
+    def _settle(self, sender: str) -> None:
+        """`sender` is waited on no more: its report was taken, or stays queued."""
+        del self.waiting[sender]
+        self.stopped.pop(sender, None)
+        self.asking.pop(sender, None)
+        if self.state[sender].pending:
+            self.running -= 1
+
     def _got(self, item: Item) -> None:
         self.got[item.sender] = item
-        self.used += len(item.body)
-        del self.waiting[item.sender]
-        self.stopped.pop(item.sender, None)
-        self.asking.pop(item.sender, None)
-        if self.state[item.sender].pending:
-            self.running -= 1
+        self.used += self._cost(item)
+        self._settle(item.sender)
         if self.join.check is not None and item.type != "question":
             self.checking[item.sender] = item  # counted once its check passed
             assert self.tg is not None
@@ -319,8 +346,20 @@ class FanInCondition(Condition[FanIn]):
         return ", ".join(names) + (f" and {more:,} more" if more > 0 else "")
 
     def _overflows(self, item: Item) -> bool:
-        """Would `item` push the result past the budget? The first message is always taken."""
-        return self.budget is not None and bool(self.got) and self.used + len(item.body) > self.budget
+        """Would `item` push the result past the budget? The first message is always taken,
+        and a question too: the caller must answer it."""
+        if self.budget is None or not self.got or item.type == "question":
+            return False
+        return self.used + self._cost(item) > self.budget
+
+    def _cost(self, item: Item) -> int:
+        """The characters `item`'s entry will take in the result, with its flight's facts."""
+        agent = self.state[item.sender]
+        entry = TargetResult(agent_id=item.sender, name=agent.name, status="received", message=item.body)
+        entry.message_id = item.id
+        if agent.preset or agent.worktree:
+            entry = entry.model_copy(update=flight_facts(agent))
+        return entry.chars()
 
     def progress(self) -> str:
         """Built from counts and at most NAMES_SHOWN names per list, not from every name."""
@@ -341,6 +380,7 @@ class FanInCondition(Condition[FanIn]):
             got = [a for a in self.state if a in self.got]
         msg = f"{len(self.got)}/{len(self.state)} received"
         msg += f": {self._names_of(got, len(got))}" if got else ""
+        msg += f" · {len(self.left):,} more queued (the answer is full)" if self.left else ""
         # a target that stopped is news, never "waiting on": a death changes the line
         ended: Collection[str] = self.stopped
         if len(self.state) <= NAMES_SHOWN:
@@ -358,19 +398,53 @@ class FanInCondition(Condition[FanIn]):
     def received(self) -> tuple[str, ...]:
         return tuple(self.got)
 
-    def _result(self, status: Status, w: Waiting) -> FanIn:
-        results = []
+    def _plain(self, a_id: str) -> TargetResult:
+        """The entry of a target whose report was not taken: `reported` when it waits in the
+        inbox, else its state, and why it ended."""
+        agent = self.state[a_id]
+        reason = agent.reason if agent.finished else None
+        if a_id in self.checking:
+            reason = "its check was still running when the wait ended: stopped, its report is back in your inbox"
+        return TargetResult(agent_id=a_id, name=agent.name, status=self._status(a_id), reason=reason)
+
+    def _status(self, a_id: str) -> TargetStatus:
+        return "reported" if a_id in self.left else self.state[a_id].state
+
+    def _entries(self) -> tuple[list[TargetResult], dict[str, int] | None]:
+        """The result's entries, in the caller's order, within the budget: every report taken
+        (counted in it as it came); then the targets with news (a report left queued, ended,
+        asking, checked); then the others, each group in order while it fits, the first
+        NAMES_SHOWN of them in any case (a small fan-in keeps an entry per target). The
+        targets left out, by status."""
+        if self.budget is None:
+            return [self.entries.get(a) or self._plain(a) for a in self.state], None
+        news: list[str] = []
+        rest: list[str] = []
         for a_id, agent in self.state.items():
-            entry = self.entries.get(a_id)
-            if entry is None:
-                reason = agent.reason if agent.finished else None
-                if a_id in self.checking:
-                    reason = (
-                        "its check was still running when the wait ended: stopped, its report is back in your inbox"
-                    )
-                entry = TargetResult(agent_id=a_id, name=agent.name, status=agent.state, reason=reason)
-            results.append(entry)
+            if a_id not in self.entries:
+                asks = agent.finished or agent.state == "needs_input"
+                (news if a_id in self.left or a_id in self.checking or asks else rest).append(a_id)
+        room = self.budget - self.used
+        shown: dict[str, TargetResult] = {}
+        omitted: Counter[str] = Counter()
+        for group in (news, rest):
+            for i, a_id in enumerate(group):
+                entry = self._plain(a_id)
+                if len(shown) >= NAMES_SHOWN and entry.chars() > room:
+                    omitted.update(self._status(a) for a in group[i:])  # counted, not sized one by one
+                    break
+                shown[a_id] = entry
+                room -= entry.chars()
+        if not omitted:
+            return [self.entries.get(a) or shown[a] for a in self.state], None
+        results = [e for a in self.state if (e := self.entries.get(a) or shown.get(a)) is not None]
+        return results, dict(omitted)
+
+    def _result(self, status: Status, w: Waiting) -> FanIn:
+        results, omitted = self._entries()
         fan = FanIn(status=status, results=results, elapsed_sec=w.elapsed, need=self.need, met=self.met())
+        fan.omitted = omitted
+        fan.more_waiting = len(self.left) or None
         if self.files:
             fan.files = [
                 FileEntry(
@@ -412,10 +486,17 @@ class FanInCondition(Condition[FanIn]):
             after = await stop(w.bus, agent, STOPPED)
             if after.wave is not None:
                 await admission_step(w.bus, after.wave)
-            if entries[a_id].status != "check_failed":
-                entries[a_id].status = after.state
-            entries[a_id].reason = after.reason
             result.stopped.append(a_id)
+            if (entry := entries.get(a_id)) is None:  # counted, not shown: counted as it is now
+                assert result.omitted is not None
+                result.omitted[self._status(a_id)] -= 1
+                result.omitted[after.state] = result.omitted.get(after.state, 0) + 1
+                continue
+            if entry.status != "check_failed":
+                entry.status = after.state
+            entry.reason = after.reason
+        if result.omitted:
+            result.omitted = {k: n for k, n in result.omitted.items() if n}
         return result
 
 
@@ -470,8 +551,10 @@ async def wait_fan_in(
     """Wait for one message from each listed agent; dead, idle or closed ones end early. A
     `join` adds a wave, files and events, and a need of all, any or K (docs/joins.md).
 
-    `budget` (characters of message bodies) ends the wait as "partial" once what it took
-    fills it: a message that would overflow it goes back to the inbox (the first is always taken).
+    `budget` (characters of the result's entries) bounds what it takes and shows: once the
+    reports taken fill it, the next ones stay queued and the wait ends "partial" when the rest
+    settled; the first report and every question are always taken. Entries of targets without
+    a report taken are shown while they fit, the others counted by status in `omitted`.
     """
     timeout = check_timeout(timeout)
     join = join or PLAIN

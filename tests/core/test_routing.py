@@ -173,6 +173,35 @@ async def test_an_arrival_wakes_the_waits_of_its_sender_and_one_member_of_a_pool
     assert set(woken()) == {of_a, of_b, everything, *pool}
 
 
+async def test_a_subscription_by_sender_says_who_sent_and_not_who_might_have():
+    """A full fan-in reads only the senders its wake names (`arrivals`); a change of the inbox
+    nobody can attribute, an overflow or a poke makes that unknown (None): read them all."""
+    fanout = Fanout()
+    box = inbox_key("orch")
+    sub = fanout.add(Keyed(fanout, [box], routes={arrival_key("orch", s): box for s in ("a", "b", "c")}))
+
+    async def handed_over() -> None:
+        for _ in range(5):
+            await asyncio.sleep(0)
+
+    fanout.dispatch([arrival_key("orch", "a"), arrival_key("orch", "x")])
+    await handed_over()
+    fanout.dispatch([arrival_key("orch", "c")])
+    await handed_over()
+    assert sub.changed() == {box} and sub.arrivals() == {"a", "c"}  # x is not one of its senders
+    assert sub.changed() == set() and sub.arrivals() == set()
+    fanout.dispatch([arrival_key("orch", "b"), box])  # the root: any sender may have sent
+    await handed_over()
+    assert sub.changed() == {box} and sub.arrivals() is None
+    fanout.dispatch([arrival_key("orch", "b")])
+    sub.poke()
+    await handed_over()
+    assert sub.changed() is None and sub.arrivals() is None
+    fanout.dispatch([arrival_key("orch", "b")])
+    await handed_over()
+    assert sub.changed() == {box} and sub.arrivals() == {"b"}
+
+
 async def test_a_pool_member_that_closes_hands_its_wake_on():
     fanout = Fanout()
     box = inbox_key("orch")

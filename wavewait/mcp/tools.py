@@ -41,6 +41,7 @@ from ..core.results import (
     SendResult,
     Signal,
     SpawnResult,
+    TargetResult,
     WaitResult,
     iso,
 )
@@ -206,11 +207,25 @@ def next_hint(s: Settings, r: NextMessage, asked: float, cut: bool) -> str | Non
     return head + "No message was taken. Call wait again to keep waiting."
 
 
+#: names a hint lists per group ("…, and 1,980 more"); ids its from_agents may list
+HINT_NAMES = 20
+HINT_IDS = 100
+
+
+def _listed(entries: list[TargetResult], more: int = 0, reasons: bool = False) -> str:
+    """The first HINT_NAMES names (with the dead's reasons), and how many more."""
+    shown = [f"{t.name} ({t.reason or 'no reason recorded'})" if reasons else t.name for t in entries[:HINT_NAMES]]
+    more += len(entries) - len(shown)
+    return ", ".join(shown) + (f", and {more:,} more" if more else "")
+
+
 def fan_hint(s: Settings, r: FanIn, asked: float, cut: bool) -> str | None:
+    """What to do next, bounded like the result: names by the first few, ids only when few."""
+    omitted = r.omitted or {}
     running = [t for t in r.results if t.status == "running"]
     dead = [t for t in r.results if t.status == "dead"]
     got = [t for t in r.results if t.status == "received"]
-    if r.status == "complete" and not dead and len(got) == len(r.results) and not r.stopped:
+    if r.status == "complete" and not dead and len(got) == len(r.results) and not omitted and not r.stopped:
         return None
     parts = []
     if r.status == "needs_input":
@@ -225,34 +240,42 @@ def fan_hint(s: Settings, r: FanIn, asked: float, cut: bool) -> str | None:
         )
     elif r.status == "interrupted":
         parts.append("A person interrupted this wait (TUI or `wavewait interrupt`).")
-    elif r.status == "partial":
-        parts.append(
-            f"{r.more_waiting or 'Some'} more message(s) are waiting: they did not fit in this result "
-            "and stay queued, nothing is lost. Call wait again for them."
-        )
     elif r.status == "timeout":
         parts.append(
             cut_hint(s, asked).strip() if cut else "Timed out; this is a normal result and the flights keep running."
         )
-    if got:
-        parts.append(f"Received from {', '.join(t.name for t in got)}: those messages are consumed now, keep them.")
-    if dead:
-        parts.append(
-            "Dead, will not report: "
-            + ", ".join(f"{t.name} ({t.reason or 'no reason recorded'})" for t in dead)
-            + "; handle them."
+    if r.more_waiting or r.status == "partial":
+        rest = [t.agent_id for t in r.results if t.status in ("reported", "running", "queued")]
+        every = not any(omitted.get(k) for k in ("reported", "running", "queued"))
+        how = (
+            f" with from_agents={json.dumps(rest)}"
+            if every and len(rest) <= HINT_IDS
+            else " (or wait with max_messages=100: it takes them oldest first)"
         )
+        parts.append(
+            f"{r.more_waiting or 'Some'} more message(s) are waiting (status reported): they did not fit "
+            f"in this result and stay queued, nothing is lost. Call wait again for them{how}."
+        )
+    if got:
+        parts.append(f"Received from {_listed(got)}: those messages are consumed now, keep them.")
+    if dead or omitted.get("dead"):
+        parts.append(f"Dead, will not report: {_listed(dead, omitted.get('dead', 0), reasons=True)}; handle them.")
     if r.stopped:
         parts.append(f"Stopped once the need was met (stop_rest): {len(r.stopped)} flight(s), now dead.")
     failed = [t for t in r.results if t.status == "check_failed"]
     if failed:
-        parts.append(f"Check failed: {', '.join(t.name for t in failed)} (their reports are consumed; see output).")
-    if running and r.status != "complete":
-        ids = json.dumps([t.agent_id for t in running])
-        parts.append(
-            f"Still running: {', '.join(t.name for t in running)}. To wait only on "
-            f"them, call wait with from_agents={ids}."
+        parts.append(f"Check failed: {_listed(failed)} (their reports are consumed; see output).")
+    if (running or omitted.get("running")) and r.status != "complete":
+        more = omitted.get("running", 0)
+        tail = (
+            f" To wait only on them, call wait with from_agents={json.dumps([t.agent_id for t in running])}."
+            if not more and len(running) <= HINT_IDS
+            else ""
         )
+        parts.append(f"Still running: {_listed(running, more)}.{tail}")
+    if omitted:
+        counts = ", ".join(f"{n:,} {k}" for k, n in omitted.items())
+        parts.append(f"Not listed in results, to keep the answer within the output budget: {counts}.")
     return " ".join(parts)
 
 
@@ -385,9 +408,6 @@ def register(server: MCPServer, bus: Bus, s: Settings, deliveries: Deliveries) -
                 budget=s.output_budget,
             ),
         )
-        if fan.status == "partial":
-            left = {t.agent_id for t in fan.results if t.status != "received"}
-            fan.more_waiting = len({r.sender for r in await bus.pending(s.caller) if r.sender in left})
         return reply(fan, fan_hint(s, fan, timeout, cut))
 
     @tool("wave_wait_for_signal", SIGNAL_DOC, "Wait for signal files", read_only=True, idempotent=True)
