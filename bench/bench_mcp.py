@@ -104,6 +104,10 @@ async def message_wake_ms(bus_url: str, rounds: int) -> list[float]:
     return wake
 
 
+#: the reports per second one writer process is asked for (PostgreSQL reaches about 340)
+PART_RATE = 300
+
+
 def flight_ids(n: int) -> list[str]:
     return [f"flight-{i:06d}" for i in range(n)]
 
@@ -119,7 +123,14 @@ async def fanin(bus_url: str, n: int, rate: float, runs: int, budget: int | None
     flights = flight_ids(n)
     for i in range(0, n, 200):
         await asyncio.gather(*(register(bus, f, parent_id="orchestrator") for f in flights[i : i + 200]))
-    params = server(bus.url, *(["--output-budget", str(budget)] if budget else []))
+    argv = ["--role", "writer", "--bus", bus.url, "--fanin", str(n), "--rate", str(rate)]
+    # one writer process per PART_RATE reports/s: a PostgreSQL send is a few statements (about
+    # 3 ms) on its process's one connection, so one process would not reach 5,000/s
+    parts = max(1, min(8, round(rate / PART_RATE)))
+    # the call lasts as long as the writer takes (PostgreSQL here: about 300 reports/s), past
+    # the server's default max-block (240 s) for 100,000 flights
+    flags = ["--max-block", str(n / rate * 3 + 240), *(["--output-budget", str(budget)] if budget else [])]
+    params = server(bus.url, *flags)
     out = []
     async with Client(params) as c:
         # when the response was read and parsed, before this SDK checks it against the tool's
@@ -134,14 +145,17 @@ async def fanin(bus_url: str, n: int, rate: float, runs: int, budget: int | None
 
         c.session.validate_tool_result = stamped  # type: ignore[method-assign]
         for i in range(runs):
-            argv = ["--role", "writer", "--bus", bus.url, "--fanin", str(n), "--rate", str(rate)]
-            writer = subprocess.Popen(
-                [sys.executable, os.path.abspath(__file__), *argv],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                text=True,
-                env=os.environ | {"WAVEWAIT_FSYNC": "1"},  # the bus's default: the reports are measured
-            )
+            seed = str(random.randrange(1 << 30))
+            writers = [
+                subprocess.Popen(
+                    [sys.executable, os.path.abspath(__file__), *argv, "--part", f"{k}/{parts}", "--seed", seed],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    text=True,
+                    env=os.environ | {"WAVEWAIT_FSYNC": "1"},  # the bus's default: the reports are measured
+                )
+                for k in range(parts)
+            ]
             notified = 0
 
             async def on_progress(progress: float, total: float | None, message: str | None) -> None:
@@ -151,7 +165,7 @@ async def fanin(bus_url: str, n: int, rate: float, runs: int, budget: int | None
             got: dict[str, Any] = {}
 
             async def call(got: dict[str, Any] = got, on_progress: Any = on_progress) -> None:
-                args = {"timeout": n / rate + 120, "from_agents": flights}
+                args = {"timeout": n / rate * 3 + 180, "from_agents": flights}
                 got["r"] = await c.call_tool("wait", args, progress_callback=on_progress)
                 got["t"] = time.time()
 
@@ -159,17 +173,21 @@ async def fanin(bus_url: str, n: int, rate: float, runs: int, budget: int | None
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(call)
                     await until_waiting(bus, got)
-                    assert writer.stdin is not None
-                    writer.stdin.write("go\n")
-                    writer.stdin.flush()
-                    line, _ = await asyncio.to_thread(writer.communicate, timeout=n / rate * 3 + 120)
+                    for writer in writers:
+                        assert writer.stdin is not None
+                        writer.stdin.write("go\n")
+                        writer.stdin.flush()
+                    lines = [(await asyncio.to_thread(w.communicate, timeout=n / rate * 3 + 120))[0] for w in writers]
             finally:
-                writer.kill()
-            last = json.loads(line.strip().splitlines()[-1])["last"]
+                for writer in writers:
+                    writer.kill()
+            wrote = [json.loads(line.strip().splitlines()[-1]) for line in lines]
+            last = max(x["last"] for x in wrote)
             r = got["r"].structured_content
             ok = {"received", "reported"}
             assert r["status"] in ("complete", "partial") and {x["status"] for x in r["results"]} <= ok, str(r)[:300]
             run = {"ms": (read[-1] - last) * 1000, "checked_ms": (got["t"] - last) * 1000, "notified": notified}
+            run["rate"] = n / (max(x["end"] for x in wrote) - min(x["t0"] for x in wrote))
             run["kb"] = len(got["r"].content[0].text) / 1000  # type: ignore[union-attr]
             bodies = [x["message"] for x in r["results"] if x["status"] == "received"]
             t0, calls = time.perf_counter(), 0
@@ -187,22 +205,26 @@ async def fanin(bus_url: str, n: int, rate: float, runs: int, budget: int | None
     return out
 
 
-async def role_writer(bus_url: str, n: int, rate: float) -> None:
-    """Report once for each of the `n` flights, in random order, paced at `rate`/s, from a line
-    on stdin; print when the last report's send started (wall clock: its own write counts, as
-    in `message_wake`; the answer may come before the send returns)."""
+async def role_writer(bus_url: str, n: int, rate: float, part: str, seed: int) -> None:
+    """Report once for each of its part (`k/K`) of the `n` flights, in random order (the same
+    for every part: one `seed`), paced at `rate`/K per second, from a line on stdin; print when
+    its last report's send started (wall clock: its own write counts, as in `message_wake`;
+    the answer may come before the send returns)."""
     bus = await open_bus(bus_url)
+    k, parts = (int(x) for x in part.split("/"))
     order = flight_ids(n)
-    random.shuffle(order)
+    random.Random(seed).shuffle(order)
+    mine = range(k, n, parts)
     await asyncio.to_thread(sys.stdin.readline)
     t0 = time.time()
-    for i, f in enumerate(order):
+    last = t0
+    for i in mine:
         ahead = t0 + i / rate - time.time()
         if ahead > 0:
             await anyio.sleep(ahead)
         last = time.time()
-        await messages.send(bus, f, "orchestrator", f"r{i}")
-    print(json.dumps({"last": last, "rate": n / max(1e-9, time.time() - t0)}), flush=True)
+        await messages.send(bus, order[i], "orchestrator", f"r{i}")
+    print(json.dumps({"last": last, "t0": t0, "end": time.time()}), flush=True)
     await bus.close()
 
 
@@ -218,6 +240,7 @@ async def main_fanin(bus_url: str, n: int, rate: float, runs: int, as_json: bool
         print(f"last report -> {what}, ms: " + ", ".join(f"{x:.1f}" for x in ms))
         print(f"  p50 {statistics.median(ms):.1f}, p99 {pct(ms, 99):.1f} (goal for the answer read: {goal} ms)")
     print("notifications per call: " + ", ".join(str(o["notified"]) for o in out))
+    print("reports/s the writer reached: " + ", ".join(f"{o['rate']:,.0f}" for o in out))
     print("answer, KB of text: " + ", ".join(f"{o['kb']:.1f}" for o in out))
     print(
         "the rest drained (wait, max_messages 100): "
@@ -297,6 +320,8 @@ if __name__ == "__main__":
     ap.add_argument("--runs", type=int, default=3, help="with --fanin: fan-ins measured, one after another")
     ap.add_argument("--output-budget", type=int, help="with --fanin: the server's output budget (default: its own)")
     ap.add_argument("--role", choices=["writer"], help=argparse.SUPPRESS)
+    ap.add_argument("--part", default="0/1", help=argparse.SUPPRESS)
+    ap.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.quick:
         a.n, a.runs = 20, min(a.runs, 2)
@@ -304,7 +329,7 @@ if __name__ == "__main__":
         # a schema of its own: what an earlier run left queued must not answer this one's waits
         a.bus += ("&" if "?" in a.bus else "?") + f"schema=bench_mcp_{os.getpid()}"
     if a.role == "writer":
-        anyio.run(role_writer, a.bus, a.fanin, a.rate)
+        anyio.run(role_writer, a.bus, a.fanin, a.rate, a.part, a.seed)
     elif a.fanin:
         with tempfile.TemporaryDirectory() as d:
             anyio.run(main_fanin, a.bus or os.path.join(d, "bus"), a.fanin, a.rate, a.runs, a.json, a.output_budget)

@@ -82,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--output-budget",
         type=whole(1000, 10_000_000, "a whole number of characters ≥ 1000"),
         metavar="CHARS",
-        help="most message text one result carries; the rest stays queued for the next call "
+        help="most characters one result's entries carry; the rest stays queued for the next call "
         "(default 30000, what both Claude Code and Codex show whole; $WAVEWAIT_OUTPUT_BUDGET)",
     )
     s.add_argument(

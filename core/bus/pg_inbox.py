@@ -123,7 +123,7 @@ class PgInbox:
         """With a few `senders` (a fan-in's read), only their rows come back, not the backlog."""
         check_id(inbox, "inbox")
         if senders is not None and len(senders) <= PENDING_FROM_MAX:
-            rows = await self.conn.rows(q.PENDING_FROM, [inbox, list(senders)])
+            rows = await self.conn.rows(q.PENDING_FROM, [list(senders), inbox])
         else:
             rows = await self.conn.rows(q.PENDING, [inbox])
         refs = [ItemRef(seq=s, type=t, sender=f, id=i) for s, t, f, i in rows]

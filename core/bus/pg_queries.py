@@ -64,8 +64,13 @@ DELIVERED_SEQ: Final = (
     "WHERE h.record->>'id' = %s AND h.inbox = %s"
 )
 PENDING: Final = "SELECT seq, type, sender, id FROM items WHERE inbox = %s AND claimed_by IS NULL ORDER BY seq"
+#: one index lookup per sender (items_pending_from): as `sender = ANY(...)` the planner read
+#: the inbox's whole backlog and filtered it, 408 ms for 100 senders over 65,000 queued items
+#: against 1.5 ms; the LIMIT keeps it from flattening the lateral into that scan
 PENDING_FROM: Final = (
-    "SELECT seq, type, sender, id FROM items WHERE inbox = %s AND claimed_by IS NULL AND sender = ANY(%s) ORDER BY seq"
+    "SELECT i.seq, i.type, i.sender, i.id FROM unnest(%s::text[]) AS s(sender) CROSS JOIN LATERAL "
+    "(SELECT seq, type, sender, id FROM items WHERE inbox = %s AND claimed_by IS NULL "
+    "AND items.sender = s.sender ORDER BY seq LIMIT 1000000) AS i ORDER BY i.seq"
 )
 PEEK: Final = "SELECT seq, record FROM items WHERE inbox = %s AND claimed_by IS NULL ORDER BY seq"
 CLAIM: Final = (

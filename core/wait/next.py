@@ -7,6 +7,8 @@ from ..bus import Bus
 from ..errors import BadInput
 from ..model import Item, ItemRef
 from ..results import (
+    ENTRY_CHARS,
+    FIELD_CHARS,
     NextMessage,
     QueuedMessage,
     iso,
@@ -62,13 +64,13 @@ class NextCondition(Condition[NextMessage]):
         )
 
     async def _within_budget(self, w: Waiting, items: list[Item]) -> list[Item]:
-        """The first item always; the next ones while their text fits the budget. The rest go
+        """The first item always; the next ones while their entries fit the budget. The rest go
         back to the inbox at their place, for the next call."""
         if self.budget is None:
             return items
-        used, kept = len(items[0].body), items[:1]
+        used, kept = _chars(items[0]), items[:1]
         for i, item in enumerate(items[1:], 1):
-            used += len(item.body)
+            used += _chars(item)
             if used > self.budget:
                 for left in items[i:]:
                     await w.bus.unclaim(w.caller, ItemRef(left.seq, left.type, left.sender, left.id), w.id)
@@ -126,6 +128,11 @@ async def wait_next(
         control=control,
         settings=settings,
     )
+
+
+def _chars(item: Item) -> int:
+    """About the characters of `item`'s entry in `more` (its name is as long as its id at most)."""
+    return ENTRY_CHARS + 4 * FIELD_CHARS + len(item.body) + 2 * len(item.sender) + len(item.id) + len(item.type) + 25
 
 
 # --------------------------------------------------------------------------- fan-in

@@ -94,3 +94,33 @@ async def test_without_a_budget_every_target_has_its_entry(bus):
     r = await wait.wait_fan_in(bus, "orchestrator", 10, ids)
     assert r.status == "complete" and r.omitted is None and r.more_waiting is None
     assert [e.agent_id for e in r.results] == ids and {e.status for e in r.results} == {"received"}
+
+
+async def test_flights_stopped_past_the_budget_are_counted_as_they_are_now(bus):
+    """stop_rest after the need is met: the entries shown say dead, and so do the counts of
+    those past the budget."""
+    ids = await _wave(bus, 30)
+    await messages.send(bus, ids[0], "orchestrator", "first")
+    r = await wait.wait_fan_in(bus, "orchestrator", 10, ids, budget=200, join=wait.Join(need="any", stop_rest=True))
+    assert r.status == "complete" and r.stopped is not None and len(r.stopped) == 29
+    assert [e.status for e in r.results] == ["received", *["dead"] * 20]
+    assert r.omitted == {"dead": 9}
+
+
+async def test_a_question_that_comes_once_the_answer_is_full_is_taken_all_the_same(bus):
+    await register_crew(bus, "a", "b", "c")
+    await messages.send(bus, "a", "orchestrator", "A" * 900)
+    await messages.send(bus, "b", "orchestrator", "B" * 900)
+    async with anyio.create_task_group() as tg:
+        bg = Background(tg)
+        bg.start("fan", wait.wait_fan_in, bus, "orchestrator", 30, ["a", "b", "c"], budget=1_000)
+        line = "1/3 received: a · 1 more queued (the answer is full) · waiting on c"
+        await until(lambda: has_progress(bus, line), 15, f"the wait's progress to read {line!r}")
+        await messages.ask(bus, "c", "may I push?", to="orchestrator")
+        r = await bg.result("fan")
+    assert r.status == "needs_input" and r.more_waiting == 1
+    assert [(e.agent_id, e.status) for e in r.results] == [("a", "received"), ("b", "reported"), ("c", "needs_input")]
+    # taken with the answer when it had arrived, else still queued (the record shows it too):
+    # never left behind unseen, as a report past the budget would be
+    queued = [i.body for i in await bus.peek("orchestrator")]
+    assert r.results[2].message == "may I push?" or queued == ["B" * 900, "may I push?"]

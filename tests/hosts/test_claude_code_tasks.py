@@ -118,7 +118,8 @@ class Wave:
                 result = json.loads(wake[1])
             except ValueError:
                 return Say("done")
-            again = [r["agent_id"] for r in result.get("results", []) if r.get("status") == "running"]
+            # what the result says is still to come: reports left queued, flights still running
+            again = [r["agent_id"] for r in result.get("results", []) if r.get("status") in ("reported", "running")]
             if not result.get("more_waiting") or not again:
                 return Say("done")
             return self.call(turn, again)

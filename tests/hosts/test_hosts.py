@@ -107,7 +107,8 @@ def test_printed_config_lets_the_model_call_every_tool(host: Host, tmp_path: Pat
 
 # --------------------------------------------------------------------------- fan-in
 def fan_in_plan(names: list[str], budget_calls: int = 6):
-    """Wait on every flight; call again on what the result says is still waiting (never more)."""
+    """Wait on every flight; call again on what the result says is still waiting (never more):
+    the `from_agents` its hint gives, as a model does, or every flight again."""
 
     def step(done: list[str]) -> tuple[str, dict[str, Any]] | None:
         if not done:
@@ -115,7 +116,9 @@ def fan_in_plan(names: list[str], budget_calls: int = 6):
         last = done[-1]
         if len(done) >= budget_calls or not re.search(r"(?i)\bmore\b.*\bwaiting\b|\bwaiting\b.*\bmore\b", last):
             return None
-        return "wait", {"timeout": 5, "from_agents": names}
+        hinted = re.search(r"from_agents=\[([^\]]*)\]", last)
+        again = [n for n in names if hinted and re.search(rf"\b{n}\b", hinted.group(1))]
+        return "wait", {"timeout": 5, "from_agents": again or names}
 
     return step
 

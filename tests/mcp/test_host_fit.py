@@ -5,6 +5,7 @@ own timeout implies, the printed set-up, and the truthful wait_agent answers.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -14,6 +15,7 @@ import anyio
 import pytest
 
 from wavewait.core import messages
+from wavewait.core.agents import register
 
 from conftest import env_for, register_crew, until, wavewait_cmd
 from mcptools import data, error_text, mcp_client
@@ -48,6 +50,31 @@ async def test_a_fan_in_over_the_output_budget_leaves_the_rest_queued_and_says_s
     assert calls == 5  # two reports of 2,000 characters fit in 5,000
     assert sorted(seen) == names  # every report seen exactly once
     assert rest["status"] == "timeout"  # and none left behind
+
+
+async def test_a_fan_in_over_2000_flights_fits_what_hosts_show_and_the_rest_comes_once(bus):
+    """The default budget bounds the whole answer, not only its messages: 2,000 entries were
+    590 KB, which Claude Code moves to a file and Codex cuts in the middle."""
+    ids = [f"flight-{i:04d}" for i in range(2_000)]
+    await register(bus, "orchestrator")
+    for i in range(0, len(ids), 200):
+        await asyncio.gather(*(register(bus, f, parent_id="orchestrator") for f in ids[i : i + 200]))
+        await asyncio.gather(*(messages.send(bus, f, "orchestrator", f"REPORT {f}") for f in ids[i : i + 200]))
+    async with mcp_client(bus) as c:
+        res = await c.call_tool("wait", {"timeout": 30, "from_agents": ids})
+        r = data(res)
+        text = res.content[0].text  # type: ignore[union-attr]
+        got = [x["message"] for x in r["results"] if x["status"] == "received"]
+        while True:
+            more = data(await c.call_tool("wait", {"timeout": 0, "max_messages": 100}))
+            if more["status"] != "received":
+                break
+            got += [more["message"], *(m["message"] for m in more.get("more") or [])]
+    assert len(text) < 34_000, len(text)  # the entries within 30,000, the hint and counts besides
+    assert r["status"] == "partial" and r["more_waiting"] + r["met"] == 2_000
+    assert len(r["results"]) + sum(r["omitted"].values()) == 2_000
+    assert "max_messages=100" in r["hint"] and len(r["hint"]) < 2_000
+    assert sorted(got) == [f"REPORT {f}" for f in ids]  # each report once
 
 
 async def test_the_first_message_is_taken_even_when_it_alone_is_over_the_budget(bus):

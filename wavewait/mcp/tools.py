@@ -76,10 +76,12 @@ WAIT_DOC = (
     "[{from, name, message, sent_at}], oldest first. With from_agents (ids or unique prefixes of "
     "at least 4 characters), a fan-in: returns once each listed agent has sent one message or is "
     "idle, closed or dead: {status: complete|partial|timeout|interrupted, results: [{agent_id, "
-    "name, status: received|queued|running|idle|dead|closed, message?}], elapsed_sec}, one entry per "
-    "agent in your order. It takes at most one message (the oldest) per listed agent; messages "
-    "from others stay queued. Messages returned are consumed: keep them. A 'dead' agent will not "
-    "report: handle it. timeout 0 is an instant check. A join: wait for any or the first K (need)."
+    "name, status: received|reported|queued|running|idle|dead|closed, message?}], elapsed_sec}, in "
+    "your order. It takes at most one message (the oldest) per listed agent, as many as fit the "
+    "output budget: the rest stay queued ('reported'; status partial, more_waiting: call again), "
+    "and entries past it are counted in omitted; messages from others stay queued. Messages "
+    "returned are consumed: keep them. A 'dead' agent will not report: handle it. timeout 0 is "
+    "an instant check. A join: wait for any or the first K (need)."
 )
 SIGNAL_DOC = (
     "Wait for signal files: returns once at least min_count files match signal_path (a path or "
@@ -269,7 +271,7 @@ def fan_hint(s: Settings, r: FanIn, asked: float, cut: bool) -> str | None:
         more = omitted.get("running", 0)
         tail = (
             f" To wait only on them, call wait with from_agents={json.dumps([t.agent_id for t in running])}."
-            if not more and len(running) <= HINT_IDS
+            if not more and len(running) <= HINT_IDS and not r.more_waiting  # else the call above says it
             else ""
         )
         parts.append(f"Still running: {_listed(running, more)}.{tail}")
