@@ -92,3 +92,16 @@ def test_a_bench_script_runs_in_its_quick_mode(script: str, bus: str, tmp_path: 
     said = f"exit {done.returncode}\n--- stdout\n{done.stdout[-3000:]}\n--- stderr\n{done.stderr[-3000:]}"
     assert done.returncode == 0, said
     assert done.stdout.strip(), said  # its table
+
+
+@pytest.mark.timeout(TIMEOUT + 30)
+def test_the_fan_in_row_runs_small_with_two_writers_on_postgresql(tmp_path: Path) -> None:
+    """The fan-in row's PostgreSQL path (writer processes sharing the reports, the answer past
+    its budget, the rest drained once): guard.py runs the row on the directory bus only."""
+    require_pg()
+    with fresh_schema_url() as url:
+        args = ["--fanin", "300", "--rate", "700", "--output-budget", "5000", "--bus", url]
+        done = run("bench_mcp.py", args, tmp_path)
+    said = f"exit {done.returncode}\n--- stdout\n{done.stdout[-3000:]}\n--- stderr\n{done.stderr[-3000:]}"
+    assert done.returncode == 0, said
+    assert "the rest drained" in done.stdout, said
