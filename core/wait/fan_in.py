@@ -55,6 +55,9 @@ from .engine import (
 )
 
 Status = Literal["complete", "partial", "needs_input", "unmet", "timeout", "interrupted"]
+#: the share of the output budget the reports taken may fill: the rest lists the other
+#: flights, above all those whose report stays queued, which the caller asks for next
+REPORTS_SHARE = 0.8
 #: a stopped flight's reason (stop_rest)
 STOPPED = "stopped: the join's need was met (stop_rest)"
 
@@ -354,7 +357,7 @@ class FanInCondition(Condition[FanIn]):
         and a question too: the caller must answer it."""
         if self.budget is None or not self.got or item.type == "question":
             return False
-        return self.used + self._cost(item) > self.budget
+        return self.used + self._cost(item) > self.budget * REPORTS_SHARE
 
     def _cost(self, item: Item) -> int:
         """The characters `item`'s entry will take in the result, with its flight's facts."""

@@ -30,14 +30,14 @@ async def test_a_fan_in_over_the_output_budget_leaves_the_rest_queued_and_says_s
         await messages.send(bus, n, "orchestrator", f"REPORT<{n}> " + "x" * 1990)
     seen: list[str] = []
     calls = 0
-    async with mcp_client(bus, "--output-budget", "5000") as c:
+    async with mcp_client(bus, "--output-budget", "6000") as c:
         while len(seen) < len(names) and calls < 10:
             rest_ids = [n for n in names if n not in seen]  # what the hint says to wait on
             res = await c.call_tool("wait", {"timeout": 5, "from_agents": rest_ids})
             r = data(res)
             calls += 1
             got = [x for x in r["results"] if x["status"] == "received"]
-            assert sum(len(x["message"]) for x in got) <= 5000
+            assert sum(len(x["message"]) for x in got) <= 6000 * 0.8  # the rest lists the others
             seen += [x["name"] for x in got]
             if r["status"] == "partial":
                 assert r["more_waiting"] == len(names) - len(seen)
@@ -47,7 +47,7 @@ async def test_a_fan_in_over_the_output_budget_leaves_the_rest_queued_and_says_s
             else:
                 assert r["status"] == "complete"
         rest = data(await c.call_tool("wait", {"timeout": 0}))
-    assert calls == 5  # two reports of 2,000 characters fit in 5,000
+    assert calls == 5  # two reports of 2,000 characters fit in 4,800 (of 6,000)
     assert sorted(seen) == names  # every report seen exactly once
     assert rest["status"] == "timeout"  # and none left behind
 

@@ -77,11 +77,10 @@ WAIT_DOC = (
     "at least 4 characters), a fan-in: returns once each listed agent has sent one message or is "
     "idle, closed or dead: {status: complete|partial|timeout|interrupted, results: [{agent_id, "
     "name, status: received|reported|queued|running|idle|dead|closed, message?}], elapsed_sec}, in "
-    "your order. It takes at most one message (the oldest) per listed agent, as many as fit the "
-    "output budget: the rest stay queued ('reported'; status partial, more_waiting: call again), "
-    "and entries past it are counted in omitted; messages from others stay queued. Messages "
-    "returned are consumed: keep them. A 'dead' agent will not report: handle it. timeout 0 is "
-    "an instant check. A join: wait for any or the first K (need)."
+    "your order. It takes at most one message (the oldest) per listed agent, within the output "
+    "budget (the rest: reported, call again); others' stay queued. Messages returned are "
+    "consumed: keep them. A 'dead' agent will not report: handle it. A join: wait for any or the "
+    "first K (need)."
 )
 SIGNAL_DOC = (
     "Wait for signal files: returns once at least min_count files match signal_path (a path or "
