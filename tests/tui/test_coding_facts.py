@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import subprocess
 
 import pytest
 
@@ -303,6 +304,14 @@ async def test_spawn_a_command_in_its_own_worktree_from_the_tui(file_bus, tmp_pa
         await type_command(pilot, "/spawn job --worktree -- sh -c 'echo made > made.txt'")
         await until(lambda: "branch wavewait/no-wave/job" in scrollback(app), what="the spawn said")
         await until(lambda: "+1 −0 1f" in screen_text(app), 30, what="its changes")
+
+    def committed() -> bool:
+        # the panel shows the worktree's changes as they are made; the flight's commit on its
+        # branch comes once it ended (a CI run read the branch in between)
+        shown = subprocess.run(["git", "-C", str(repo), "show", "wavewait/no-wave/job:made.txt"], capture_output=True)
+        return shown.returncode == 0
+
+    await until(committed, 30, what="the flight's commit on its branch")
     assert status(repo) == "" and git(repo, "show", "wavewait/no-wave/job:made.txt") == "made\n"
 
 
