@@ -53,19 +53,26 @@ async def test_a_fan_in_over_2000_flights_answers_within_the_budget_and_the_rest
     assert sorted(seen) == [f"REPORT {f}" for f in ids]
 
 
+async def _full_fan_in(bus, tg) -> Background:
+    """A fan-in over a, b and c whose answer is full after a's report: b's stays queued, and
+    it waits on c (its progress says so before this returns)."""
+    await register_crew(bus, "a", "b", "c")
+    await messages.send(bus, "a", "orchestrator", "A" * 900)
+    await messages.send(bus, "b", "orchestrator", "B" * 900)
+    bg = Background(tg)
+    bg.start("fan", wait.wait_fan_in, bus, "orchestrator", 30, ["a", "b", "c"], budget=1_000)
+    line = "1/3 received: a · 1 more queued (the answer is full) · waiting on c"
+    await until(lambda: has_progress(bus, line), 15, f"the wait's progress to read {line!r}")
+    return bg
+
+
 async def test_a_full_fan_in_keeps_waiting_for_its_flights_and_leaves_their_reports_queued(bus, monkeypatch):
     """Full after the first report, it does not return at once: it waits for the flight still
     running (woken by that flight's report alone: every timer is pushed an hour away), takes
     nothing more, and says which reports stay queued."""
     push_timers_out(monkeypatch)
-    await register_crew(bus, "a", "b", "c")
-    await messages.send(bus, "a", "orchestrator", "A" * 900)
-    await messages.send(bus, "b", "orchestrator", "B" * 900)
     async with anyio.create_task_group() as tg:
-        bg = Background(tg)
-        bg.start("fan", wait.wait_fan_in, bus, "orchestrator", 30, ["a", "b", "c"], budget=1_000)
-        line = "1/3 received: a · 1 more queued (the answer is full) · waiting on c"
-        await until(lambda: has_progress(bus, line), 15, f"the wait's progress to read {line!r}")
+        bg = await _full_fan_in(bus, tg)
         assert "fan" not in bg.results
         await messages.send(bus, "c", "orchestrator", "C")
         r = await bg.result("fan")
@@ -108,14 +115,8 @@ async def test_flights_stopped_past_the_budget_are_counted_as_they_are_now(bus):
 
 
 async def test_a_question_that_comes_once_the_answer_is_full_is_taken_all_the_same(bus):
-    await register_crew(bus, "a", "b", "c")
-    await messages.send(bus, "a", "orchestrator", "A" * 900)
-    await messages.send(bus, "b", "orchestrator", "B" * 900)
     async with anyio.create_task_group() as tg:
-        bg = Background(tg)
-        bg.start("fan", wait.wait_fan_in, bus, "orchestrator", 30, ["a", "b", "c"], budget=1_000)
-        line = "1/3 received: a · 1 more queued (the answer is full) · waiting on c"
-        await until(lambda: has_progress(bus, line), 15, f"the wait's progress to read {line!r}")
+        bg = await _full_fan_in(bus, tg)
         await messages.ask(bus, "c", "may I push?", to="orchestrator")
         r = await bg.result("fan")
     assert r.status == "needs_input" and r.more_waiting == 1
