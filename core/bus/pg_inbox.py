@@ -75,8 +75,8 @@ def _taken(rows: list[tuple[Any, ...]]) -> list[Item]:
 
 
 class PgInbox:
-    """Every inbox of one bus. `churned` is called when rows moved to history (the bus's
-    upkeep vacuums the tables they turn over)."""
+    """Every inbox of one bus. `churned` is called when rows came in or moved to history (the
+    bus's upkeep vacuums and analyzes the tables they turn over)."""
 
     def __init__(self, conn: PgConn, churned: Callable[[], None]) -> None:
         self.conn = conn
@@ -117,6 +117,7 @@ class PgInbox:
             return int(row[0])
 
         seq = await self.conn.run(go)
+        self._churned()  # a backlog growing changes the figures the planner goes by
         return item.model_copy(update={"seq": seq})
 
     async def pending(self, inbox: str, senders: Collection[str] | None = None) -> list[ItemRef]:

@@ -278,7 +278,7 @@ DELETE_MCP_TASK: Final = "DELETE FROM mcp_tasks WHERE id = %s"
 TRY_VACUUM_LOCK: Final = "SELECT pg_try_advisory_lock(hashtext(%s))"
 VACUUM_UNLOCK: Final = "SELECT pg_advisory_unlock(hashtext(%s))"
 #: the tables every message and every wait turns over (a row inserted, updated, deleted)
-VACUUM_CHURN: Final = "VACUUM items, waits, history"
+VACUUM_CHURN: Final = "VACUUM (ANALYZE) items, waits, history"
 
 # ---------------------------------------------------------------- recovery
 #: the waits that hold claims: whether their record exists, where they run, their lease.
