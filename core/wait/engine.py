@@ -17,6 +17,7 @@ result when it ends early. `run` is the engine that drives any of them. Each kin
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import math
 import time
@@ -31,7 +32,7 @@ from .. import watch
 from ..admission import sweep
 from ..agents import SWEEP_INTERVAL
 from ..bus import Bus, Changes
-from ..bus.keys import agent_of, inbox_key, interrupt_key
+from ..bus.keys import agent_key, agent_of, inbox_key, interrupt_key
 from ..delivery import Delivery, take_and_end
 from ..errors import BadInput
 from ..ids import new_id
@@ -56,6 +57,10 @@ RESCAN_EVERY = 5.0
 #: everything), the backstop re-read runs on every this-many rescans: 100 idle waits on
 #: PostgreSQL then cost a few statements a second, not 20
 RELIABLE_BACKSTOP = 6
+#: there, a wait on more targets than this re-reads the next this-many of them (their records
+#: and queued items) on every rescan, not all of them every RELIABLE_BACKSTOP: re-reading
+#: 100,000 flights took 5.5 s of the wait's step, and a report arriving then waited for it
+BACKSTOP_SLICE = 500
 
 R = TypeVar("R", bound=Result)
 Ending = Literal["timeout", "interrupted"]
@@ -297,6 +302,9 @@ class _Engine(Generic[R]):
         self.next_sweep = t + settings.sweep_every
         self.next_write: float | None = None
         self.rescans = 0
+        self.backstop_at = 0  # where the next slice of the targets starts (BACKSTOP_SLICE)
+        self.writing: asyncio.Task[None] | None = None  # the progress line being written
+        self.write_failed: Exception | None = None  # raised by the step after it
         self.written, self.written_at = "", t  # the progress line on the wait's record, and when
         self.reported: str | None = None  # the progress line last given to the face
         self.line, self.still_since = "", t  # the latest progress line, and since when it is so
@@ -377,7 +385,13 @@ class _Engine(Generic[R]):
                 self.rescans += 1
                 if self.c.uses_inbox:
                     await recover(self.w.bus, self.w.caller)
-                if self.c.watch_dirs or not self.w.bus.reliable_changes or self.rescans % RELIABLE_BACKSTOP == 0:
+                if self.c.watch_dirs or not self.w.bus.reliable_changes:
+                    self.w.changed = self.w.arrived = None
+                    return True
+                if len(self.c.targets) > BACKSTOP_SLICE:
+                    self._backstop_slice()
+                    return True
+                if self.rescans % RELIABLE_BACKSTOP == 0:
                     self.w.changed = self.w.arrived = None
                     return True
                 continue
@@ -388,6 +402,16 @@ class _Engine(Generic[R]):
                 self.next_sweep = t + self.s.sweep_every
                 await sweep(self.w.bus, self.c.live_targets())
 
+    def _backstop_slice(self) -> None:
+        """Mark the next BACKSTOP_SLICE targets changed, and arrived from: the step re-reads
+        their records and their queued items. Every target is re-read once in
+        len(targets) / BACKSTOP_SLICE rescans (100,000 flights: 17 minutes; 2,000: 20 s)."""
+        start = self.backstop_at % len(self.c.targets)
+        ids = [a.id for a in self.c.targets[start : start + BACKSTOP_SLICE]]
+        self.backstop_at = start + len(ids)
+        self.w.changed = {agent_key(a) for a in ids} | {inbox_key(self.w.caller)}
+        self.w.arrived = set(ids)
+
     async def _progress(self, msg: str, done: bool) -> None:
         """Write the progress line to the wait's record (at most every `progress_write_every`,
         so a fan-in over 1,000 flights does not rewrite it on every wake; a record naming
@@ -395,19 +419,32 @@ class _Engine(Generic[R]):
         report it to the face when it changed or a beat is due. Once the result is decided
         nothing is reported: the result says everything, and a report sent just before it
         can reach the caller's handler after it."""
+        if self.write_failed is not None:
+            raise self.write_failed
         if done:  # a finished wait's record is about to go, and its result is on its way
             return
         t = time.monotonic()
         if msg != self.written:
             every = self.s.progress_write_every * max(1.0, len(self.c.targets) / 1000)
-            if t - self.written_at >= every:
-                await self.w.bus.update_wait(self.w.id, msg)
+            if t - self.written_at >= every and (self.writing is None or self.writing.done()):
+                self.writing = asyncio.create_task(self._write(msg), name="wavewait-wait-progress")
                 self.written, self.written_at, self.next_write = msg, t, None
             else:
-                self.next_write = self.written_at + every
+                self.next_write = max(t, self.written_at + every)
         if msg != self.line:
             self.line, self.still_since = msg, t
         await self._report(msg, t)
+
+    async def _write(self, msg: str) -> None:
+        """Write the progress line to the wait's record beside the steps, not in them: on
+        PostgreSQL the record of a wait on 100,000 flights is rewritten whole (150 ms), and a
+        report arriving meanwhile would wait for it. A failure wakes the wait, whose next
+        step raises it (`_progress`), as if written there."""
+        try:
+            await self.w.bus.update_wait(self.w.id, msg)
+        except Exception as e:
+            self.write_failed = e
+            self.control.wake()
 
     async def _report(self, msg: str, t: float) -> None:
         """Give the face the line when it changed or a beat is due, once it has been still for
@@ -436,6 +473,8 @@ class _Engine(Generic[R]):
         """Take the claims of a wait that returned (or hand them to the face's delivery, which
         keeps the wait's record); give them back if it was cancelled."""
         bus, caller = self.w.bus, self.w.caller
+        if self.writing is not None:  # the record goes with the wait: the line is not needed
+            self.writing.cancel()
         if self.c.uses_inbox and self.control.hold and not cancelled:
             self.control.delivery = Delivery(bus, caller, self.w.id, self.c.claimed())
             return

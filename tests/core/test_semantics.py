@@ -13,7 +13,7 @@ import pytest
 from wavewait.core import messages, wait
 from wavewait.core.admission import close
 from wavewait.core.agents import mark_dead
-from wavewait.core.errors import BadInput
+from wavewait.core.errors import BadInput, BusError
 from wavewait.core.proc import hostname
 
 from conftest import Background, env_for, has_progress, has_waits, push_timers_out, until, wavewait_cmd
@@ -348,6 +348,52 @@ async def test_the_progress_callback_reports_each_change_with_increasing_elapsed
     assert all(p.total == 600 for p in seen)
     assert [p.elapsed for p in seen] == sorted(p.elapsed for p in seen)
     assert (await waits_of(bus)) == []
+
+
+async def test_a_slow_write_of_the_progress_line_does_not_hold_the_wait(bus, monkeypatch):
+    """The line goes to the wait's record beside the steps (on PostgreSQL the record of a wait
+    on 100,000 flights is rewritten whole, 150 ms): a write that never ends does not keep the
+    result from coming, and it is given up with the wait."""
+    await crew(bus)
+    push_timers_out(monkeypatch)
+    writing, stop = anyio.Event(), anyio.Event()
+    written: list[str] = []
+
+    async def stuck(wait_id: str, progress: str) -> None:
+        writing.set()
+        try:
+            await stop.wait()
+        finally:
+            written.append(progress)
+
+    monkeypatch.setattr(bus, "update_wait", stuck)
+    flights = ["file-reader", "test-runner"]
+    async with anyio.create_task_group() as tg:
+        bg = Background(tg)
+        bg.start("fan", wait.wait_fan_in, bus, "orchestrator", 600, flights)
+        await until(lambda: has_waits(bus, 1, "fan_in"), what="the fan-in to register")
+        await messages.send(bus, "file-reader", "orchestrator", "found 3 issues")  # a new line to write
+        with anyio.fail_after(10):
+            await writing.wait()
+        await messages.send(bus, "test-runner", "orchestrator", "green")
+        r = await bg.result("fan", 10)
+    assert r.status == "complete" and [t.message for t in r.results] == ["found 3 issues", "green"]
+    await until(lambda: written == ["1/2 received: file-reader · waiting on test-runner"], what="the write given up")
+    assert not stop.is_set()
+
+
+async def test_a_failed_write_of_the_progress_line_ends_the_wait_with_its_error(bus, monkeypatch):
+    await crew(bus)
+    push_timers_out(monkeypatch)
+
+    async def failing(wait_id: str, progress: str) -> None:
+        raise BusError("the bus is gone")
+
+    monkeypatch.setattr(bus, "update_wait", failing)
+    await messages.send(bus, "file-reader", "orchestrator", "found 3 issues")  # a new line to write
+    with anyio.fail_after(10), pytest.raises(BusError, match="the bus is gone"):
+        await wait.wait_fan_in(bus, "orchestrator", 600, ["file-reader", "test-runner"])
+    assert await bus.pending("orchestrator") != []  # the report went back to the inbox
 
 
 async def test_a_plain_function_works_as_progress_callback(bus):

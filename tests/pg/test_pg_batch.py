@@ -212,7 +212,10 @@ async def test_a_backlog_that_grew_after_the_last_vacuum_is_still_read_by_sender
         senders = [f"flight-{i:05d}" for i in range(3000)]
         for i in range(0, len(senders), 100):
             await asyncio.gather(
-                *(bus.deliver(Item(id=new_id(), type="message", to="box", sender=s, body=s)) for s in senders[i : i + 100])
+                *(
+                    bus.deliver(Item(id=new_id(), type="message", to="box", sender=s, body=s))
+                    for s in senders[i : i + 100]
+                )
             )
 
         async def counted() -> bool:
@@ -227,6 +230,7 @@ async def test_a_backlog_that_grew_after_the_last_vacuum_is_still_read_by_sender
         plan = "\n".join(r[0] for r in await bus.conn.rows("EXPLAIN " + pg_queries.PENDING_FROM, [asked, "box"]))
         assert "items_pending_from" in plan and "sender = s.sender" in plan.split("Index Cond")[1], plan
         assert sorted(ref.sender for ref in await bus.pending("box", asked)) == asked
+
 
 async def test_batched_ends_and_lease_renewals_never_deadlock(caplog):
     """Both lock many wait rows: in id order, so neither waits on the other in a cycle (a

@@ -16,7 +16,7 @@ import pytest
 from pg.pgtools import PG_URL, drop_schema, fresh_schema_url, new_schema, pg_bus, with_schema
 from psycopg import sql
 
-from wavewait.core import wait
+from wavewait.core import messages, wait
 from wavewait.core.admission import sweep
 from wavewait.core.bus import open_bus
 from wavewait.core.bus.pg_schema import SCHEMA_VERSION
@@ -25,7 +25,7 @@ from wavewait.core.errors import BusError
 from wavewait.core.ids import new_id
 from wavewait.core.model import Item
 
-from conftest import Background, env_for, until, wavewait_cmd
+from conftest import Background, env_for, register_crew, until, wavewait_cmd
 
 pytestmark = pytest.mark.anyio
 HERE = os.path.dirname(__file__)
@@ -356,3 +356,37 @@ async def test_a_next_message_wait_takes_at_most_its_limit_while_the_table_is_va
         assert extra == [], f"{len(extra)} messages came along with another (max_messages 1)"
         assert sorted(got) == sorted(f"m{i}" for i in range(sent_n))
         assert await bus.pending("orchestrator") == []
+
+
+async def test_a_wait_on_many_targets_rereads_a_slice_of_them_at_each_rescan(monkeypatch):
+    """Change notices are reliable here, so the backstop of a wait on more than BACKSTOP_SLICE
+    targets re-reads the next slice of them at each rescan, never all of them after its first
+    step (re-reading 100,000 flights held the wait's step 5.5 s); with every notice lost, the
+    reports of all slices still come."""
+    flights = [f"flight-{i:02d}" for i in range(12)]
+    monkeypatch.setattr(wait.engine, "BACKSTOP_SLICE", 4)
+    async with pg_bus() as bus:
+        await register_crew(bus, *flights)
+        monkeypatch.setattr(bus.listener, "_dispatch", lambda payload: None)
+        asked: list[int] = []
+        real = bus.get_agents
+
+        async def counting(ids):
+            asked.append(len(ids))
+            return await real(ids)
+
+        monkeypatch.setattr(bus, "get_agents", counting)
+        backstop = wait.WaitSettings(rescan_every=0.05, progress_every=3600, sweep_every=3600)
+        async with anyio.create_task_group() as tg:
+            bg = Background(tg)
+            bg.start("fan", wait.wait_fan_in, bus, "orchestrator", 3600, flights, settings=backstop)
+            # the full reads: resolving the ids, then the wait's first step
+            await until(lambda: asked.count(len(flights)) >= 2, what="the first step")
+            first = len(asked)
+            for f in reversed(flights):  # the last slice's first
+                await messages.send(bus, f, "orchestrator", f"report of {f}")
+                await bus.update_agent(f, last_message="reported")  # its record changed, unheard
+            fan = await bg.result("fan", 30)
+    assert fan.status == "complete" and [t.message for t in fan.results] == [f"report of {f}" for f in flights]
+    rereads = asked[first:]
+    assert rereads and max(rereads) <= 4, asked
