@@ -229,3 +229,53 @@ async def test_an_http_client_that_read_its_answer_and_ended_gets_nothing_twice(
             assert await _pending(bus) == [], f"run {i}: the message is queued again (a duplicate)"
     assert got == sent
     assert await _history(bus) == sent
+
+
+MODERN_META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "0"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+async def _modern(url: str, rid: int, method: str, params: dict) -> dict:
+    """One 2026-era exchange (no session) on a connection of its own, closed after the reply."""
+    body = {"jsonrpc": "2.0", "id": rid, "method": method, "params": {**params, "_meta": MODERN_META}}
+    headers = {
+        "accept": "application/json, text/event-stream",
+        "authorization": "Bearer s3cret",
+        "mcp-protocol-version": "2026-07-28",
+        "mcp-method": method,
+    }
+    async with httpx2.AsyncClient(timeout=30) as h:
+        r = await h.post(url, json=body, headers=headers | ({"mcp-name": params["name"]} if "name" in params else {}))
+    assert r.status_code == 200, r.text
+    return r.json()["result"]
+
+
+async def test_a_2026_era_client_that_lists_the_tools_on_a_new_connection_gets_nothing_twice(bus):
+    """Without a session, a one-shot client's answer comes on one connection, which closes,
+    and its listing of the tools (the SDK's schema check) may come on another: its pool opens
+    a new one when the first is still busy. A listing from the same host within the grace
+    counts for the answer: acknowledged, 3 runs, 0 duplicated (before, the answer's
+    connection closing with no listing on it gave the message back: the next wait got it
+    again). With no listing at all, the caller may have given up before its check: given back."""
+    from test_http import http_process, stderr_line
+
+    await register_crew(bus, "orchestrator", "sender")
+    with http_process(bus, "--token", "s3cret") as proc:
+        url = (await stderr_line(proc)).split(" on ", 1)[1].strip()
+        sent, got = [], []
+        for i in range(3):
+            sent.append((await messages.send(bus, "sender", "orchestrator", f"n{i}")).id)
+            answer = await _modern(url, 1, "tools/call", {"name": "wait", "arguments": {"timeout": 5}})
+            got.append(answer["structuredContent"]["message_id"])
+            assert "wait" in {t["name"] for t in (await _modern(url, 2, "tools/list", {}))["tools"]}
+            await until(lambda: _settled(bus), what="no wait left on the bus")
+            assert await _pending(bus) == [], f"run {i}: the message is queued again (a duplicate)"
+        assert got == sent and await _history(bus) == sent
+        unlisted = (await messages.send(bus, "sender", "orchestrator", "no listing")).id
+        answer = await _modern(url, 3, "tools/call", {"name": "wait", "arguments": {"timeout": 5}})
+        assert answer["structuredContent"]["message_id"] == unlisted
+        await until(lambda: _settled(bus), what="no wait left on the bus")
+        assert await _pending(bus) == [unlisted]

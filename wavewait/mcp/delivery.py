@@ -23,12 +23,15 @@ A consuming tool runs its wait with `Control(hold=True)` and hands the resulting
   whose client then listed the tools and had that listing answered, or had listed them
   before (without a session, the connection must then have been closed, not reset). The
   rest goes back. The end of a reply's own connection within a session gives it back only
-  if it was not yet sent whole: the handshake-era client resets the stream it read.
+  if it was not yet sent whole: the handshake-era client resets the stream it read. Without
+  a session, the listing may come on another connection of the client's pool: a reply sent
+  whole whose connection closed first waits out the grace for a listing from the same host
+  (`awaiting`), acknowledged once one is answered, given back if none came or it was given up.
 
 The duplicates left (the next wait delivers the items again with the same `message_id`):
 a server killed (SIGKILL) while its response sat unread or inside the grace, a client that
-never lists the tools, a 2026-era HTTP client that lists them on a new connection after
-its first answer's connection closed (docs/reliability.md).
+never lists the tools, a 2026-era HTTP client that lists them more than the grace after
+its answer's connection closed (docs/reliability.md).
 """
 
 from __future__ import annotations
@@ -86,6 +89,10 @@ class _Held:
     unlisted: bool = False  # its connection had not listed the tools when this was held
     sent: bool = False  # HTTP: the response carrying it was sent whole (its POST's reply ended)
     answered: bool = False  # HTTP: a follow-up `tools/list` was answered whole
+    #: HTTP without a session: its connection closed after the response was sent whole, with
+    #: no listing yet; a listing from the same host within the grace (its client's pool may
+    #: open a new connection for it) settles it
+    awaiting: bool = False
 
 
 class _GaveUp(Exception):
@@ -174,8 +181,8 @@ class Deliveries:
             self.wire.forget(held.line)
         try:
             async with delivering(held.delivery):
-                if held.cancelled.is_set():
-                    raise _GaveUp
+                if held.cancelled.is_set() or (held.awaiting and not held.answered):
+                    raise _GaveUp  # cancelled, or its connection closed and no listing followed
         except _GaveUp:
             pass  # released: the client cancelled the request
 
@@ -249,13 +256,22 @@ class Deliveries:
         self._ended.move_to_end(connection)
         while now - next(iter(self._ended.values())) >= ENDED_KEPT:
             self._ended.popitem(last=False)
-        if self._tg is not None and any(connection in (h.connection, h.peer) for h in self._held.values()):
+        if self._tg is not None and any(
+            connection in (h.connection, h.peer) or _listing_on(h, connection) for h in self._held.values()
+        ):
             self._tg.start_soon(self._end_connection, connection, orderly)
 
     async def _end_connection(self, connection: str, orderly: bool) -> None:
-        await self._ack_read(lambda held: held.connection == connection, orderly=orderly)
+        for held in self._held.values():
+            if _listing_on(held, connection):
+                held.cancelled.set()  # a listing that followed it was given up: so was the call
+            elif held.connection == connection and orderly and _may_list_elsewhere(held):
+                held.awaiting = True
+        await self._ack_read(lambda held: held.connection == connection and not held.awaiting, orderly=orderly)
         await self._release_where(
-            lambda held: held.connection == connection or (held.peer == connection and not held.sent)
+            lambda held: (
+                (held.connection == connection and not held.awaiting) or (held.peer == connection and not held.sent)
+            )
         )
 
     def sent_whole(self, connection: str, request_ids: set[str]) -> None:
@@ -265,7 +281,7 @@ class Deliveries:
         for held in self._held.values():
             if held.connection == connection:
                 held.sent = held.sent or held.request_id in request_ids
-                held.answered = held.answered or not held.followups.isdisjoint(keys)
+            held.answered = held.answered or not held.followups.isdisjoint(keys)
 
     def _matching(self, request_ids: list[object]) -> list[_Held]:
         """The held deliveries of these responses (stdio: one session, ids are unique)."""
@@ -304,9 +320,12 @@ class Deliveries:
                 _remember(self._seen, str(rid))
             if b'"tools/list"' in line[:HEAD] and _method(line) == "tools/list":
                 _remember(self._listed, connection)
+                key, host = _request_key(connection, str(rid)), _host(connection)
                 for held in self._held.values():
                     if held.connection == connection and (held.line is not None or held.sent):  # out
-                        held.followups.add(_request_key(connection, str(rid)))
+                        held.followups.add(key)
+                    elif host is not None and _may_list_elsewhere(held) and _host(held.connection) == host:
+                        held.followups.add(key)  # a 2026-era client lists on another connection of its pool
             return
         if len(line) > FOLLOWUP_LINE or b"notifications/cancelled" not in line:
             return
@@ -384,6 +403,29 @@ def _peer(request_context: Any) -> str:
     call over HTTP by closing the connection its response streams on, in either era."""
     client = getattr(getattr(request_context, "request", None), "client", None)
     return peer_key(client.host, client.port) if client is not None else ""
+
+
+def _host(connection: str) -> str | None:
+    """The client host of an HTTP connection without a session (`peer_key`), else None."""
+    return connection[len("peer ") :].rpartition(":")[0] if connection.startswith("peer ") else None
+
+
+def _may_list_elsewhere(held: _Held) -> bool:
+    """A response sent whole over HTTP without a session, whose client had not listed the
+    tools on its connection, and no listing answered for it yet: the MCP SDK's client lists
+    them next (its schema check), on another connection of its pool when that one is busy."""
+    return (
+        _host(held.connection) is not None
+        and held.sent
+        and held.unlisted
+        and not held.answered
+        and not held.cancelled.is_set()
+    )
+
+
+def _listing_on(held: _Held, connection: str) -> bool:
+    """Whether a listing that followed this response, not answered yet, came on `connection`."""
+    return not held.answered and any(k.startswith(connection + "\n") for k in held.followups)
 
 
 def _request_key(connection: str, request_id: str) -> str:
