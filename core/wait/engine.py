@@ -426,11 +426,12 @@ class _Engine(Generic[R]):
         t = time.monotonic()
         if msg != self.written:
             every = self.s.progress_write_every * max(1.0, len(self.c.targets) / 1000)
-            if t - self.written_at >= every and (self.writing is None or self.writing.done()):
+            busy = self.writing is not None and not self.writing.done()
+            if t - self.written_at >= every and not busy:
                 self.writing = asyncio.create_task(self._write(msg), name="wavewait-wait-progress")
                 self.written, self.written_at, self.next_write = msg, t, None
-            else:
-                self.next_write = max(t, self.written_at + every)
+            else:  # due later, or once the write under way is done
+                self.next_write = max(self.written_at + every, t + self.s.progress_write_every if busy else t)
         if msg != self.line:
             self.line, self.still_since = msg, t
         await self._report(msg, t)
