@@ -75,11 +75,13 @@ def _taken(rows: list[tuple[Any, ...]]) -> list[Item]:
 
 
 class PgInbox:
-    """Every inbox of one bus. `churned` is called when rows came in or moved to history (the
-    bus's upkeep vacuums and analyzes the tables they turn over)."""
+    """Every inbox of one bus. `grew` is called when rows came in (the bus's upkeep analyzes
+    them), `churned` when rows moved to history (it vacuums and analyzes the tables they
+    turn over)."""
 
-    def __init__(self, conn: PgConn, churned: Callable[[], None]) -> None:
+    def __init__(self, conn: PgConn, grew: Callable[[], None], churned: Callable[[], None]) -> None:
         self.conn = conn
+        self._grew = grew
         self._churned = churned
         self._moved: dict[str, int] = {}  # inbox -> items this process moved to history since its trim
         # claims and takes of concurrent waits share statements (pg_batch.py): one claimer per
@@ -117,7 +119,7 @@ class PgInbox:
             return int(row[0])
 
         seq = await self.conn.run(go)
-        self._churned()  # a backlog growing changes the figures the planner goes by
+        self._grew()  # a backlog growing changes the figures the planner goes by
         return item.model_copy(update={"seq": seq})
 
     async def pending(self, inbox: str, senders: Collection[str] | None = None) -> list[ItemRef]:

@@ -279,6 +279,8 @@ TRY_VACUUM_LOCK: Final = "SELECT pg_try_advisory_lock(hashtext(%s))"
 VACUUM_UNLOCK: Final = "SELECT pg_advisory_unlock(hashtext(%s))"
 #: the tables every message and every wait turns over (a row inserted, updated, deleted)
 VACUUM_CHURN: Final = "VACUUM (ANALYZE) items, waits, history"
+#: what a send needs: the planner's figures of a growing backlog (a send leaves no dead row)
+ANALYZE_ITEMS: Final = "ANALYZE items"
 
 # ---------------------------------------------------------------- recovery
 #: the waits that hold claims: whether their record exists, where they run, their lease.

@@ -6,12 +6,13 @@ every claim walks past them, so a process that changed rows in them vacuums them
 (`VACUUM_EVERY`) rather than wait for autovacuum, which at its defaults looks once a
 minute and waits for a fifth of a table to be dead.
 
-The vacuum analyzes them too, and a send counts as a change: the planner goes by the row
+The vacuum analyzes them too. A send is analyzed alone (`grew`): the planner goes by the row
 count and the columns' figures of the last vacuum or analyze. A table vacuumed while nearly
 empty, whose backlog then grew to 100,000 with no one taking (a big fan-in whose answer is
 full leaves reports queued), kept its near-empty figures, and the planner looked each
 sender up by walking the inbox's whole backlog (35 s for 1,000 senders; 3 ms with the
-figures current; docs/distributed.md).
+figures current; docs/distributed.md). A send leaves no dead row, so it pays for the
+analyze of `items` only, not for the vacuum of all three tables that only takes need.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ from .pg_records import PgWaits, live
 log = logging.getLogger(__name__)
 
 #: seconds between the bus's own vacuums of its churn tables, by a process that changed rows
-#: in them since (WAVEWAIT_PG_VACUUM_EVERY; 0: never, leave it to autovacuum)
+#: in them since, and between its analyzes of `items` by a process that sent
+#: (WAVEWAIT_PG_VACUUM_EVERY; 0: never, leave both to autovacuum)
 VACUUM_EVERY = float(os.environ.get("WAVEWAIT_PG_VACUUM_EVERY", "10"))
 
 
@@ -43,18 +45,30 @@ class PgUpkeep:
     def __init__(self, conn: PgConn, waits: PgWaits) -> None:
         self.conn = conn
         self.waits = waits
-        self._vacuumed_at = time.monotonic()
+        self._vacuumed_at = self._analyzed_at = time.monotonic()
         self._vacuum: asyncio.Task[None] | None = None
+        self._analyze: asyncio.Task[None] | None = None
 
     def churned(self) -> None:
-        """Rows of the churn tables changed: start a vacuum in the background when one is due."""
-        due = VACUUM_EVERY > 0 and time.monotonic() - self._vacuumed_at >= VACUUM_EVERY
-        if due and not self.conn.closed and (self._vacuum is None or self._vacuum.done()):
-            self._vacuumed_at = time.monotonic()
-            self._vacuum = asyncio.create_task(self._vacuum_churn(), name="wavewait-pg-vacuum")
+        """Rows moved to history (dead rows left): vacuum and analyze the churn tables in the
+        background when that is due."""
+        if self._due(self._vacuumed_at, self._vacuum):
+            self._vacuumed_at = self._analyzed_at = time.monotonic()
+            self._vacuum = asyncio.create_task(self._locked("vacuum", q.VACUUM_CHURN), name="wavewait-pg-vacuum")
 
-    async def _vacuum_churn(self) -> None:
-        key = f"wavewait:{self.conn.schema}:vacuum"
+    def grew(self) -> None:
+        """Rows came in (none dead): analyze `items` in the background when that is due."""
+        if self._due(self._analyzed_at, self._analyze):
+            self._analyzed_at = time.monotonic()
+            self._analyze = asyncio.create_task(self._locked("analyze", q.ANALYZE_ITEMS), name="wavewait-pg-analyze")
+
+    def _due(self, last: float, running: asyncio.Task[None] | None) -> bool:
+        busy = running is not None and not running.done()
+        return VACUUM_EVERY > 0 and time.monotonic() - last >= VACUUM_EVERY and not busy and not self.conn.closed
+
+    async def _locked(self, what: str, statement: str) -> None:
+        """Run `statement` unless another process of this bus is running it."""
+        key = f"wavewait:{self.conn.schema}:{what}"
 
         async def go(conn: AsyncConnection) -> None:
             cur = await conn.execute(q.TRY_VACUUM_LOCK, [key])
@@ -62,14 +76,14 @@ class PgUpkeep:
             if not (row and row[0]):
                 return  # another process is at it
             try:
-                await conn.execute(q.VACUUM_CHURN)
+                await conn.execute(statement)
             finally:
                 await conn.execute(q.VACUUM_UNLOCK, [key])
 
         try:
             await self.conn.run(go)
         except (BusError, psycopg.Error) as e:  # upkeep: the next one tries again
-            log.warning("wavewait: could not vacuum the PostgreSQL bus's tables: %s", e)
+            log.warning("wavewait: could not %s the PostgreSQL bus's tables: %s", what, e)
 
     async def recover(self, inbox: str | None = None) -> int:
         """Return claims whose wait ended, whose process died here, or whose lease ran out."""
@@ -95,4 +109,5 @@ class PgUpkeep:
 
     async def close(self) -> None:
         await cancel(self._vacuum)
-        self._vacuum = None
+        await cancel(self._analyze)
+        self._vacuum = self._analyze = None

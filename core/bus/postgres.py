@@ -84,7 +84,7 @@ class PostgresBus:
         self.agents = PgAgents(self.conn)
         self.waits = PgWaits(self.conn)
         self.upkeep = PgUpkeep(self.conn, self.waits)
-        self.inbox = PgInbox(self.conn, self.upkeep.churned)
+        self.inbox = PgInbox(self.conn, self.upkeep.grew, self.upkeep.churned)
         self.wave_docs = PgWaveDocs(self.conn, self.listener)
         self.mcp_tasks = PgMcpTasks(self.conn)
 
