@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import pytest
-from textual import constants
+from textual import constants, events
 from textual.pilot import Pilot
 from textual.widgets import Input
 
@@ -56,8 +56,19 @@ async def running(
 
 
 async def type_command(pilot: Pilot, line: str) -> None:
-    """Type a line on the command line and press Enter."""
-    await pilot.press(*line, "enter")
+    """Put a line on the command line and press Enter, as a person who pastes it does.
+
+    Its first key is pressed (from a panel, "/" moves to the command line), the rest arrives
+    as a terminal's bracketed paste does, one `Paste` event through the driver: Pilot waits
+    for the app to be idle after every key, about 85 ms each, and a `/spawn` with a path in
+    it took 20 s to type. Tests of what a keystroke does (hints, completion, history) press
+    their keys."""
+    await pilot.press(line[0])
+    paste = events.Paste(line[1:])
+    paste.set_sender(pilot.app)
+    assert pilot.app._driver is not None
+    pilot.app._driver.send_message(paste)
+    await pilot.press("enter")
 
 
 def screen_text(app: WaveApp) -> str:
