@@ -246,11 +246,13 @@ def spawn_wall(kind: str, repo: str, env: dict[str, str], n: int) -> list[float]
     return out
 
 
-def warmed(cmd: list[str], env: dict[str, str], deadline: float = 120) -> None:
-    """Start commands until one runs warm (its warm process listens), or the deadline passes."""
+def warmed(cmd: list[str], env: dict[str, str], deadline: float = 120, cwd: str | None = None) -> None:
+    """Start commands until one runs warm (its warm process listens), or the deadline passes.
+    Run them where the measured commands run: `python -m` puts the folder on `sys.path`, which
+    is part of a warm process's key, so a warm process is one per folder."""
     end = time.monotonic() + deadline
     while time.monotonic() < end:
-        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env)
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env, cwd=cwd)
         time.sleep(0.5)  # a bench, not a test: a warm launcher has handed its stdin over by now
         handed = os.readlink(f"/proc/{proc.pid}/fd/0") == os.devnull
         assert proc.stdin is not None
@@ -290,7 +292,7 @@ def cost_rows(env: dict[str, str], n: int, warm_too: bool = True) -> None:
             [("warm", senv | {"WAVEWAIT_WARM": "1"})] if warm_too else []
         ):
             if label == "warm":
-                warmed([sys.executable, "-m", "wavewait", "mcp"], e)
+                warmed([sys.executable, "-m", "wavewait", "mcp"], e, cwd=repo)
             plain = statistics.median(spawn_wall("plain", repo, e, n))
             preset = statistics.median(spawn_wall("preset", repo, e, n))
             print(f"{label:<40}{plain:>8.2f} s{preset:>16.2f} s")
