@@ -184,8 +184,8 @@ async def test_the_bus_vacuums_its_churn_tables_itself(monkeypatch):
 
 async def test_sends_alone_analyze_the_items_and_vacuum_nothing(monkeypatch):
     """A send leaves no dead row: what it changes is the figures the planner goes by, so a
-    sending process analyzes `items` and leaves the vacuum of all three tables to takes (a
-    vacuum on every sender's turn cost a 2,000-flight fan-in a few ms per answer)."""
+    sending process analyzes `items` and leaves the vacuum of all three tables, work only
+    takes make, to the processes that take."""
     monkeypatch.setattr(pg_upkeep, "VACUUM_EVERY", 1e-9)  # due at every change
     async with pg_bus() as bus:
 
