@@ -58,6 +58,7 @@ PER_COMMAND = frozenset(
         "WAVEWAIT_MCP_TOKEN",
         "WAVEWAIT_PARENT_ID",
         "WAVEWAIT_PRESETS",
+        "WAVEWAIT_PROJECT_DIR",
         "WAVEWAIT_QUEUE",
         "WAVEWAIT_TASK_ID",
         "WAVEWAIT_TASK_TYPES",

@@ -96,6 +96,26 @@ async def test_a_second_mcp_server_runs_warm_and_answers_as_the_first(bus, run_d
     await until(lambda: children(z) == [], 10, "the warm child to end with its session")
 
 
+async def test_servers_of_two_projects_share_a_warm_process_and_each_keeps_its_own_project(bus, run_dir, tmp_path):
+    """WAVEWAIT_PROJECT_DIR is read per command (where relative signal paths start), so servers
+    of different projects run in one warm process, and each resolves paths in its own."""
+    projects = [tmp_path / "one", tmp_path / "two"]
+    for project in projects:
+        (project / "out").mkdir(parents=True)
+        (project / "out" / f"{project.name}.done").touch()
+    seen = []
+    for project in projects:
+        async with server(bus, warm_env(bus, WAVEWAIT_PROJECT_DIR=str(project))) as client:
+            launcher = children(os.getpid(), servers=True)
+            r = data(await client.call_tool("wave_wait_for_signal", {"signal_path": "out/*.done", "timeout_sec": 5}))
+            seen.append((r["matched"], [handed_over(p) for p in launcher]))
+        await until(lambda: warm_pid(run_dir) is not None, 60, "the warm process to listen")
+    assert seen == [
+        ([str(projects[0] / "out" / "one.done")], [False]),
+        ([str(projects[1] / "out" / "two.done")], [True]),
+    ]
+
+
 IN_A_FLIGHT = textwrap.dedent(
     """
     import asyncio, json, os, sys
