@@ -171,8 +171,10 @@ def wavewait_cmd(*args: str) -> list[str]:
 
 
 def clean_env(**extra: str) -> dict[str, str]:
-    """This process's environment without any WAVEWAIT_ variable, plus `extra`."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("WAVEWAIT_")} | extra
+    """This process's environment without any WAVEWAIT_ variable but the warm processes' idle
+    time (above: a test's warm processes end a minute after their last command), plus `extra`."""
+    kept = {k: v for k, v in os.environ.items() if not k.startswith("WAVEWAIT_") or k == "WAVEWAIT_WARM_IDLE"}
+    return kept | extra
 
 
 def env_for(bus: Bus, **extra: str) -> dict[str, str]:
