@@ -273,10 +273,10 @@ TRANSITION_MCP_TASK: Final = (
 DELETE_MCP_TASK: Final = "DELETE FROM mcp_tasks WHERE id = %s"
 
 # ---------------------------------------------------------------- upkeep
-#: one process at a time vacuums a bus (a session lock, released before the connection
-#: goes back to the pool); the others skip their turn
-TRY_VACUUM_LOCK: Final = "SELECT pg_try_advisory_lock(hashtext(%s))"
-VACUUM_UNLOCK: Final = "SELECT pg_advisory_unlock(hashtext(%s))"
+#: one process at a time vacuums, or analyzes, a bus (a session lock per kind, released
+#: before the connection goes back to the pool); the others skip their turn
+TRY_UPKEEP_LOCK: Final = "SELECT pg_try_advisory_lock(hashtext(%s))"
+UPKEEP_UNLOCK: Final = "SELECT pg_advisory_unlock(hashtext(%s))"
 #: the tables every message and every wait turns over (a row inserted, updated, deleted)
 VACUUM_CHURN: Final = "VACUUM (ANALYZE) items, waits, history"
 #: what a send needs: the planner's figures of a growing backlog (a send leaves no dead row)

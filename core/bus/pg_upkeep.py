@@ -71,14 +71,14 @@ class PgUpkeep:
         key = f"wavewait:{self.conn.schema}:{what}"
 
         async def go(conn: AsyncConnection) -> None:
-            cur = await conn.execute(q.TRY_VACUUM_LOCK, [key])
+            cur = await conn.execute(q.TRY_UPKEEP_LOCK, [key])
             row = await cur.fetchone()
             if not (row and row[0]):
                 return  # another process is at it
             try:
                 await conn.execute(statement)
             finally:
-                await conn.execute(q.VACUUM_UNLOCK, [key])
+                await conn.execute(q.UPKEEP_UNLOCK, [key])
 
         try:
             await self.conn.run(go)

@@ -159,6 +159,17 @@ async def test_concurrent_registrations_share_statements_and_each_claims_from_it
             assert [i.body for i in await bus.take(r.waiter, r.id, "x", end=True)] == [f"for {r.waiter}"]
 
 
+def upkeep_counts(schema: str) -> dict[str, tuple[int, int]]:
+    """Each churn table's (vacuum_count, analyze_count) in `schema`, by PostgreSQL's own view."""
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT relname, vacuum_count, analyze_count FROM pg_stat_user_tables"
+            " WHERE schemaname = %s AND relname IN ('items', 'waits', 'history')",
+            [schema],
+        ).fetchall()
+    return {name: (vacuumed, analyzed) for name, vacuumed, analyzed in rows}
+
+
 async def test_the_bus_vacuums_its_churn_tables_itself(monkeypatch):
     """A queue's tables turn over every row; on a server whose autovacuum is off or slow the
     dead rows would pile up and every claim walk past them. The bus vacuums them itself."""
@@ -170,15 +181,7 @@ async def test_the_bus_vacuums_its_churn_tables_itself(monkeypatch):
             (got,) = await bus.claim_next("box", w, TYPES, 1)
             assert [t.body for t in await bus.take("box", w, "x", end=True)] == [got.body]
 
-        def stats() -> tuple[int, int]:
-            with psycopg.connect(PG_URL, autocommit=True) as conn:
-                row = conn.execute(
-                    "SELECT vacuum_count, n_dead_tup FROM pg_stat_user_tables WHERE schemaname = %s AND relname = 'waits'",
-                    [bus.schema],
-                ).fetchone()
-            return (row[0], row[1]) if row else (0, -1)
-
-        await until(lambda: stats()[0] > 0, 30, "the bus to vacuum its tables")
+        await until(lambda: upkeep_counts(bus.schema).get("waits", (0, 0))[0] > 0, 30, "the bus to vacuum its tables")
         assert bus.upkeep._vacuum is not None
 
 
@@ -189,23 +192,15 @@ async def test_sends_alone_analyze_the_items_and_vacuum_nothing(monkeypatch):
     monkeypatch.setattr(pg_upkeep, "VACUUM_EVERY", 1e-9)  # due at every change
     async with pg_bus() as bus:
 
-        def counts() -> dict[str, tuple[int, int]]:
-            with psycopg.connect(PG_URL, autocommit=True) as conn:
-                rows = conn.execute(
-                    "SELECT relname, vacuum_count, analyze_count FROM pg_stat_user_tables"
-                    " WHERE schemaname = %s AND relname IN ('items', 'waits', 'history')",
-                    [bus.schema],
-                ).fetchall()
-            return {name: (vacuumed, analyzed) for name, vacuumed, analyzed in rows}
-
         async def analyzed() -> bool:
-            if counts().get("items", (0, 0))[1] == 0:
+            if upkeep_counts(bus.schema).get("items", (0, 0))[1] == 0:
                 await bus.deliver(item("box", "one more"))  # a change: the next analyze is due
                 return False
             return True
 
         await until(analyzed, 30, "a send to analyze the items")
-        assert all(vacuumed == 0 for vacuumed, _ in counts().values()), counts()
+        counts = upkeep_counts(bus.schema)
+        assert all(vacuumed == 0 for vacuumed, _ in counts.values()), counts
         assert bus.upkeep._vacuum is None
 
 
@@ -222,20 +217,12 @@ async def test_a_backlog_that_grew_after_the_last_vacuum_is_still_read_by_sender
             for table in ("items", "waits", "history"):
                 conn.execute(f'ALTER TABLE "{bus.schema}".{table} SET (autovacuum_enabled = false)')
 
-        def vacuums() -> int:
-            with psycopg.connect(PG_URL, autocommit=True) as conn:
-                row = conn.execute(
-                    "SELECT vacuum_count FROM pg_stat_user_tables WHERE schemaname = %s AND relname = 'items'",
-                    [bus.schema],
-                ).fetchone()
-            return row[0] if row else 0
-
         for body in ("first", "second"):
             await bus.deliver(item("box", body))
         w = await registered(bus, "box")
         await bus.claim_next("box", w, TYPES, 1)
         await bus.take("box", w, "x", end=True)
-        await until(lambda: vacuums() > 0, 30, "the bus to vacuum its tables")
+        await until(lambda: upkeep_counts(bus.schema).get("items", (0, 0))[0] > 0, 30, "the bus to vacuum its tables")
         await until(lambda: bus.upkeep._vacuum is not None and bus.upkeep._vacuum.done(), 30, "that vacuum to end")
         senders = [f"flight-{i:05d}" for i in range(3000)]
         for i in range(0, len(senders), 100):
