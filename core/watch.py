@@ -71,6 +71,11 @@ class Wakeup:
         """The keys that changed since the last call; None: unknown, re-read everything."""
         return None
 
+    def reset(self) -> None:
+        """Forget every change so far, and the wake they raised: the caller reads everything
+        next (a wait's first step). What changes from now on wakes it again."""
+        self._event.clear()
+
     def arrivals(self) -> set[str] | None:
         """The senders whose items arrived in what the last `changed` reported, for a
         subscription by sender; None: unknown (re-read every sender)."""
@@ -159,9 +164,7 @@ class Keyed(Wakeup):
     async def __anext__(self) -> None:
         await self._event.wait()
         self._event.clear()
-        pool = self._pool
-        if pool is not None and self in pool.members:  # woken no more: the next arrival may be its
-            pool.asleep[self] = None
+        self._rest()  # woken no more: the next arrival may be its
 
     def poke(self) -> None:
         self.loop.call_soon_threadsafe(self._note_all)
@@ -175,6 +178,18 @@ class Keyed(Wakeup):
 
     def arrivals(self) -> set[str] | None:
         return self._last_arrived
+
+    def reset(self) -> None:
+        """As `Wakeup.reset`; a pool member is asleep again, so the next arrival may wake it.
+        (Left woken, the pool passed it over: an item that came back to the inbox after the
+        caller's first read woke nobody, and the wait slept through it to its timeout.)"""
+        self.changed()
+        super().reset()
+        self._rest()
+
+    def _rest(self) -> None:
+        if self._pool is not None and self in self._pool.members:
+            self._pool.asleep[self] = None
 
     def close(self) -> None:
         self._fanout.remove(self)

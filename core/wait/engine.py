@@ -331,7 +331,7 @@ class _Engine(Generic[R]):
                 await recover(w.bus, w.caller)
             if c.targets:
                 await sweep(w.bus, c.targets)
-            _changed(changes)  # the first step reads everything: what changed so far is in it
+            changes.reset()  # the first step reads everything: what changed so far is in it
             w.changed = w.arrived = None
             if c.claims_oldest:  # registered and the first claim made in one step
                 w.first_claim = await w.bus.register_wait(

@@ -92,6 +92,9 @@ class Deaf:
     def poke(self) -> None:
         self.poked.set()
 
+    def reset(self) -> None:
+        self.poked = anyio.Event()
+
     def close(self) -> None:
         self.real.close()
 

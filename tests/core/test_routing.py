@@ -216,3 +216,23 @@ async def test_a_pool_member_that_closes_hands_its_wake_on():
     assert other._event.is_set() and other.changed() == {box}
     other.close()
     assert len(fanout) == 0
+
+
+async def test_a_pool_member_reset_for_its_first_read_is_woken_by_the_next_arrival():
+    """A wait resets its subscription for its first read (which reads everything). Woken just
+    before, by a member that closed, and left marked woken, the pool passed it over: the item
+    the closed member's wait gave back after that read woke nobody, and the wait slept
+    through it to its timeout (seen through the real client: a call cancelled while a
+    blocking call started)."""
+    fanout = Fanout()
+    box = inbox_key("orch")
+    closing, starting = (fanout.add(Keyed(fanout, [box], pool=(box, "oldest:*"))) for _ in range(2))
+    closing.close()  # a wait cancelled while it holds an item hands its wake on
+    assert starting._event.is_set()
+    starting.reset()  # its first read: nothing there yet (the item is still claimed)
+    assert not starting._event.is_set() and starting.changed() == set()
+    fanout.dispatch([arrival_key("orch", "a")])  # the cancelled wait's release
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert starting._event.is_set() and starting.changed() == {box}
+    starting.close()
