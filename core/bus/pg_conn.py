@@ -18,7 +18,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-import anyio
 import psycopg
 from psycopg import AsyncConnection, sql
 from psycopg_pool import AsyncConnectionPool, PoolClosed
@@ -37,9 +36,6 @@ RECONNECT_TIMEOUT = float(os.environ.get("WAVEWAIT_PG_RECONNECT_TIMEOUT", "60"))
 #: pooled connections per process (plus one for LISTEN): many concurrent waits in one
 #: server queue for these; WAVEWAIT_PG_POOL sets it (mind the server's max_connections)
 POOL_MAX = int(os.environ.get("WAVEWAIT_PG_POOL", "10"))
-#: seconds a statement whose caller was cancelled may still take to end (wait statements
-#: take milliseconds); one still running then is cancelled in the server
-CANCEL_GRACE = 0.25
 _SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]{0,39}$")
 _TRANSIENT = (psycopg.OperationalError,)  # lost connection, restart, pool timeout, deadlock
 
@@ -86,29 +82,6 @@ def _not_again(params: dict[str, Any], done: list[tuple[Any, ...]]) -> dict[str,
         keep = [i for i, pair in enumerate(zip(params["ws"], params["senders"], strict=True)) if pair not in held]
         return params | {k: [params[k][i] for i in keep] for k in ("inboxes", "ws", "senders")}
     return params
-
-
-async def _ended(statements: Awaitable[T]) -> T:
-    """Await `statements` so that a cancel leaves their connection fit for the pool.
-
-    Cancelled in the middle of a statement inside a cancelled anyio scope (a host cancelling a
-    call), psycopg's own cancel of the statement is cancelled again at once, and it closes
-    the connection: every cancelled call cost a connection and a reconnect. So the statements
-    run as a task of their own: a cancel gives them CANCEL_GRACE to end, then cancels that
-    task once, which psycopg turns into a cancel in the server; then the cancel goes on.
-    """
-    task = asyncio.ensure_future(statements)
-    try:
-        return await asyncio.shield(task)
-    except asyncio.CancelledError:
-        with anyio.CancelScope(shield=True):
-            done, _ = await asyncio.wait([task], timeout=CANCEL_GRACE)
-            if not done:
-                task.cancel()
-                await asyncio.wait([task])
-            if not task.cancelled():
-                task.exception()  # retrieved: the cancel is what the caller gets
-        raise
 
 
 async def cancel(task: asyncio.Task[None] | None) -> None:
@@ -163,7 +136,7 @@ class PgConn:
         while True:
             try:
                 async with self.pool.connection() as conn:
-                    return await _ended(fn(conn))
+                    return await fn(conn)
             except PoolClosed as e:
                 raise BusError("the PostgreSQL bus was closed; open it again") from e
             except _TRANSIENT as e:

@@ -110,37 +110,6 @@ async def test_a_claim_is_idempotent_for_its_wait_and_refused_to_another():
         assert await bus.claim("orchestrator", ref, "wait-b") is None
 
 
-async def test_a_statement_cancelled_in_the_middle_leaves_its_connection_fit_for_the_pool():
-    """A host cancelling a call cancels its wait inside an anyio scope, often in the middle of a
-    statement. The connection must go back to the pool clean: psycopg's own cancel, cancelled
-    again by the scope, closed it (a reconnect per cancelled call, and two warnings on the
-    host's stderr). A statement still running after the grace is cancelled, not awaited."""
-
-    def running() -> int:
-        with psycopg.connect(PG_URL, autocommit=True) as conn:
-            q = "SELECT count(*) FROM pg_stat_activity WHERE query LIKE %s AND state = 'active' AND pid <> pg_backend_pid()"
-            return conn.execute(q, ["%cancelled_by_the_test%"]).fetchone()[0]
-
-    async with pg_bus() as bus:
-        with anyio.move_on_after(0.02):  # ends within the grace: it runs to its end
-            await bus.conn.rows("SELECT pg_sleep(0.1)")
-        async with anyio.create_task_group() as tg:
-            scope = anyio.CancelScope()
-
-            async def long() -> None:
-                with scope:  # would run for a minute
-                    await bus.conn.rows("SELECT pg_sleep(60) AS cancelled_by_the_test")
-
-            tg.start_soon(long)
-            await until(lambda: running() == 1, what="the long statement running in the server")
-            started = time.monotonic()
-            scope.cancel()
-        assert time.monotonic() - started < 2
-        stats = bus.conn.pool.get_stats()
-        assert stats.get("returns_bad", 0) == 0 and stats.get("connections_lost", 0) == 0, stats
-        assert await bus.pending("orchestrator") == []  # the pool serves on
-
-
 async def test_history_is_bounded_per_inbox(monkeypatch):
     from wavewait.core.bus import pg_inbox
 
