@@ -189,9 +189,9 @@ async def test_a_flight_started_by_a_process_that_ignores_term_and_int_gets_the_
     await until(lambda: not alive(flight.pid, flight.pid_start), 10, "the flight's command to end")
     # its supervisor records the end on the bus: gone before the bus is (on PostgreSQL it
     # opened the bus again after the schema was dropped, and left the schema behind)
-    supervisor = (await bus.get_agent(flight.id)).supervisor_pid
-    assert supervisor is not None
-    await until(lambda: not alive(supervisor, flight.supervisor_start), 30, "the supervisor to end")
+    ended = await bus.get_agent(flight.id)
+    assert ended.supervisor_pid is not None
+    await until(lambda: not alive(ended.supervisor_pid, ended.supervisor_start), 30, "the supervisor to end")
 
 
 async def test_a_supervisor_that_fails_says_why_in_the_flights_log(file_bus, bus_dir):
