@@ -37,7 +37,7 @@ TIMEOUT_MS = 500  # how often the thread looks at its stop flag
 
 
 class _Pokeable(Protocol):
-    def poke(self) -> None: ...
+    def poke(self, key: str | None = None) -> None: ...
 
 
 class Wakeup:
@@ -52,8 +52,9 @@ class Wakeup:
         self.loop = asyncio.get_running_loop()
         self._event = asyncio.Event()
 
-    def poke(self) -> None:
-        """Wake the subscriber from this process (an in-process interrupt, say); thread-safe."""
+    def poke(self, key: str | None = None) -> None:
+        """Wake the subscriber from this process (an in-process interrupt, say); thread-safe.
+        `key` says what changed, for a subscription that keeps keys (`Keyed`)."""
         self.loop.call_soon_threadsafe(self._event.set)
 
     def __aiter__(self) -> Self:
@@ -107,8 +108,10 @@ class Keyed(Wakeup):
     not woken already, not all of them; a member that closes hands a wake on to another, so an
     item its wait did not take is not left with everyone asleep.
 
-    A poke (an interrupt from this process) or an overflow means "anything": `changed`
-    then returns None once, and the wait re-reads all it needs.
+    A poke without a key (an interrupt from this process) or an overflow means "anything":
+    `changed` then returns None once, and the wait re-reads all it needs. A poke with a key
+    (a join's check ended, a watched folder changed: `CHECKS_KEY`, `FILES_KEY`) is noted as
+    that key alone, so the wait re-reads only what it names.
     """
 
     def __init__(
@@ -166,8 +169,11 @@ class Keyed(Wakeup):
         self._event.clear()
         self._rest()  # woken no more: the next arrival may be its
 
-    def poke(self) -> None:
-        self.loop.call_soon_threadsafe(self._note_all)
+    def poke(self, key: str | None = None) -> None:
+        if key is None:
+            self.loop.call_soon_threadsafe(self._note_all)
+        else:
+            self.loop.call_soon_threadsafe(self._note, (key,), set())  # nobody sent: senders stay known
 
     def changed(self) -> set[str] | None:
         out, everything = self._changed, self._all
@@ -405,10 +411,12 @@ class Subscription(Wakeup):
         prefixes: Iterable[str],
         wakes: _Pokeable | None = None,
         on_paths: Callable[[set[str]], None] | None = None,
+        key: str | None = None,
     ) -> None:
         super().__init__()
         self.prefixes = tuple(os.path.abspath(p) for p in prefixes)
         self._wakes: _Pokeable = wakes if wakes is not None else self
+        self._key = key  # what a change under the prefixes is noted as by `wakes`
         self._on_paths = on_paths
         self._watchers: list[_RootWatcher] = []
 
@@ -421,7 +429,7 @@ class Subscription(Wakeup):
             if mine:
                 self._on_paths(mine)
         elif any(self._matches(p) for p in paths):
-            self._wakes.poke()
+            self._wakes.poke(self._key)
 
     def close(self) -> None:
         for w in self._watchers:
@@ -457,7 +465,7 @@ class _RootWatcher:
                 if sub._on_paths is not None:
                     sub._on_paths({EVERYTHING})
                 else:
-                    sub._wakes.poke()
+                    sub._wakes.poke()  # anything: the watcher is gone
         finally:
             self._notify.close()
 
@@ -485,22 +493,24 @@ def subscribe(
     *,
     wakes: _Pokeable | None = None,
     on_paths: Callable[[set[str]], None] | None = None,
+    key: str | None = None,
 ) -> Subscription:
     """Watch `roots` recursively and wake the returned subscription on changes under `prefixes`.
 
     Call this *before* reading state. `prefixes` default to the roots themselves. Callers
     that pass the same set of roots share one watcher (one inotify descriptor, one thread).
     With `wakes`, changes wake that stream instead (a signal wait adds its folder to the
-    bus's change stream this way); with `on_paths`, the changed paths go to it (called in
-    the watcher's thread). Close the subscription all the same.
+    bus's change stream this way), noted as `key` where that stream keeps keys; with
+    `on_paths`, the changed paths go to it (called in the watcher's thread). Close the
+    subscription all the same.
     """
     paths = [os.path.abspath(r) for r in roots]
-    sub = Subscription([str(p) for p in (prefixes if prefixes is not None else paths)], wakes, on_paths)
-    key = tuple(sorted({_watch_root(r) for r in paths}))
+    sub = Subscription([str(p) for p in (prefixes if prefixes is not None else paths)], wakes, on_paths, key)
+    shared = tuple(sorted({_watch_root(r) for r in paths}))  # the watcher these roots share
     with _lock:
-        w = _watchers.get(key)
+        w = _watchers.get(shared)
         if w is None:
-            w = _watchers[key] = _RootWatcher(key)
+            w = _watchers[shared] = _RootWatcher(shared)
         w.subscribers.add(sub)
         sub._watchers.append(w)
     return sub

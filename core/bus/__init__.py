@@ -25,7 +25,7 @@ class Changes(Protocol):
     since its last call, as keys (`i:<inbox>`, `a:<agent>`, `w:<wait>`, `x:<wait>` for an
     interrupt), so a step re-reads only those; None means "anything may have changed" (a
     poke, an overflow, a reconnect): re-read everything. `poke` wakes it from this process
-    (an interrupt); `close` ends it.
+    (an interrupt; with a key, noted as that key alone: a join's check ended); `close` ends it.
 
     What a bus dispatches for an inbox is finer than what a subscription notes: an item that
     arrives (or comes back) is `i:<inbox>/<sender>` (`arrival_key`), an item that leaves is
@@ -42,7 +42,7 @@ class Changes(Protocol):
 
     def changed(self) -> set[str] | None: ...
     def reset(self) -> None: ...
-    def poke(self) -> None: ...
+    def poke(self, key: str | None = None) -> None: ...
     def close(self) -> None: ...
 
 

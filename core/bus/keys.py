@@ -66,6 +66,13 @@ def queue_key(queue: str) -> str:
     return f"q:{queue}"
 
 
+#: keys a wait's own process pokes it with (never on the bus): a join's check ended, a folder
+#: its file targets live in changed. A poke with one of these re-reads only what it names,
+#: not every target and the whole inbox (a poke without a key means "anything")
+CHECKS_KEY = "p:checks"
+FILES_KEY = "p:files"
+
+
 def payload(*keys: str) -> str:
     """Keys as one NOTIFY payload (space-separated)."""
     return " ".join(keys)

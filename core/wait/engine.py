@@ -32,7 +32,7 @@ from .. import watch
 from ..admission import sweep
 from ..agents import SWEEP_INTERVAL
 from ..bus import Bus, Changes
-from ..bus.keys import agent_key, agent_of, inbox_key, interrupt_key
+from ..bus.keys import FILES_KEY, agent_key, agent_of, inbox_key, interrupt_key
 from ..delivery import Delivery, take_and_end
 from ..errors import BadInput
 from ..ids import new_id
@@ -117,10 +117,11 @@ class Control:
         self.interrupted = True
         self.wake()
 
-    def wake(self) -> None:
-        """Step the wait now: something it reads changed in this process (a join's check ended)."""
+    def wake(self, key: str | None = None) -> None:
+        """Step the wait now: something it reads changed in this process. `key` says what (a
+        join's check ended: `CHECKS_KEY`), so the step re-reads that alone; None: anything."""
         if self._changes is not None:
-            self._changes.poke()
+            self._changes.poke(key)
 
 
 def check_timeout(value: object, field: str = "timeout") -> float:
@@ -326,7 +327,7 @@ class _Engine(Generic[R]):
         cancelled = True
         try:
             if c.watch_dirs:  # still before the first read
-                files = watch.subscribe(c.watch_dirs, prefixes=c.watch_dirs, wakes=changes)
+                files = watch.subscribe(c.watch_dirs, prefixes=c.watch_dirs, wakes=changes, key=FILES_KEY)
             if c.uses_inbox:
                 await recover(w.bus, w.caller)
             if c.targets:
@@ -385,7 +386,7 @@ class _Engine(Generic[R]):
                 self.rescans += 1
                 if self.c.uses_inbox:
                     await recover(self.w.bus, self.w.caller)
-                if self.c.watch_dirs or not self.w.bus.reliable_changes:
+                if not self.w.bus.reliable_changes:
                     self.w.changed = self.w.arrived = None
                     return True
                 if len(self.c.targets) > BACKSTOP_SLICE:
@@ -393,6 +394,9 @@ class _Engine(Generic[R]):
                     return True
                 if self.rescans % RELIABLE_BACKSTOP == 0:
                     self.w.changed = self.w.arrived = None
+                    return True
+                if self.c.watch_dirs:  # the watcher's events may be dropped too: scan them
+                    self.w.changed, self.w.arrived = {FILES_KEY}, set()
                     return True
                 continue
             if t >= self.next_progress or (self.next_write is not None and t >= self.next_write):
@@ -409,7 +413,7 @@ class _Engine(Generic[R]):
         start = self.backstop_at % len(self.c.targets)
         ids = [a.id for a in self.c.targets[start : start + BACKSTOP_SLICE]]
         self.backstop_at = start + len(ids)
-        self.w.changed = {agent_key(a) for a in ids} | {inbox_key(self.w.caller)}
+        self.w.changed = {agent_key(a) for a in ids} | {inbox_key(self.w.caller), FILES_KEY}
         self.w.arrived = set(ids)
 
     async def _progress(self, msg: str, done: bool) -> None:

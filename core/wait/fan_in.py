@@ -24,7 +24,7 @@ from .. import freeing, signals
 from ..admission import step as admission_step
 from ..agents import ensure_registered, resolve_agents, stop
 from ..bus import Bus
-from ..bus.keys import inbox_key
+from ..bus.keys import CHECKS_KEY, FILES_KEY, inbox_key
 from ..errors import BadInput
 from ..ids import check_type
 from ..limits import MAX_AGENT_IDS, MAX_LIST_LEN, check_path, shown
@@ -200,7 +200,7 @@ class FanInCondition(Condition[FanIn]):
             else:
                 await self._claim(w)
         self._read_verdicts()
-        if self.files and w.changed is None:  # a folder of theirs changed (a poke), or a rescan
+        if self.files and w.touched(FILES_KEY):  # a folder of theirs changed, or a rescan
             await self._scan(w)
         if self.events and w.touched(inbox_key(w.caller)) and self.met() < self.need:
             await self._claim_events(w)
@@ -316,7 +316,7 @@ class FanInCondition(Condition[FanIn]):
             else:
                 verdict = await run_check(self.join.check, folder, self.join.check_timeout)
             self.verdicts[agent.id] = verdict
-            self.control.wake()
+            self.control.wake(CHECKS_KEY)  # the verdicts alone: no target or inbox re-read
         self.check_scopes.discard(scope)
 
     def _read_verdicts(self) -> None:

@@ -89,7 +89,7 @@ class Deaf:
     async def wait(self) -> None:
         await self.__anext__()
 
-    def poke(self) -> None:
+    def poke(self, key: str | None = None) -> None:
         self.poked.set()
 
     def reset(self) -> None:
