@@ -17,6 +17,9 @@ measurements against that code: before/after figures come from one script, back 
 Rows (goals from issue 13):
 - waiter CPU per report, fan-in over F flights reporting at 500/s (small and large F), and
   their ratio (goal <= 1.5x between 100 and 10,000 flights);
+- the same at the large F as a join with a file target, and with a file target and a check
+  (`true`, run per report in the flight's folder): goal, the same waiter CPU per report as
+  the plain fan-in (issue 41: a verdict or a file event re-read every waiting flight);
 - last report -> fan-in returns, at the large F (goal <= 50 ms files, <= 100 ms PostgreSQL),
   waiting as the MCP and CLI faces do (the result is handed over, then its claims are
   acknowledged: that take is timed on its own row);
@@ -122,9 +125,12 @@ async def role_fanin(a: argparse.Namespace) -> None:
     flights = [f"flight-{i:05d}" for i in range(a.n)]
     c0 = cpu()
     control = wait.Control(hold=True)  # as the MCP and CLI faces wait: reply first, then take
-    # a join: the same flights and a file target (there from the start): what a join adds per report
+    # a join: the same flights, a file target (there from the start) and a check each report
+    # passes (`true`, in the flight's folder): what a join adds per report
     # (older code, measured with --code, has no joins: the keyword is passed only for one)
-    joined = {"join": wait.Join(files=[wait.FilesTarget(glob=a.join_file)])} if a.join_file else {}
+    joined = {}
+    if a.join_file:
+        joined["join"] = wait.Join(files=[wait.FilesTarget(glob=a.join_file)], check=a.join_check or None)
     r = await wait.wait_fan_in(bus, "orchestrator", 600, flights, control=control, **joined)
     t = time.time()
     if control.delivery is not None:
@@ -400,11 +406,16 @@ class Run:
                 await conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
 
     @staticmethod
-    async def register(bus: Any, ids: list[str]) -> None:
+    async def register(bus: Any, ids: list[str], cwd: str | None = None) -> None:
         from wavewait.core.agents import register
 
+        async def one(x: str) -> None:
+            agent = await register(bus, x)
+            if cwd is not None:  # a folder of its own, where a join's check runs
+                await bus.put_agent(agent.model_copy(update={"cwd": cwd}))
+
         for i in range(0, len(ids), 200):
-            await asyncio.gather(*(register(bus, x) for x in ids[i : i + 200]))
+            await asyncio.gather(*(one(x) for x in ids[i : i + 200]))
 
     @staticmethod
     async def until_waits(bus: Any, n: int, deadline: float = 120) -> None:
@@ -414,18 +425,20 @@ class Run:
                 raise RuntimeError(f"only {len(await bus.list_waits())} of {n} waits registered")
             await asyncio.sleep(0.1)
 
-    async def fanin(self, kind: str, n: int, join: bool = False) -> dict[str, Any]:
-        """One fan-in over `n` flights (`join`: and a file target, as a join) at the bench's rate."""
+    async def fanin(self, kind: str, n: int, join: bool = False, check: str = "") -> dict[str, Any]:
+        """One fan-in over `n` flights (`join`: and a file target, as a join; `check`: and a
+        check each report passes, run in the flight's folder) at the bench's rate."""
         from wavewait.core.messages import send
 
         url, bus = await self.fresh_bus(kind)
         flights = [f"flight-{i:05d}" for i in range(n)]
-        await self.register(bus, ["orchestrator", *flights])
+        folder = tempfile.mkdtemp(prefix="bench-join-") if join else None
+        await self.register(bus, ["orchestrator"])
+        await self.register(bus, flights, cwd=folder)
         extra: list[str] = []
-        if join:
-            folder = tempfile.mkdtemp(prefix="bench-join-")
+        if folder is not None:
             open(os.path.join(folder, "artifact.whl"), "w").close()
-            extra = ["--join-file", os.path.join(folder, "*.whl")]
+            extra = ["--join-file", os.path.join(folder, "*.whl"), "--join-check", check]
         p = self.child("--role", "fanin", "--bus", url, "--n", str(n), *extra)
         await self.until_waits(bus, 1)
         rate = self.args.rate
@@ -714,11 +727,28 @@ async def main(args: argparse.Namespace) -> None:
             put(f"last report -> return, {large:,} flights, ms", kind, fmt(b["return_ms"], ".1f"))
             put(f"  then acknowledged (claims -> history), {large:,} flights, ms", kind, fmt(b["ack_ms"], ".1f"))
             put("  (reports sent/s; all received)", kind, f"{b['send_rate']:.0f}; {s['ok'] and b['ok']}")
-            j = await run.fanin(kind, large, join=True) if not args.code else None  # older code has no joins
+            # code from before joins (--code) has no Join: its rows are left out
+            joins = (
+                not args.code or "class Join" in open(os.path.join(args.code, "wavewait/core/wait/fan_in.py")).read()
+            )
+            j = await run.fanin(kind, large, join=True) if joins else None
             if j is not None:
                 put(f"join ({large:,} flights + a file): waiter CPU ms/report", kind, fmt(j["cpu_ms"], ".3f"))
                 put(f"  join / fan-in CPU per report, {large:,} flights", kind, f"{j['cpu_ms'] / b['cpu_ms']:.2f}x")
                 put(f"  join: last report -> return, {large:,} flights, ms", kind, fmt(j["return_ms"], ".1f"))
+                c = await run.fanin(kind, large, join=True, check="true")
+                put(
+                    f"join + check ({large:,} flights, a file, `true`): waiter CPU ms/report",
+                    kind,
+                    fmt(c["cpu_ms"], ".3f"),
+                )
+                put(
+                    f"  join + check / fan-in CPU per report, {large:,} flights",
+                    kind,
+                    f"{c['cpu_ms'] / b['cpu_ms']:.2f}x",
+                )
+                put(f"  join + check: last report -> return, {large:,} flights, ms", kind, fmt(c["return_ms"], ".1f"))
+                put("  (join + check: all received)", kind, str(c["ok"]))
         if "load" in args.only:
             r = await run.load(kind)
             head = f"{args.waits} waits, {args.load_rate:,} msg/s, {args.duration:.0f} s"
@@ -790,6 +820,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--bus")
     p.add_argument("--n", type=int, default=0)
     p.add_argument("--join-file", default="", help="role fanin: a join, with a file target matching this glob")
+    p.add_argument("--join-check", default="", help="role fanin: the join's check (with --join-file)")
     p.add_argument("--to", default="")
     p.add_argument("--count", type=int, default=0)
     p.add_argument("--rate", type=float, default=500.0, help="reports/s into the fan-in")
