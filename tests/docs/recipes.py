@@ -156,6 +156,8 @@ def read_page(root: Path, page: str) -> list[Recipe]:
             counts[heading] = counts.get(heading, 0) + 1
             marks = _marks(page, lines, i)
             found.append(Recipe(page, heading, lead, i + 1, code, marks, counts[heading]))
+        elif _marks(page, lines, i):
+            raise PageError(f"{page}:{i + 1}: a recipe comment above a block not fenced as ```sh: it would never run")
         i = end + 1
     return found
 
