@@ -100,6 +100,13 @@ class Stage:
 # What a recipe's page presumes before its block runs, by the name its `setup:` line gives.
 
 
+def checkout(stage: Stage) -> None:
+    """README.md's tour, "from a shell in the checkout": a folder with the checkout's
+    `.venv/bin/wavewait` (that alone: not the venv's python3)."""
+    (stage.cwd / ".venv" / "bin").mkdir(parents=True)
+    (stage.cwd / ".venv" / "bin" / "wavewait").symlink_to(WAVEWAIT)
+
+
 def three_reviewers_one_asks(stage: Stage) -> None:
     """docs/joins.md, "A flight that asks": a wave `reviews` of three reviewers, review-3 asking a question before it reports."""
     stage.sh(
@@ -220,6 +227,7 @@ def host(stage: Stage, kind: str) -> None:
 
 
 SETUPS: dict[str, Callable[[Stage], None]] = {
+    "checkout": checkout,
     "three-reviewers-one-asks": three_reviewers_one_asks,
     "refactor-wave": refactor_wave,
     "race": race,
