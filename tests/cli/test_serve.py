@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from wavewait.core.bus.file import FileBus
+from wavewait.core.model import Agent
+from wavewait.core.proc import pid_start
+
+from browsertools import Chromium, Tab, chromium_or_skip
 from conftest import clean_env, until, wavewait_cmd
 
 aiohttp = pytest.importorskip("aiohttp")
@@ -55,11 +63,11 @@ async def serve(tmp_path: Path):
     """Start `wavewait serve --port P ARGS...` and wait, with a deadline, until it answers."""
     started: list[subprocess.Popen[str]] = []
 
-    async def start(*args: str) -> Served:
+    async def start(*args: str, **env: str) -> Served:
         port = free_port()
         proc = subprocess.Popen(
             wavewait_cmd("serve", "--port", str(port), *args),
-            env=clean_env(),
+            env=clean_env(**env),
             cwd=tmp_path,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
@@ -132,6 +140,133 @@ async def test_a_browser_session_runs_this_python_and_ends_with_the_server(serve
     out, _ = served.proc.communicate(timeout=15)
     assert served.proc.returncode == 0, out
     await until(lambda: not any(map(alive, session)), timeout=15, what="the session's processes to end")
+
+
+DEMO_FLIGHTS = ("file-reader", "schema-check", "test-runner", "doc-writer", "linter", "migrator")
+SCREENSHOTS = "WAVEWAIT_TEST_SCREENSHOTS"  # a folder: the test leaves its picture there as browser.png
+
+
+@pytest.fixture
+def chromium(tmp_path: Path) -> Iterator[Chromium]:
+    """Headless Chromium at 1280x800; skipped without it, failed under CI=true (.ci/run installs it)."""
+    folder = tmp_path / "chromium"
+    folder.mkdir()
+    browser = Chromium(chromium_or_skip(), folder, size=(1280, 800))
+    yield browser
+    browser.stop()
+
+
+async def session_processes(served: Served, bus: FileBus) -> list[tuple[str, int, str | None]]:
+    """(what, pid, start time) of everything the tab's session runs: the processes below the
+    server (the shell, the TUI, the supervisors and their flights) and, from the demo's bus,
+    each flight and its supervisor, once all six run."""
+
+    async def flights() -> list[Agent]:
+        return [a for a in await bus.list_agents() if a.wave == "wave-1"]
+
+    async def spawned() -> bool:
+        return len(wave := await flights()) == len(DEMO_FLIGHTS) and all(a.pid and a.supervisor_pid for a in wave)
+
+    await until(spawned, timeout=30, what="the demo's six flights with their supervisors")
+    out = []
+    for pid in descendants(served.proc.pid):
+        with contextlib.suppress(OSError):  # one that ended meanwhile is not waited on
+            out.append((Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip(), pid))
+    for a in await flights():
+        assert a.pid and a.supervisor_pid
+        out += [(f"{a.name} ({a.pid})", a.pid), (f"{a.name}'s supervisor ({a.supervisor_pid})", a.supervisor_pid)]
+    return [(what, pid, pid_start(pid)) for what, pid in out]
+
+
+def shows_the_panel(screen: str) -> bool:
+    """The demo's flights panel: its header (`N/6 reported · … · wave-1`), then a row per flight
+    with its wave (the scrollback's and the wait's lines about a flight have no wave in them)."""
+    rows = screen.splitlines()
+    return (
+        bool(rows)
+        and "reported" in rows[0]
+        and "wave-1" in rows[0]
+        and all(any(name in row and "wave-1" in row for row in rows[1:]) for name in DEMO_FLIGHTS)
+    )
+
+
+def shows_the_help(screen: str) -> bool:
+    return "/wait TIMEOUT [ID ...]" in screen and "/send ID MESSAGE" in screen and "Keys" in screen
+
+
+async def text_when(tab: Tab, shows: Callable[[str], bool], what: str, timeout: float = 30) -> str:
+    """The terminal's text, once `shows` holds of it."""
+    screen = ""
+
+    async def shown() -> bool:
+        nonlocal screen
+        screen = await tab.screen()
+        return shows(screen)
+
+    try:
+        await until(shown, timeout=timeout, what=what)
+    except AssertionError as e:
+        raise AssertionError(f"{e}; the page shows:\n{screen}") from None
+    return screen
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads the process tree from /proc")
+async def test_the_demo_in_chromium_shows_its_panel_takes_keys_and_ends_when_its_tab_closes(serve, chromium, tmp_path):
+    """`wavewait serve` in a real browser: the page loads and connects, xterm.js draws the
+    demo's flights panel, `/help` typed in the page opens the help, and closing the tab ends
+    the session's TUI, every flight and supervisor, and removes the demo's bus; the server
+    stays up for the next tab."""
+    temp = tmp_path / "tmp"  # where each session's demo makes its temporary bus
+    temp.mkdir()
+    served = await serve("--seed", "1", TMPDIR=str(temp))
+    procs: list[tuple[str, int, str | None]] = []
+    try:
+        async with chromium.tab(served.url + "/") as tab:
+
+            async def connected() -> bool:  # the page's script ran and the TUI's first bytes came
+                return await tab.evaluate(
+                    "document.readyState == 'complete' && document.body.classList.contains('-first-byte')"
+                )
+
+            await until(connected, timeout=30, what="the page to load and the session's first bytes")
+            assert await tab.evaluate("document.querySelector('#terminal .xterm-screen') !== null")  # xterm.js's
+
+            await until(lambda: len(list(temp.glob("wavewait-demo-*"))) == 1, timeout=30, what="the demo's bus")
+            (bus_dir,) = temp.glob("wavewait-demo-*")
+            bus = FileBus(bus_dir)
+            try:
+                procs = await session_processes(served, bus)
+            finally:
+                await bus.close()
+            assert any("-m wavewait demo --seed 1" in what for what, _, _ in procs), procs
+
+            assert not shows_the_help(await text_when(tab, shows_the_panel, "the demo's flights panel"))
+            picture = tmp_path / "browser.png"
+            await tab.screenshot(picture)
+            assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+            if os.environ.get(SCREENSHOTS):
+                shutil.copyfile(picture, Path(os.environ[SCREENSHOTS]) / "browser.png")
+
+            await tab.evaluate("document.querySelector('.xterm-helper-textarea').focus()")
+            await tab.type("/help\r")
+            await text_when(tab, shows_the_help, "the help, opened by /help typed in the page")
+
+            await tab.close()
+
+        def left() -> list[str]:
+            return [what for what, pid, start in procs if start is not None and pid_start(pid) == start]
+
+        try:
+            await until(lambda: not left(), timeout=20, what="the session's processes to end")
+        except AssertionError as e:
+            raise AssertionError(f"{e}; still running: {left()}") from None
+        await until(lambda: not bus_dir.exists(), timeout=20, what="the demo's bus to be removed")
+        assert served.proc.poll() is None, "the server should keep serving other tabs"
+    finally:
+        for _, pid, start in procs:  # a failed run leaves nothing behind either
+            if start is not None and pid_start(pid) == start:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
 
 
 BAD_INPUT = [
