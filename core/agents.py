@@ -29,7 +29,7 @@ from .bus import Bus
 from .errors import BadInput, WavewaitError
 from .identity import SECRET_ENV, new_secret, supervised_flight_id, supervisor_argv
 from .ids import check_id, check_name, new_id, resolve
-from .limits import MAX_AGENT_IDS, check_command, check_list, shown
+from .limits import MAX_AGENT_IDS, check_argv, check_list, shown
 from .model import Agent, Item, now
 from .proc import alive, group_members, hostname, pid_start
 from .results import SpawnResult, iso
@@ -214,7 +214,7 @@ def prepare(
     """A flight's record (not kept yet) and the environment its command runs in, checked:
     everything a spawn decides before its process starts, wherever that starts it."""
     check_name(name)
-    command = check_command(command)
+    command = check_argv(command)
     if wave is not None:
         check_name(wave, "wave")
     parent_id = caller_id(parent_id)

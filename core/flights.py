@@ -22,7 +22,7 @@ from .agent_events import LINE_LIMIT, EventReader
 from .bus import Bus
 from .errors import BadInput, WavewaitError
 from .ids import check_name, check_word, new_id
-from .limits import check_command
+from .limits import check_argv
 from .model import Agent, ChangeSummary, Usage
 from .proc import alive, hostname
 
@@ -74,7 +74,7 @@ async def start(
     if base is not None:
         check_word(base, "base")
     if command is not None:
-        check_command(command)
+        check_argv(command)
     folder = os.path.realpath(cwd or os.getcwd())
     chosen = None
     if preset is not None:

@@ -19,8 +19,9 @@ regular expression, the file system); an error quotes at most the start of the v
 | one folder or file name in a glob      | 255 characters; 200 levels              |
 | words: a model, a git ref, a preset    | 1-255 characters, no whitespace or      |
 |                                        | control characters                      |
-| a command's words (argv, a shell check)| 128 KiB each (Linux's limit for one),   |
+| a program's words (argv)               | 128 KiB each (Linux's limit for one),   |
 |                                        | the program 4 KiB, no NUL; 1,000 words  |
+| a check (one shell command line)       | 4,000 characters, no NUL                |
 | lists (changes, types, words, keys)    | 1,000 entries                           |
 | agent ids of one wait (a fan-in)       | 100,000 entries (a wave's flights)      |
 | one inbox item file on the bus         | 8 MiB (larger is quarantined, unread)   |
@@ -52,6 +53,7 @@ MAX_REQUEST_BYTES = 16 << 20  # one MCP request: a 1 MiB message escaped (up to 
 MAX_SCAN_ENTRIES = 100_000
 MAX_WORD_LEN = 255
 MAX_ARG_BYTES = (128 << 10) - 1  # Linux's MAX_ARG_STRLEN (32 pages) less the word's NUL
+MAX_CHECK_CHARS = 4000
 
 T = TypeVar("T")
 
@@ -101,7 +103,7 @@ def check_path(value: object, field: str = "path") -> str:
     return value
 
 
-def check_command(value: object, field: str = "command") -> list[str]:
+def check_argv(value: object, field: str = "command") -> list[str]:
     """A program and its arguments, as exec takes them: at most 1,000 words, the program a path
     of at most 4 KiB, every word at most 128 KiB (Linux refuses a longer one) and without NUL."""
     if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)) or not value:
@@ -122,6 +124,22 @@ def check_command(value: object, field: str = "command") -> list[str]:
         if "\x00" in word:
             raise BadInput(f"{field}[{i}]: may not contain a NUL character")
     return list(value)
+
+
+def check_shell(value: object, field: str = "check") -> str:
+    """A check: one shell command line (run by `/bin/sh -c`, core/checks.py), at most
+    `MAX_CHECK_CHARS` characters (it is kept with a merge's progress on the bus), without NUL."""
+    if not isinstance(value, str):
+        raise BadInput(f"{field}: must be a shell command line, e.g. 'pytest -q'")
+    if len(value) > MAX_CHECK_CHARS:
+        raise BadInput(
+            f"{field}: at most {MAX_CHECK_CHARS:,} characters, got {len(value):,}; put a longer check in a script"
+        )
+    if not value.strip():
+        raise BadInput(f"{field}: must be a non-empty shell command line, e.g. 'pytest -q'")
+    if "\x00" in value:
+        raise BadInput(f"{field}: may not contain a NUL character")
+    return value
 
 
 def check_list(

@@ -118,6 +118,18 @@ def group_members(pgid: int) -> list[int]:
     return out
 
 
+def session_groups(sid: int) -> set[int]:
+    """The process groups of session `sid` on this host, as /proc lists them (a process that
+    made a group of its own, as `timeout` does, is still in its session)."""
+    out = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            rest = _stat(int(entry))
+            if rest is not None and len(rest) > 3 and rest[3] == str(sid) and rest[2].isdigit():
+                out.add(int(rest[2]))
+    return out
+
+
 def cmdline(pid: int) -> list[str]:
     """The arguments `pid` was started with (empty if it is gone or they cannot be read)."""
     try:

@@ -15,11 +15,10 @@ any point leaves the target at its last good merge, and the next run continues w
 merging anything twice.
 
 The parts: outcome.py (the results, the error, the progress document), plan.py (the order),
-git_steps.py (each step in git), check.py (the check), resolve.py (what a stopped flight is
+git_steps.py (each step in git), resolve.py (what a stopped flight is
 asked, and the flight that resolves a conflict), run.py (the run, and `merge_wave`).
 """
 
-from .check import run_check
 from .outcome import FlightMerge, MergeError, MergeResult, Overlap, stored
 from .plan import plan
 from .run import merge_wave
@@ -31,6 +30,5 @@ __all__ = [
     "Overlap",
     "merge_wave",
     "plan",
-    "run_check",
     "stored",
 ]

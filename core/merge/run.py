@@ -13,11 +13,11 @@ from typing import Any
 
 from .. import git, messages, presets, worktrees
 from ..bus import Bus, wave_docs
+from ..checks import MERGE_TIMEOUT, run_check
 from ..errors import BadInput, WavewaitError
 from ..ids import check_word
-from ..limits import check_text, shown
+from ..limits import check_shell, shown
 from ..model import now
-from .check import run_check_async
 from .git_steps import (
     Scratch,
     commit_tree,
@@ -36,7 +36,6 @@ from .plan import Flight, overlap, pick_wave, plan
 from .resolve import ask_fix, resolve_conflict
 
 VIEW_OUTPUT_CHARS = 1000  # of a check's output, in the result kept on the bus for views
-MAX_CHECK_LEN = 4000
 
 OnChange = Callable[[MergeResult], Awaitable[None] | None]
 
@@ -275,9 +274,9 @@ class Run:
         f.result("pending", why="its check is running" if self.check else "moving the target")
         await self.changed()
         if self.check:
-            code, output = await run_check_async(self.check, scratch.path)
-            if code != 0:
-                await self.stop(f, "check_failed", tip, onto, output=output, why=f"the check exited with {code}")
+            verdict = await run_check(self.check, scratch.path, MERGE_TIMEOUT)
+            if not verdict.passed:
+                await self.stop(f, "check_failed", tip, onto, output=verdict.output, why=verdict.why)
                 return
         await asyncio.to_thread(move_target, self.repo, self.target, new, onto, checked_out, f.agent.name)
         await self.merged(f, tip, new)
@@ -297,9 +296,7 @@ async def merge_wave(
 ) -> MergeResult:
     """Merge the wave's branches onto `into` in order, `check` after each; see the package."""
     if check is not None:
-        check = check_text(check, "check")
-        if len(check) > MAX_CHECK_LEN:
-            raise BadInput(f"check: at most {MAX_CHECK_LEN} characters; put a longer check in a script")
+        check = check_shell(check)
     if resolve_with is not None and resolve_with not in ("claude", "codex") and presets_file is None:
         raise BadInput(f"resolve_with: 'claude' or 'codex' (or a preset of --presets), got {shown(resolve_with)}")
     if resolve_with is not None:

@@ -3,10 +3,10 @@
 The faces call the kinds' functions through this package: `wait.wait_fan_in(...)`.
 """
 
+from ..checks import JOIN_TIMEOUT as CHECK_TIMEOUT  # a join's check's default, as the faces name it
 from ..results import event_view
 from ..signals import glob_base, scan_root
 from .agent import AgentCondition, parse_deadline, wait_agent
-from .checks import CHECK_TIMEOUT
 from .engine import Condition, Control, Progress, ProgressFn, WaitSettings, check_timeout, run
 from .event import EventCondition, wait_event
 from .fan_in import FanInCondition, FilesTarget, Join, parse_need, wait_fan_in

@@ -25,9 +25,10 @@ from ..admission import step as admission_step
 from ..agents import ensure_registered, resolve_agents, stop
 from ..bus import Bus
 from ..bus.keys import CHECKS_KEY, FILES_KEY, inbox_key
+from ..checks import JOIN_TIMEOUT, Verdict, run_check
 from ..errors import BadInput
 from ..ids import check_type
-from ..limits import MAX_AGENT_IDS, MAX_LIST_LEN, check_path, shown
+from ..limits import MAX_AGENT_IDS, MAX_LIST_LEN, check_path, check_shell, shown
 from ..model import AGENT_ITEM_TYPES, Agent, Item, ItemRef, TargetStatus
 from ..proc import hostname
 from ..results import (
@@ -39,7 +40,6 @@ from ..results import (
     flight_facts,
 )
 from ..signals import glob_base, scan_root
-from .checks import CHECK_TIMEOUT, Verdict, check_command, run_check
 from .engine import (
     AGENT_TYPES,
     NAMES_SHOWN,
@@ -87,7 +87,7 @@ class Join(BaseModel):
     events: list[str] = Field(default_factory=list)
     need: int | Literal["all", "any"] = "all"
     check: str | None = None
-    check_timeout: float = CHECK_TIMEOUT
+    check_timeout: float = JOIN_TIMEOUT
     stop_rest: bool = False
 
     @property
@@ -587,7 +587,7 @@ async def wait_fan_in(
         if t in AGENT_ITEM_TYPES:
             raise BadInput(f"events[{i}]: {t!r} is a flight's report; wait for flights by id or wave instead")
     if join.check is not None:
-        check_command(join.check)
+        check_shell(join.check)
     if not check_timeout(join.check_timeout, "check_timeout"):
         raise BadInput("check_timeout: must be more than 0 seconds")
     files = _files(join)

@@ -16,7 +16,7 @@ from wavewait.core.limits import (
     MAX_LIST_LEN,
     MAX_MESSAGE_BYTES,
     MAX_PATH_BYTES,
-    check_command,
+    check_argv,
     check_data,
     check_list,
     check_path,
@@ -121,7 +121,7 @@ def test_an_error_quotes_at_most_the_start_of_a_long_value():
 
 def test_a_command_is_bounded_as_exec_takes_it():
     longest = "é" * (MAX_ARG_BYTES // 2)  # as many bytes as Linux takes in one word
-    assert check_command(("true", longest)) == ["true", longest]
+    assert check_argv(("true", longest)) == ["true", longest]
     for bad, said in [
         ([], r"^command: give the program and its arguments"),
         ("true", r"^command: give the program"),
@@ -134,7 +134,7 @@ def test_a_command_is_bounded_as_exec_takes_it():
         (["true"] * (MAX_LIST_LEN + 1), r"^command: at most 1,000 words"),
     ]:
         with pytest.raises(BadInput, match=said):
-            check_command(bad)
+            check_argv(bad)
 
 
 @pytest.mark.parametrize("bad", ["", "two words", "tab\there", "new\nline", "x" * 256, 7])

@@ -15,7 +15,7 @@ from pydantic import Field
 
 from ..core import presets
 from ..core.errors import BadInput
-from ..core.limits import check_command, check_env, check_path, shown
+from ..core.limits import check_argv, check_env, check_path, shown
 from ..core.spawning import SpawnRequest
 from .settings import Settings
 
@@ -119,7 +119,7 @@ def spawn_argv(s: Settings, command: Sequence[str] | None, prompt: str | None) -
     if (command is None) == (prompt is None):
         raise BadInput("command, prompt: give exactly one: command (an argv list) or prompt (a task text)")
     if command is not None:
-        return check_command(command)
+        return check_argv(command)
     if not prompt or not prompt.strip():
         raise BadInput("prompt: must be a non-empty string")
     presets.check_prompt(prompt)  # one word of the agent's command line

@@ -1,0 +1,91 @@
+"""The one check runner (core/checks.py), with real processes: what its verdict quotes, the
+environment it gives, its bound, and a cancel that ends every process of its session."""
+
+from __future__ import annotations
+
+import os
+import signal
+from contextlib import suppress
+from pathlib import Path
+
+import anyio
+import pytest
+
+from wavewait.core import checks
+from wavewait.core.proc import alive
+
+from conftest import until
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_a_verdict_quotes_the_last_lines_and_the_exit_code(tmp_path):
+    v = await checks.run_check("seq 1 100000; exit 3", str(tmp_path), 30)
+    assert not v.passed and v.why == "the check exited with 3"
+    assert v.output.splitlines() == [str(n) for n in range(100001 - checks.TAIL_LINES, 100001)]
+    v = await checks.run_check("true", str(tmp_path), 30)
+    assert v.passed and v.output == "(no output; exit code 0)"
+    gone = tmp_path / "gone"
+    v = await checks.run_check("true", str(gone), 30)
+    assert not v.passed and v.output == f"its folder {gone} is gone: nothing to check"
+
+
+async def test_a_check_runs_by_bin_sh_without_any_wavewait_variable(tmp_path, monkeypatch):
+    monkeypatch.setenv("WAVEWAIT_AGENT_SECRET", "s3cret")
+    monkeypatch.setenv("WAVEWAIT_BUS", "postgresql://me:password@db/bus")
+    monkeypatch.setenv("LANG", "C.UTF-8")
+    monkeypatch.setenv("VIRTUAL_ENV", "/some/venv")
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "sh").write_text("#!/bin/sh\necho not this sh\n")
+    (fake / "sh").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")  # /bin/sh by its path, not the PATH's sh
+    v = await checks.run_check('echo "$PATH $LANG $VIRTUAL_ENV"; env | grep -c "^WAVEWAIT_"', str(tmp_path), 30)
+    assert v.output == f"{os.environ['PATH']} C.UTF-8 /some/venv\n0", v
+
+
+async def test_a_cancelled_check_ends_with_every_process_of_its_session(tmp_path):
+    """`timeout` makes a process group of its own inside the check's session: it ends too."""
+    check = "timeout 300 sleep 300 & echo $! > own-group.pid; sleep 300 & echo $! > same-group.pid; wait"
+    files = [tmp_path / "own-group.pid", tmp_path / "same-group.pid"]
+    pids: list[int] = []
+    try:
+        with anyio.move_on_after(60) as scope:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(checks.run_check, check, str(tmp_path), 300)
+                await until(lambda: all(f.exists() and f.read_text().strip() for f in files), 30, "the check started")
+                pids = [int(f.read_text()) for f in files]
+                tg.cancel_scope.cancel()
+        assert not scope.cancelled_caught
+        for pid in pids:
+            await until(lambda pid=pid: not alive(pid), 10, f"the check's process {pid} to end")
+    finally:
+        for pid in pids:
+            with suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+async def test_checks_of_a_process_share_one_bound(tmp_path, monkeypatch):
+    """WAVEWAIT_MAX_CHECKS=1: of two checks started together, the second starts only after the
+    first ended (each records its start and end; the first waits a while for a second start)."""
+    monkeypatch.setenv("WAVEWAIT_MAX_CHECKS", "1")
+    assert checks.max_checks() == 1
+    check = (
+        'n=$(mktemp -u XXXXXX); date +%s.%N > "$n.start"; i=0; '
+        'while [ "$(ls | grep -c "start$")" -lt 2 ] && [ $i -lt 40 ]; do sleep 0.05; i=$((i+1)); done; '
+        'date +%s.%N > "$n.end"'
+    )
+    async with anyio.create_task_group() as tg:
+        for _ in range(2):
+            tg.start_soon(checks.run_check, check, str(tmp_path), 30)
+    spans = sorted(
+        (float(s.read_text()), float(s.with_suffix(".end").read_text())) for s in Path(tmp_path).glob("*.start")
+    )
+    assert len(spans) == 2 and spans[0][1] <= spans[1][0], spans
+
+
+def test_the_bound_is_one_per_core_unless_said(monkeypatch):
+    monkeypatch.setenv("WAVEWAIT_MAX_CHECKS", "nope")
+    assert checks.max_checks() == len(os.sched_getaffinity(0))
+    monkeypatch.setenv("WAVEWAIT_MAX_CHECKS", "3")
+    assert checks.max_checks() == 3
