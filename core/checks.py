@@ -10,7 +10,8 @@ join's (in a flight's worktree, docs/joins.md). Three rules, the same for both:
 - **Contained.** It runs in a session of its own: its timeout, or its caller ending first,
   kills every process of that session (one that starts a session of its own, by `setsid`,
   leaves it). It has ended once it exited and nothing of it holds its output open; what it
-  left running is killed then. Only its last lines are kept (`TAIL_LINES`, `TAIL_CHARS`).
+  left running in its process group is killed then. Only its last lines are kept
+  (`TAIL_LINES`, `TAIL_CHARS`).
 - **Without the caller's credentials.** It runs code a flight wrote (a `conftest.py`, a
   Makefile), so it gets the caller's environment without any `WAVEWAIT_` variable: no
   agent secret or id, no bus address, no MCP token.
@@ -108,16 +109,18 @@ async def run_check(command: str, cwd: str, timeout: float) -> Verdict:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
+        exited = False
         try:
-            return await _watch(process, timeout)
+            verdict, exited = await _watch(process, timeout)
+            return verdict
         finally:
-            _end(process)
+            _end(process, whole_session=not exited)
             with anyio.CancelScope(shield=True):
                 await process.wait()
 
 
-async def _watch(process: anyio.abc.Process, timeout: float) -> Verdict:
-    """Its last lines and exit code, read until it and whatever holds its output ended."""
+async def _watch(process: anyio.abc.Process, timeout: float) -> tuple[Verdict, bool]:
+    """Its verdict, read until it and whatever holds its output ended; and whether it did."""
     out = bytearray()
     code: int | None = None
     with anyio.move_on_after(timeout):
@@ -129,14 +132,15 @@ async def _watch(process: anyio.abc.Process, timeout: float) -> Verdict:
     text = out.decode(errors="replace")
     if code is None:
         why = f"the check ran out of its {timeout:g} s and was stopped"
-        return Verdict(False, tail(f"{text.rstrip()}\n({why})"), why)
+        return Verdict(False, tail(f"{text.rstrip()}\n({why})"), why), False
     why = f"the check exited with {code}"
-    return Verdict(code == 0, tail(text) or f"(no output; exit code {code})", why)
+    return Verdict(code == 0, tail(text) or f"(no output; exit code {code})", why), True
 
 
-def _end(process: anyio.abc.Process) -> None:
-    """Kill the check's session (it leads it: start_new_session): its own process group, and
-    every group a process of it made (a group's id is not reused while one of it lives)."""
-    for group in {process.pid} | session_groups(process.pid):
+def _end(process: anyio.abc.Process, *, whole_session: bool) -> None:
+    """Kill the check's process group (it leads it: start_new_session); cut short, its whole
+    session: every group a process of it made too (a group's id is not reused while one of it
+    lives). The session is looked up in /proc, milliseconds a check: only when it was cut short."""
+    for group in {process.pid} | (session_groups(process.pid) if whole_session else set()):
         with contextlib.suppress(ProcessLookupError, PermissionError):  # gone already
             os.killpg(group, signal.SIGKILL)
