@@ -97,8 +97,10 @@ class Delivery:
 @asynccontextmanager
 async def delivering(delivery: Delivery | None) -> AsyncIterator[None]:
     """Deliver a wait's items with the reply written inside: acknowledged on a clean exit,
-    released on an error or a cancel (claim → reply → acknowledge, docs/reliability.md). Every
-    face settles what a wait took this way; `None` (the wait took nothing) settles nothing."""
+    released on an error or a cancel (claim → reply → acknowledge, docs/reliability.md). The
+    CLI and the MCP face settle what a wait took this way; `None` (the wait took nothing)
+    settles nothing. The TUI holds nothing (its waits run without `hold`): its reply is its
+    own screen, in the same process, so the wait takes what it claimed as it returns."""
     try:
         yield
     except BaseException:

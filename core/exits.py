@@ -19,3 +19,15 @@ class Exit(IntEnum):
     NEEDS_INPUT = 6  # a flight of the wait asked (answer, wait again); `merge`: a flight's branch stopped
     MERGE_ERROR = 7  # `merge` could not go on (the target moved, git failed); what merged stays merged
     UNMET = 8  # a join's need (any, K) can no longer be met
+    INTERNAL_ERROR = (
+        70  # wavewait itself failed (a bug, or the warm process running the command vanished): stderr says what
+    )
+
+
+#: a process ended by signal N exits with 128 + N, as a shell reports it (not an `Exit`: one per signal)
+SIGNALLED = 128
+
+
+def signalled(sig: int) -> int:
+    """The exit code of a command ended by signal `sig`: 128 + its number, as a shell says."""
+    return SIGNALLED + sig

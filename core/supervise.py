@@ -116,7 +116,7 @@ async def _refuse(child: subprocess.Popen[bytes], log: IO[bytes], why: str) -> i
         child.kill()
     await asyncio.to_thread(child.wait)
     log.close()
-    return 2
+    return Exit.BAD_INPUT
 
 
 async def _supervise(bus: Bus, agent_id: str, child: subprocess.Popen[bytes], log: IO[bytes]) -> int:
@@ -237,7 +237,7 @@ async def _supervise(bus: Bus, agent_id: str, child: subprocess.Popen[bytes], lo
                 late.write(
                     f"\nwavewait supervise: could not start the next queued flight of {agent.wave}: {e}\n".encode()
                 )
-    return 0
+    return Exit.OK
 
 
 def main() -> None:

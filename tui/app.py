@@ -28,6 +28,7 @@ from textual.notifications import SeverityLevel
 from ..core import agents as agents_mod
 from ..core.bus import Bus, open_bus
 from ..core.errors import WavewaitError
+from ..core.exits import Exit, signalled
 from ..core.model import now
 from ..core.proc import settle_heap
 from . import demo_queue as queue_demo_mod
@@ -47,7 +48,6 @@ log = logging.getLogger(__name__)
 SIGNAL_GRACE = 1.5  # after SIGTERM/SIGHUP, seconds to quit cleanly before leaving regardless
 TEARDOWN_GRACE = 10.0  # then at most this for the teardown (ending the demo's flights) before leaving
 DESKTOP_EVERY = 5.0  # while the terminal is not focused, at most one desktop notification this often
-START_FAILED = 2  # the exit code when the bus cannot be opened (the CLI's bad input: fix it and start again)
 
 
 class WaveApp(App[dict[str, Any] | None]):
@@ -152,7 +152,7 @@ class WaveApp(App[dict[str, Any] | None]):
         except (WavewaitError, OSError) as e:  # one line that says what to do, not a traceback
             log.warning("cannot open the bus: %s", e)
             self.start_error = " ".join(f"cannot open the bus: {e}".split())  # its caller prints it
-            self.exit(return_code=START_FAILED)
+            self.exit(return_code=Exit.BAD_INPUT)  # the bus cannot be opened: fix it and start again
             return
         if self.bus_label is None:
             self.bus_label = self._bus.url
@@ -285,7 +285,7 @@ class WaveApp(App[dict[str, Any] | None]):
         if self._run_over.is_set():  # Textual's run returned: the caller's teardown is under way
             return
         if self._forced_exit is None:
-            self._forced_exit = threading.Timer(SIGNAL_GRACE, self._leave_now, args=(128 + sig,))
+            self._forced_exit = threading.Timer(SIGNAL_GRACE, self._leave_now, args=(signalled(sig),))
             self._forced_exit.daemon = True
             self._forced_exit.start()
         with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nothing left to quit
@@ -319,7 +319,7 @@ class WaveApp(App[dict[str, Any] | None]):
     def exit_value(self) -> tuple[dict[str, Any] | None, int]:
         result = self.main.last_result
         if result is None:
-            return None, 0
+            return None, Exit.OK
         return result.to_json(), result.exit_code
 
     async def action_quit(self) -> None:

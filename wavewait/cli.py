@@ -1,10 +1,8 @@
 """The `wavewait` command: the same core as the MCP tools, for people and shell-only agents.
 
 Every command prints the JSON of the core result its tool returns and exits with that
-result's `exit_code`; the codes are `core/exits.py: Exit` (docs/words.md, "Results"): 0 satisfied,
-1 `run-queue` not all done, 2 bad input, 3 timed out, 4 interrupted, 5 not delivered,
-6 `merge` stopped on a flight, 7 `merge` could not go on. The arguments are read by the one
-parser in cli_parser.py.
+result's `exit_code`: one of `core/exits.py: Exit` (docs/words.md, "Results"; `wavewait --help`
+lists them, from the enum itself). The arguments are read by the one parser in cli_parser.py.
 """
 
 from __future__ import annotations
@@ -345,7 +343,7 @@ def run_mcp(args: argparse.Namespace, front: Front | None = None) -> int:
         sys.stdout.write(render(args.print_config, shown, args.max_block, os.getcwd()))
         return Exit.OK
     if args.transport == "stdio" and front is None:  # answer the host's first requests while the SDK imports
-        from .mcp.front import start as start_front  # (wavewait.launch starts it sooner)
+        from .mcp.front import start as start_front  # (wavewait/command.py starts it sooner)
 
         front = start_front()
     from .mcp.server import serve
@@ -431,7 +429,7 @@ def _token(given: str | None) -> str:
 
 
 def main(argv: list[str] | None = None, front: Front | None = None) -> None:
-    """The `wavewait` command; `front` is the MCP front `wavewait.launch` already started, if any."""
+    """The `wavewait` command; `front` is the MCP front `wavewait.command` already started, if any."""
     args = parse_args(list(sys.argv[1:] if argv is None else argv))
     if args.command in (None, "demo"):
         from .tui_main import run_tui

@@ -29,6 +29,11 @@ class Parser(argparse.ArgumentParser):
         self.exit(Exit.BAD_INPUT, f"wavewait{' ' + command if command else ''}: error: {message}\n")
 
 
+def exit_codes() -> str:
+    """Every exit code with its name, read from `Exit` itself: "0 ok, 1 not all done, ..."."""
+    return ", ".join(f"{code.value} {code.name.lower().replace('_', ' ')}" for code in Exit)
+
+
 def build_parser() -> argparse.ArgumentParser:
     def globals_(default: object) -> Parser:
         g = Parser(add_help=False)
@@ -48,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Fan work out to agents, then sit still until they report. With no command, "
         "'wavewait' opens the TUI (a live panel of every flight, /wait, /help) on the bus; "
         "'wavewait demo' shows it with a simulated wave.",
+        epilog=f"exit codes: {exit_codes()} (docs/words.md, 'Results')",
     )
     p.add_argument(
         "--queue", metavar="NAME", help="the task queue the TUI's tasks view shows (default: $WAVEWAIT_QUEUE)"

@@ -11,7 +11,9 @@ import tempfile
 
 
 def run_tui(args: argparse.Namespace) -> int:
-    """Run the TUI; print the last wait's result as JSON; return its exit code (0, 3 or 4)."""
+    """Run the TUI; print the last wait's result as JSON; return an `Exit`: the last wait's
+    result's exit code (OK without one), BAD_INPUT if it could not start (`exits.signalled`
+    after a signal's forced exit, which leaves from tui/app.py itself)."""
     from .core.agents import caller_id
     from .core.bus import bus_url
     from .core.errors import WavewaitError

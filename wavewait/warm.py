@@ -147,7 +147,7 @@ def sandboxed() -> bool:
 
 
 def wanted(argv: list[str]) -> bool:
-    """The commands that start warm: `mcp` on stdio (wavewait.launch decides that) and `spawn`."""
+    """The commands that start warm: `mcp` on stdio (wavewait/command.py decides that) and `spawn`."""
     return os.environ.get(OFF) != "0" and bool(argv) and argv[0] in ("mcp", "spawn") and not sandboxed()
 
 
@@ -188,7 +188,7 @@ def run(argv: list[str]) -> None:
         _follow(sock, child)
     except BaseException as e:  # the command is the child's now: never run it a second time, cold
         print(f"wavewait: lost the warm child {child} of this command: {e!r}", file=sys.stderr)
-    os._exit(1)
+    os._exit(_internal_error())
 
 
 def _follow(sock: socket.socket, child: int) -> None:
@@ -205,14 +205,24 @@ def _follow(sock: socket.socket, child: int) -> None:
         got = int(status[1])
         signal.signal(got, signal.SIG_DFL)
         os.kill(os.getpid(), got)
-        os._exit(128 + got)
+        from .core.exits import signalled  # (the signal did not end this process)
+
+        os._exit(signalled(got))
     if status[:1] == [b"exit"]:
         os._exit(int(status[1]))
     # the warm process ended before the child: its exit code is lost; wait for its end all the same
     with contextlib.suppress(ProcessLookupError):
         select.select([os.pidfd_open(child)], [], [])
     print("wavewait: the warm process ended before this command; its exit code is lost", file=sys.stderr)
-    os._exit(1)
+    os._exit(_internal_error())
+
+
+def _internal_error() -> int:
+    """The exit code of a command whose own end is unknown (imported only when it is needed:
+    the launcher imports nothing of the core before it hands its command over)."""
+    from .core.exits import Exit
+
+    return Exit.INTERNAL_ERROR
 
 
 def _at(where: str, name: str, act: Callable[[str], None]) -> None:
@@ -271,7 +281,7 @@ def _start(where: str, k: str) -> None:
                 os.closerange(3, 65536)
                 os.execv(sys.executable, argv)
         finally:
-            os._exit(0)
+            os._exit(0)  # the middle process: nobody reads its code
     os.waitpid(pid, 0)
 
 
@@ -441,7 +451,7 @@ class Warm:
 
                 traceback.print_exc()
             finally:
-                os._exit(1)
+                os._exit(_internal_error())
         for fd in fds:
             os.close(fd)
         self.children[child] = conn
@@ -497,22 +507,20 @@ class Warm:
         conn.sendall(f"pid {os.getpid()}\n".encode())  # from here on the command is this process's
         conn.close()
         threading.Thread(target=_die_with, args=(life,), name="wavewait-warm-life", daemon=True).start()
-        code = 0
-        try:
-            from .launch import run_cli
+        from .command import crashed, run
+        from .core.exits import Exit, signalled
 
-            run_cli(sys.argv[1:])
+        code: int = Exit.OK
+        try:
+            run(sys.argv[1:])
         except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+            code = e.code if isinstance(e.code, int) else (Exit.OK if e.code is None else Exit.INTERNAL_ERROR)
             if not isinstance(e.code, int | None):
                 print(e.code, file=sys.stderr)
         except KeyboardInterrupt:
-            code = 128 + signal.SIGINT
+            code = signalled(signal.SIGINT)
         except BaseException:
-            import traceback
-
-            traceback.print_exc()
-            code = 1
+            code = crashed()
         _finish()
         os._exit(code)
 

@@ -236,7 +236,7 @@ def imported(code: list[str], env: dict[str, str]) -> set[str]:
 
 def test_the_launcher_imports_only_the_standard_library():
     """What every warm start pays: the launcher's imports, before it hands its command over."""
-    mods = imported(["-c", "import wavewait.launch, wavewait.warm"], clean_env())
+    mods = imported(["-c", "import wavewait.launch, wavewait.warm, wavewait.command"], clean_env())
     third = {m.split(".")[0] for m in mods} & {"pydantic", "pydantic_core", "anyio", "mcp", "mcp_types", "psycopg"}
     ours = {m for m in mods if m.startswith(("wavewait.core", "wavewait.mcp", "wavewait.cli"))}
     assert not third and not ours, (third, ours)

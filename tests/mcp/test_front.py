@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
 
-from wavewait.launch import _mcp_on_stdio
+from wavewait.command import mcp_on_stdio
 from wavewait.mcp import prerendered
 from wavewait.mcp.front import OFF, SUBSCRIPTION_KEY, Front, fd_lines
 from wavewait.mcp.prerender import ask_sdk, payload
@@ -247,7 +247,7 @@ def test_the_front_answers_initialize_only_as_the_first_request():
     ],
 )
 def test_the_front_starts_before_the_cli_imports_only_for_the_stdio_server(argv, early):
-    assert _mcp_on_stdio(argv) is early
+    assert mcp_on_stdio(argv) is early
 
 
 def test_a_call_read_before_the_sdk_is_up_counts_its_wait_from_arrival(monkeypatch):

@@ -3,7 +3,7 @@ and the bounds in core/limits.py).
 
 Hosts give a starting server little time (Claude Code -p about 2 s, Codex about 1 s without
 `required`), and importing the SDK takes 0.5 s idle and several seconds under load. So
-`wavewait mcp` on stdio starts this front first (wavewait.launch starts it before anything
+`wavewait mcp` on stdio starts this front first (wavewait/command.py starts it before anything
 else is imported): a thread reads the real stdin and forwards every line, unchanged and in
 order, to the SDK server through a pipe; until the SDK answers anything, the front itself
 answers the requests of a session's opening from `prerendered`, which is generated from the
