@@ -28,6 +28,13 @@ for _name in ("COLUMNS", "LINES"):
 os.environ.setdefault("WAVEWAIT_WARM_IDLE", "60")
 sys.path[:] = [p for p in sys.path if Path(p or os.curdir).resolve() != Path(__file__).resolve().parents[1]]
 
+from leftovers import RUN_MARK, end, warm_processes  # noqa: E402
+
+# the run's mark on every process it starts (leftovers.py): set by the process that runs the
+# session (pytest-xdist's controller, or the only one under -n 0), inherited by its workers
+if "PYTEST_XDIST_WORKER" not in os.environ:
+    os.environ[RUN_MARK] = f"{os.getpid()}-{time.time_ns()}"
+
 from wavewait.core import wait  # noqa: E402
 from wavewait.core.agents import register  # noqa: E402
 from wavewait.core.bus import Bus  # noqa: E402
@@ -172,7 +179,8 @@ def wavewait_cmd(*args: str) -> list[str]:
 
 def clean_env(**extra: str) -> dict[str, str]:
     """This process's environment without any WAVEWAIT_ variable but the warm processes' idle
-    time (above: a test's warm processes end a minute after their last command), plus `extra`."""
+    time (above: a test's warm processes end a minute after their last command), plus `extra`
+    (the run's mark, RUN_MARK, stays: the session's end stops the warm processes it bears)."""
     kept = {k: v for k, v in os.environ.items() if not k.startswith("WAVEWAIT_") or k == "WAVEWAIT_WARM_IDLE"}
     return kept | extra
 
@@ -227,6 +235,22 @@ def deselect(config: pytest.Config, items: list[pytest.Item], which: Callable[[p
 
 def restarts_selected() -> bool:
     return os.environ.get("CI") == "true" or os.environ.get("WAVEWAIT_TEST_RESTARTS") == "1"
+
+
+def warm_settings() -> dict[str, str]:
+    """For an environment a test builds from nothing (an agent CLI's): the run's mark and the
+    warm processes' idle time, so what it starts ends with the run too."""
+    return {k: os.environ[k] for k in (RUN_MARK, "WAVEWAIT_WARM_IDLE") if k in os.environ}
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """A test run leaves no process behind: the warm processes its commands started (detached,
+    each would stay WAVEWAIT_WARM_IDLE seconds) are stopped, once every worker has finished."""
+    if hasattr(session.config, "workerinput"):  # a worker: the controller does it, after all of them
+        return
+    # the run's temporary folder, if it made one (never made here: pytest tidies old ones then)
+    temp = getattr(getattr(session.config, "_tmp_path_factory", None), "_basetemp", None)
+    end(warm_processes(os.environ[RUN_MARK], temp))
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:

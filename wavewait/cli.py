@@ -428,6 +428,17 @@ def _token(given: str | None) -> str:
     return token
 
 
+def run_warm(action: str) -> int:
+    """`wavewait warm status|stop`: this user's warm processes, listed or asked to end."""
+    from . import warm_procs
+
+    if action == "status":
+        print(json.dumps({"folder": warm_procs.folder(), "warm": warm_procs.running()}))
+    else:
+        print(json.dumps(warm_procs.stop()))
+    return Exit.OK
+
+
 def main(argv: list[str] | None = None, front: Front | None = None) -> None:
     """The `wavewait` command; `front` is the MCP front `wavewait.command` already started, if any."""
     args = parse_args(list(sys.argv[1:] if argv is None else argv))
@@ -435,6 +446,8 @@ def main(argv: list[str] | None = None, front: Front | None = None) -> None:
         from .tui_main import run_tui
 
         sys.exit(run_tui(args))
+    if args.command == "warm":
+        sys.exit(run_warm(args.action))
     if args.command == "serve":
         from .serve import run_serve
 

@@ -215,6 +215,13 @@ def build_parser() -> argparse.ArgumentParser:
     s = cmd("interrupt", "interrupt a wait in progress (it returns its partial state)")
     s.add_argument("wait", help="wait id or unique prefix (see 'wavewait waits')")
     cmd("waits", "list waits in progress (with their ages)")
+    s = cmd(
+        "warm",
+        "show or stop this user's warm processes (docs/cli.md, 'The warm process')",
+        "The warm process: 'wavewait mcp' and 'wavewait spawn' run in a fork of it (it ends by itself "
+        "after $WAVEWAIT_WARM_IDLE seconds, 900, without a command; WAVEWAIT_WARM=0 turns it off).",
+    )
+    s.add_argument("action", choices=("status", "stop"), help="status: list them; stop: end them")
     s = cmd("output", "show a flight's recent output (stdout and stderr, the last lines)")
     s.add_argument("id", help="flight id or unique prefix")
     s.add_argument("--lines", type=whole(1, OUTPUT_LINES, "a whole number 1-1000"), default=50)

@@ -19,7 +19,8 @@ packages, WAVEWAIT_* or PYTHON* setting read at import, namespace,
 cgroup, resource limit, user or groups; a sandboxed launcher (no_new_privs). WAVEWAIT_WARM=0
 turns warm starts off.
 The warm process ends after `IDLE` seconds without a command, or once its code changed, when
-no child of its own is left.
+no child of its own is left; `wavewait warm stop` (a SIGTERM) makes it stop taking commands
+and end so too (`running` and `stop` below; docs/cli.md, "The warm process").
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ import threading
 import time
 from collections.abc import Callable
 from typing import Any, NoReturn
+
+from .warm_procs import SERVE, folder
 
 OFF = "WAVEWAIT_WARM"  # "0": every command starts cold
 #: seconds a warm process with no command and no child waits before it ends
@@ -118,23 +121,6 @@ def key() -> str:
                 st = os.stat(os.path.join(root, name))
                 h.update(f"{root}/{name}:{st.st_mtime_ns}:{st.st_size}\n".encode())
     return h.hexdigest()[:32]
-
-
-def folder() -> str | None:
-    """The private folder of this user's warm processes (made if need be); None if it is not
-    private (then nothing starts warm: a socket there could be anyone's)."""
-    base = os.environ.get("XDG_RUNTIME_DIR")
-    path = os.path.join(base, "wavewait-warm") if base and os.path.isdir(base) else f"/tmp/wavewait-warm-{os.getuid()}"
-    try:
-        os.mkdir(path, 0o700)
-    except FileExistsError:
-        pass
-    except OSError:
-        return None
-    st = os.lstat(path)
-    if not os.path.isdir(path) or os.path.islink(path) or st.st_uid != os.getuid() or st.st_mode & 0o077:
-        return None
-    return path
 
 
 def sandboxed() -> bool:
@@ -266,7 +252,7 @@ def _start(where: str, k: str) -> None:
         return  # one is starting
     finally:
         os.close(lock)
-    argv = [sys.executable, *_flags(), "-c", "from wavewait.warm import serve; serve()", k, json.dumps(sys.path)]
+    argv = [sys.executable, *_flags(), "-c", SERVE, k, json.dumps(sys.path)]
     pid = os.fork()
     if pid == 0:
         try:
@@ -380,7 +366,8 @@ class Warm:
         signal.signal(signal.SIGCHLD, lambda *_: None)  # wakes the loop (set_wakeup_fd)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, _stop)  # ends tidily: its socket, lock and empty log removed
+        self.stopping = False  # asked to end (SIGTERM): take no command, end once none runs
+        signal.signal(signal.SIGTERM, self._stop)  # (the wakeup fd wakes the loop)
         self.sel = selectors.DefaultSelector()
         self.sel.register(listener, selectors.EVENT_READ)
         self.sel.register(self.wake_r, selectors.EVENT_READ)
@@ -407,9 +394,14 @@ class Warm:
             if listening and now - checked > 30:  # code changed: a new key, a new warm process
                 checked = now
                 if key() != self.want:
-                    listening = False
-                    self.sel.unregister(self.listener)
-                    self.listener.close()
+                    self.stopping = True
+            if listening and self.stopping:  # its commands go on; it ends with the last of them
+                listening = False
+                self.sel.unregister(self.listener)
+                self.listener.close()
+
+    def _stop(self, _sig: int, _frame: Any) -> None:
+        self.stopping = True
 
     def _accept(self) -> None:
         try:
@@ -523,10 +515,6 @@ class Warm:
             code = crashed()
         _finish()
         os._exit(code)
-
-
-def _stop(_sig: int, _frame: Any) -> None:
-    raise SystemExit(0)
 
 
 def _start_time(pid: int) -> str | None:

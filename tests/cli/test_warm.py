@@ -17,7 +17,7 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from wavewait import warm
+from wavewait import warm, warm_procs
 from wavewait.core import admission, agents, wait
 from wavewait.core.proc import alive
 
@@ -251,3 +251,43 @@ def test_a_stdio_server_imports_no_face_or_bus_it_does_not_use(tmp_path):
     heavy = {m for m in mods if m.split(".")[0] in ("textual", "psycopg", "psycopg_pool")}
     heavy |= {m for m in mods if m.startswith(("wavewait.tui", "wavewait.serve", "wavewait.core.bus.postgres"))}
     assert not heavy, sorted(heavy)
+
+
+def warm_cli(action: str) -> dict:
+    done = subprocess.run(wavewait_cmd("warm", action), capture_output=True, text=True, env=clean_env(), timeout=60)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+async def test_warm_status_lists_the_warm_process_and_warm_stop_ends_it(bus, run_dir):
+    """What docs/cli.md tells a user who sees the warm process in `ps`."""
+    done = subprocess.run(wavewait_cmd("spawn", "-q", "quick", "--", "true"), env=warm_env(bus), capture_output=True)
+    assert done.returncode == 0, done.stderr
+    await until(lambda: warm_pid(run_dir) is not None, 60, "the warm process to listen")
+    pid = warm_pid(run_dir)
+    status = warm_cli("status")
+    assert status["folder"] == str(run_dir)
+    assert [(w["pid"], w["serving"]) for w in status["warm"]] == [(pid, True)]
+    stopped = warm_cli("stop")
+    assert [w["pid"] for w in stopped["stopped"]] == [pid] and stopped["ending"] == []
+    assert not alive(pid) or not warm_procs.is_warm(pid)
+    assert sorted(p.name for p in run_dir.iterdir()) == [], "its socket, lock and empty log removed"
+    assert warm_cli("status")["warm"] == []
+
+
+def test_a_test_run_leaves_no_warm_process_behind(tmp_path):
+    """The session's end (tests/conftest.py) stops the warm processes the run started: a pytest
+    of its own runs a test whose spawn starts one (tests/cli/warm_probe.py), in a folder of
+    warm processes of its own."""
+    run = tmp_path / "run"
+    run.mkdir(mode=0o700)
+    env = {k: v for k, v in clean_env(XDG_RUNTIME_DIR=str(run)).items() if not k.startswith("PYTEST_XDIST")}
+    probe = Path(__file__).with_name("warm_probe.py")
+    argv = [PYTHON, "-m", "pytest", "-n", "0", "-p", "no:cacheprovider", "-q", str(probe)]
+    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    folder = str(run / "wavewait-warm")
+    left = warm_procs.running(folder)
+    for w in left:  # a failed run leaves nothing behind either
+        os.kill(w["pid"], signal.SIGKILL)
+    assert done.returncode == 0 and "1 passed" in done.stdout, done.stdout + done.stderr
+    assert left == [], f"still running after the test run ended: {left}"

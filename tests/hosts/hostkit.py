@@ -30,6 +30,14 @@ from modelserver import Call, ModelServer, Say, Turn, find_tool
 CACHE = Path(os.environ.get("WAVEWAIT_HOSTS_CACHE", Path.home() / ".cache" / "wavewait-hosts"))
 TRANSCRIPTS = CACHE / "transcript"
 VENV_BIN = Path(sys.executable).parent  # where `wavewait` is, as on a user's PATH after install
+
+
+def warm_settings() -> dict[str, str]:
+    """conftest.warm_settings, for this module run alone too: the test run's mark and the warm
+    processes' idle time (tests/leftovers.py), so what the host's `wavewait` starts ends with the run."""
+    return {k: os.environ[k] for k in ("PYTEST_WAVEWAIT_RUN", "WAVEWAIT_WARM_IDLE") if k in os.environ}
+
+
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
@@ -150,14 +158,18 @@ class Project:
 
     def host_env(self) -> dict[str, str]:
         (self.home / "tmp").mkdir(exist_ok=True)
-        return {
-            "HOME": str(self.home),
-            "PATH": os.pathsep.join([str(VENV_BIN), "/usr/local/bin", "/usr/bin", "/bin"]),
-            "LANG": "C.UTF-8",
-            "TMPDIR": str(self.home / "tmp"),
-            "DISABLE_AUTOUPDATER": "1",
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-        } | self.env
+        return (
+            {
+                "HOME": str(self.home),
+                "PATH": os.pathsep.join([str(VENV_BIN), "/usr/local/bin", "/usr/bin", "/bin"]),
+                "LANG": "C.UTF-8",
+                "TMPDIR": str(self.home / "tmp"),
+                "DISABLE_AUTOUPDATER": "1",
+                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            }
+            | warm_settings()
+            | self.env
+        )
 
     def run(self, prompt: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
         exe = install(self.host)

@@ -28,7 +28,7 @@ from wavewait.core import admission, agents, flights, messages, wait
 from wavewait.core.bus import Bus
 from wavewait.core.bus.file import FileBus
 
-from conftest import until
+from conftest import until, warm_settings
 
 pytestmark = [pytest.mark.hosts, pytest.mark.timeout(900)]
 MARK = re.compile(r"FLIGHT<([a-z0-9-]+)>")
@@ -115,7 +115,7 @@ def user_setup(home: Path, model_url: str) -> dict[str, str]:
         "GIT_AUTHOR_EMAIL": "test@example.invalid",
         "GIT_COMMITTER_NAME": "Test Person",
         "GIT_COMMITTER_EMAIL": "test@example.invalid",
-    }
+    } | warm_settings()
 
 
 @pytest.mark.parametrize(

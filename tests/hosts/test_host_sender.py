@@ -18,7 +18,7 @@ from wavewait.core import admission
 from wavewait.core.agents import register
 from wavewait.core.bus.file import FileBus
 
-from conftest import until
+from conftest import until, warm_settings
 
 pytestmark = [pytest.mark.hosts, pytest.mark.timeout(900)]
 
@@ -26,14 +26,18 @@ pytestmark = [pytest.mark.hosts, pytest.mark.timeout(900)]
 def flight_env(p: Project) -> dict[str, str]:
     """What `Project.run` gives the host, for a flight started by the supervisor instead."""
     (p.home / "tmp").mkdir(exist_ok=True)
-    return {
-        "HOME": str(p.home),
-        "PATH": os.pathsep.join([str(VENV_BIN), "/usr/local/bin", "/usr/bin", "/bin"]),
-        "LANG": "C.UTF-8",
-        "TMPDIR": str(p.home / "tmp"),
-        "DISABLE_AUTOUPDATER": "1",
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-    } | p.env
+    return (
+        {
+            "HOME": str(p.home),
+            "PATH": os.pathsep.join([str(VENV_BIN), "/usr/local/bin", "/usr/bin", "/bin"]),
+            "LANG": "C.UTF-8",
+            "TMPDIR": str(p.home / "tmp"),
+            "DISABLE_AUTOUPDATER": "1",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        }
+        | warm_settings()
+        | p.env
+    )
 
 
 async def spawn_sibling(bus_path: Path) -> str:
