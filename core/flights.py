@@ -263,15 +263,18 @@ async def prune(bus: Bus, *, force: bool = False, wave: str | None = None) -> di
 
     A worktree with uncommitted work, or a branch with commits not in HEAD, is kept (and
     said why) unless `force`. Running flights are never touched, nor a branch that is now a
-    later flight's (a reused name, core/worktrees.py).
+    later flight's (a reused name, core/worktrees.py). A repository's folder of worktrees
+    goes too once nothing of it is left (`worktrees.tidy_repo_folder`).
     """
     done: dict[str, list[dict[str, str]]] = {"removed": [], "kept": [], "branches_deleted": [], "branches_kept": []}
     listed = await admission.list_swept(bus, wave)
     taken = await asyncio.to_thread(worktrees.taken_branches, listed)
+    repos: set[str] = set()
     for a in listed:
         if a.worktree is None or not a.finished or a.host not in (None, hostname()):
             continue
         wt = a.worktree
+        repos.add(wt.repo)
         who = {"agent_id": a.id, "name": a.name, "path": wt.path, "branch": wt.branch}
         if os.path.isdir(wt.path):
             if await asyncio.to_thread(worktrees.remove, wt, force=force):
@@ -284,6 +287,9 @@ async def prune(bus: Bus, *, force: bool = False, wave: str | None = None) -> di
                 done["branches_deleted"].append(who)
             else:
                 done["branches_kept"].append(who | {"why": "commits not merged into HEAD; --force deletes it"})
+    for repo in sorted(repos):  # its locks and scratch folder, once no worktree of it is left
+        if os.path.isdir(repo):
+            await asyncio.to_thread(worktrees.tidy_repo_folder, repo)
     return done
 
 

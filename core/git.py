@@ -129,25 +129,45 @@ def text(args: Sequence[str], cwd: str | Path, *, retry_locked: float = 0.0) -> 
 def repo_lock(lock_file: Path, deadline: float = LOCK_DEADLINE) -> Iterator[None]:
     """Hold our lock on one repository (an flock on `lock_file`), waiting up to `deadline`.
 
-    Each holder opens the file itself, so threads of one process exclude each other too.
+    Each holder opens the file itself, so threads of one process exclude each other too. The
+    file may be removed by its holder (`prune` tidies a repository's folder once nothing of it
+    is left): a lock taken on a file no longer at its path protects nothing, so it is taken
+    again on the file that is there now.
     """
-    lock_file.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(lock_file, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    end = time.monotonic() + deadline
+    fd = _locked(lock_file, end, deadline)
     try:
-        end = time.monotonic() + deadline
-        pause = 0.005
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > end:
-                    raise GitError(
-                        f"the repository stayed locked by another wavewait for {deadline:g} s ({lock_file}); "
-                        "try again, or remove the lock file if no wavewait is running"
-                    ) from None
-                time.sleep(pause)
-                pause = min(pause * 2, 0.1)
         yield
     finally:
         os.close(fd)  # releases the flock
+
+
+def _locked(lock_file: Path, end: float, deadline: float) -> int:
+    """The descriptor of `lock_file`, flocked, and still the file at that path."""
+    pause = 0.005
+    while True:
+        lock_file.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(lock_file, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except FileNotFoundError:  # its folder went between the two (a prune): make it again
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            if time.monotonic() > end:
+                raise GitError(
+                    f"the repository stayed locked by another wavewait for {deadline:g} s ({lock_file}); "
+                    "try again, or remove the lock file if no wavewait is running"
+                ) from None
+            time.sleep(pause)
+            pause = min(pause * 2, 0.1)
+            continue
+        held = os.fstat(fd)
+        try:
+            there = os.stat(lock_file)
+        except FileNotFoundError:
+            there = None
+        if there is not None and (there.st_dev, there.st_ino) == (held.st_dev, held.st_ino):
+            return fd
+        os.close(fd)  # removed while we waited for it: take the one at the path now

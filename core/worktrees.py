@@ -285,6 +285,43 @@ def taken_branches(flights: Iterable[Agent]) -> dict[str, str]:
     return taken
 
 
+#: what is left of a repository's folder under wavewait's root once its worktrees went: the
+#: lock of its git steps, the merge queue's lock (core/merge/git_steps.py) and scratch folder
+LEFT_WHEN_EMPTY = (".lock", ".merge.lock", ".merge")
+
+
+def tidy_repo_folder(repo_dir: str | Path) -> bool:
+    """Remove the repository's folder under wavewait's root once nothing but its locks and an
+    empty scratch folder is left; True if it went.
+
+    Both locks are held meanwhile (a merge or git step running keeps it all, and is not waited
+    for), and a locker checks that the file it locked is still at its path (`git.repo_lock`),
+    so a removed lock file never lets two processes hold the lock at once.
+    """
+    repo = find_repo(repo_dir)
+    if repo is None:
+        return False
+    folder = root() / repo.key
+    if not folder.is_dir():
+        return False
+    try:
+        with git.repo_lock(folder / ".merge.lock", deadline=0), git.repo_lock(lock_file(repo), deadline=0):
+            left = {p.name for p in folder.iterdir()}
+            scratch = folder / ".merge"
+            if not left <= set(LEFT_WHEN_EMPTY) or (scratch.is_dir() and any(scratch.iterdir())):
+                return False
+            if scratch.is_dir():
+                scratch.rmdir()
+            for name in (".merge.lock", ".lock"):
+                (folder / name).unlink(missing_ok=True)
+            folder.rmdir()
+    except git.GitError:  # held: a merge or another wavewait is at work there, and keeps it
+        return False
+    except OSError:  # something arrived meanwhile (a new worktree): it stays
+        return False
+    return True
+
+
 def _remove_empty_parents(folder: Path, stop: Path) -> None:
     """Tidy the wave's folder once its last worktree went (never above wavewait's root)."""
     while folder != stop and stop in folder.parents:

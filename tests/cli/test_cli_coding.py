@@ -78,3 +78,27 @@ async def test_diff_of_a_flight_that_changed_nothing_says_so(bus, tmp_path, monk
     r = run(bus, repo, "diff", agent_id[:8])
     assert (r.returncode, r.stdout) == (0, "")  # stdout stays a patch (an empty one) for a pipe
     assert r.stderr == f"wavewait diff: idler ({agent_id[:8]}) has no changes against its base\n"
+
+
+async def test_prune_force_after_a_merge_leaves_nothing_of_the_repository_behind(bus, tmp_path, monkeypatch):
+    """The repository's folder under wavewait's worktrees (its locks, the merge's scratch
+    folder) goes with its last worktree."""
+    repo = make_repo(tmp_path / "project", monkeypatch)
+    folder = tmp_path / "worktrees"
+
+    def run(bus, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+        env = env_for(bus, WAVEWAIT_WORKTREES=str(folder))
+        return subprocess.run(wavewait_cmd(*args), env=env, cwd=cwd, capture_output=True, text=True, timeout=60)
+
+    r = run(bus, repo, "spawn", "fixer", "--wave", "w", "--worktree", "--", "sh", "-c", "echo c = 3 >> src/app.py")
+    assert r.returncode == 0, r.stderr
+    agent_id = json.loads(r.stdout)["agent_id"]
+    await until(lambda: _ended_with_final_changes(bus, agent_id), 30, "the flight to end")
+    merged = run(bus, repo, "merge", "w")
+    assert merged.returncode == 0, merged.stdout + merged.stderr
+    (kept,) = folder.iterdir()
+    assert {".lock", ".merge.lock"} <= {p.name for p in kept.iterdir()}
+    forced = run(bus, repo, "prune", "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert [p["name"] for p in json.loads(forced.stdout)["removed"]] == ["fixer"]
+    assert list(folder.iterdir()) == [], [str(p) for p in folder.rglob("*")]
