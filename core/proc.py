@@ -6,6 +6,7 @@ from /proc, and treat zombies as gone (they have ended; only the reaping is left
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import socket
@@ -160,3 +161,27 @@ def me() -> tuple[int, str | None]:
     if _me[0] != pid:  # the first call, or a forked child
         _me = (pid, pid_start(pid))
     return _me
+
+
+def end_processes(procs: list[tuple[int, str | None]], grace: float) -> list[int]:
+    """Let these processes (pid, start time) end by themselves for up to `grace` seconds, then
+    KILL those still running and wait (bounded) for them to go; return the pids killed.
+
+    For what must not outlive its owner (the demo's flights and supervisors, whose bus is
+    removed next): a supervisor slowed by a busy machine past the grace would otherwise run
+    on after its owner left, writing to a bus that is gone.
+    """
+    import signal
+
+    deadline = time.monotonic() + grace
+    left = [(pid, start) for pid, start in procs if alive(pid, start)]
+    while left and time.monotonic() < deadline:
+        time.sleep(0.02)  # polled: another process's children give no event to wait on
+        left = [(pid, start) for pid, start in left if alive(pid, start)]
+    for pid, _ in left:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    gone_by = time.monotonic() + 2.0  # a KILL is not caught: only the kernel's reaping is left
+    while any(alive(pid, start) for pid, start in left) and time.monotonic() < gone_by:
+        time.sleep(0.01)
+    return [pid for pid, _ in left]

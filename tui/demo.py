@@ -23,7 +23,7 @@ from ..core import admission, spawning
 from ..core.bus import Bus, open_bus
 from ..core.ids import short
 from ..core.model import Agent
-from ..core.proc import alive
+from ..core.proc import alive, end_processes
 from ..core.spawning import SpawnRequest
 
 WAVE = "wave-1"
@@ -149,5 +149,7 @@ class Teardown:
             flights = await stop(bus, self.me)
         finally:
             await bus.close()
-        if self.temp_dir:  # removed next: let the supervisors finish writing to it
-            await supervisors_gone(flights)
+        if self.temp_dir:  # removed next: the supervisors finish writing to it, or are ended
+            owned = [(a.supervisor_pid, a.supervisor_start) for a in flights if a.supervisor_pid]
+            owned += [(a.pid, a.pid_start) for a in flights if a.pid]
+            await asyncio.to_thread(end_processes, owned, SUPERVISORS_GRACE)
