@@ -14,6 +14,7 @@ import contextlib
 import logging
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -299,10 +300,14 @@ class WaveApp(App[dict[str, Any] | None]):
         leave without the rest of Textual's shutdown.
 
         The teardown gets its own thread and at most TEARDOWN_GRACE: anything in it can block
-        too (a log line written to a terminal whose output stopped), and the exit must come.
+        too, and the exit must come. What it would write goes to /dev/null first: a warning
+        it logs (the bus's recovery sweep returning a killed flight's claims), written to a
+        terminal whose output stopped, blocked it there until the grace ran out, and the
+        demo's supervisors outlived the TUI.
         """
         if self._run_over.is_set():  # the shutdown finished meanwhile: the caller tears down
             return
+        _stdio_to_null()
         if self.teardown is not None:
             worker = threading.Thread(target=self._teardown_logged, name="wavewait-teardown", daemon=True)
             worker.start()
@@ -339,6 +344,16 @@ class WaveApp(App[dict[str, Any] | None]):
         """After the main screen showed the result: quit if that was waiting on it."""
         if self._quit_after_wait:
             self.exit(*self.exit_value())
+
+
+def _stdio_to_null() -> None:
+    """Point stdout and stderr (the descriptors and Python's streams, which the logging
+    module's last resort writes to) at /dev/null: a forced exit writes nothing more."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    for fd in (1, 2):
+        os.dup2(null, fd)
+    os.close(null)
+    sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115 -- open until os._exit
 
 
 _HOST: type[Host] = WaveApp  # the screens' host (host.py): mypy holds the app to the protocol
