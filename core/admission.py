@@ -37,6 +37,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import anyio
+
 from . import agents, budgets, waves
 from .bus import Bus, open_bus
 from .errors import BadInput, BudgetSpent
@@ -438,6 +440,33 @@ async def kill(bus: Bus, agent: Agent, by: str | None = None) -> Agent:
     if after.wave is not None:
         await step(bus, after.wave)
     return after
+
+
+async def kill_all(bus: Bus, ids: Sequence[str], reason: str) -> dict[str, Agent | Exception]:
+    """Stop the flights of `ids` that still run or wait on this host, all at once, for `reason`
+    (dead, with it); then a step for each of their waves. The queued ones first, each from
+    its record as it is then: a running one's end admits the next queued one of its wave,
+    which would otherwise be "stopped" from its queued record (no pid) and run on, dead on
+    the bus. Each flight's outcome: its record after, or the error that kept it from being
+    stopped (the others are stopped all the same). Flights on another host are left to it."""
+    records = await bus.get_agents(ids)
+    found = [a for i in ids if (a := records.get(i)) is not None and a.pending and a.host in (None, hostname())]
+    out: dict[str, Agent | Exception] = {}
+
+    async def one(agent: Agent) -> None:
+        try:
+            out[agent.id] = await agents.stop(bus, agent, reason)
+        except Exception as e:  # named in the caller's answer, not lost with the others' outcomes
+            log.warning("could not stop %s (%s): %s", agent.name, agent.id, e)
+            out[agent.id] = e
+
+    for batch in ([a for a in found if a.status == "queued"], [a for a in found if a.status != "queued"]):
+        async with anyio.create_task_group() as tg:
+            for a in batch:
+                tg.start_soon(one, a)
+    for wave in sorted({a.wave for a in found if a.wave}):
+        await step(bus, wave)
+    return out
 
 
 async def close(bus: Bus, agent: Agent, reason: str = "closed") -> Agent:

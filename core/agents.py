@@ -406,7 +406,9 @@ async def stop(bus: Bus, agent: Agent, reason: str) -> Agent:
         if unstarted.worktree is not None and unstarted.host in (None, hostname()):
             await asyncio.to_thread(_discard_unstarted, unstarted)
         return unstarted
-    await mark_dead(bus, agent.id, reason)
+    # its record as it is now, not as the caller read it: a flight admitted meanwhile has a
+    # pid its queued record lacked (ending the old record's none would leave it running)
+    agent = await mark_dead(bus, agent.id, reason) or await bus.get_agent(agent.id) or agent
     pgid = agent.supervisor_pid or agent.pid
     if pgid and alive(agent.pid, agent.pid_start):
         await _end_group(pgid, agent)

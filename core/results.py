@@ -166,7 +166,11 @@ class FanIn(Result):
     results: list[TargetResult]
     elapsed_sec: float
     need: int | None = Field(default=None, description="How many targets must be met (all of them unless `need`).")
-    met: int | None = Field(default=None, description="How many are met: reported (and passed the check), or found.")
+    met: int | None = Field(
+        default=None,
+        description="How many are met: reported (and passed the check), or found; with need all and no "
+        "check, settled (reported or ended, as each entry says).",
+    )
     files: list[FileEntry] | None = None
     events: list[EventEntry] | None = None
     stopped: list[str] | None = Field(

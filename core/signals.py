@@ -242,8 +242,29 @@ async def scan_async(
     )
 
 
-def glob_base(pattern: str) -> str:
-    """The deepest folder of `pattern` without glob characters: what to watch."""
+def check_brackets(pattern: str, field: str = "signal_path") -> str:
+    """Refuse a `[` that opens no class: `glob` would take it as a literal `[` and wait for a
+    file of that name, which is never what was meant. Each name is its own (a `/` ends it)."""
+    for part in pattern.split(os.sep):
+        i = part.find("[")
+        while i >= 0:
+            j = i + 1
+            j += j < len(part) and part[j] == "!"
+            j += j < len(part) and part[j] == "]"
+            j = part.find("]", j)
+            if j < 0:
+                raise BadInput(
+                    f"{field}: {shown(pattern, 300)}: a '[' opens a class of characters its name does not close: "
+                    "close it ('[abc]'), or write a literal '[' as '[[]'"
+                )
+            i = part.find("[", j + 1)
+    return pattern
+
+
+def glob_base(pattern: str, field: str = "signal_path") -> str:
+    """The deepest folder of `pattern` without glob characters: what to watch. Its length is
+    checked first: splitting a megabyte of `a/` into names takes a second."""
+    check_path(pattern, field)
     parts = []
     for part in pattern.split(os.sep):
         if glob.has_magic(part):
@@ -253,8 +274,10 @@ def glob_base(pattern: str) -> str:
     return base if not os.path.isfile(base) or base != pattern else os.path.dirname(base)
 
 
-def scan_root(pattern: str) -> str:
-    """The folder a scan of `pattern` starts in and never leaves: its literal folders."""
+def scan_root(pattern: str, field: str = "signal_path") -> str:
+    """The folder a scan of `pattern` starts in and never leaves: its literal folders (its
+    length checked first, as `glob_base`'s)."""
+    check_path(pattern, field)
     parts = pattern.split(os.sep)
     literal = next((i for i, part in enumerate(parts) if glob.has_magic(part)), len(parts) - 1)
     return os.sep.join(parts[:literal]) or os.sep

@@ -21,8 +21,7 @@ import anyio.abc
 from pydantic import BaseModel, Field
 
 from .. import freeing, signals
-from ..admission import step as admission_step
-from ..agents import ensure_registered, resolve_agents, stop
+from ..agents import ensure_registered, resolve_agents
 from ..bus import Bus
 from ..bus.keys import CHECKS_KEY, FILES_KEY, inbox_key
 from ..checks import JOIN_TIMEOUT, Verdict, run_check
@@ -53,13 +52,12 @@ from .engine import (
     names_of,
     run,
 )
+from .stop_rest import stop_rest
 
 Status = Literal["complete", "partial", "needs_input", "unmet", "timeout", "interrupted"]
 #: the share of the output budget the reports taken may fill: the rest lists the other
 #: flights, above all those whose report stays queued, which the caller asks for next
 REPORTS_SHARE = 0.8
-#: a stopped flight's reason (stop_rest)
-STOPPED = "stopped: the join's need was met (stop_rest)"
 
 
 class FilesTarget(BaseModel):
@@ -70,13 +68,20 @@ class FilesTarget(BaseModel):
 
     @classmethod
     def parse(cls, text: str, folder: str) -> FilesTarget:
-        """`GLOB[:N]` as a person types it; a relative glob is taken from `folder`."""
-        glob, _, count = text.rpartition(":")
-        if not glob or not count.isdigit():
-            glob, count = text, "1"
-        if int(count) < 1:
-            raise BadInput(f"--files: {shown(text)}: the count after ':' must be a whole number ≥ 1")
-        return cls(glob=os.path.join(folder, os.path.expanduser(check_path(glob, "--files"))), min_count=int(count))
+        """`GLOB[:N]` as a person types it; a relative glob is taken from `folder`. A ':' in
+        the last name, outside `[...]`, is followed by the count: anything else there is
+        refused, not taken as part of the glob (a name with ':' is written `[:]`)."""
+        check_path(text, "--files")
+        glob, colon, count = text.rpartition(":")
+        if not colon or os.sep in count or glob.rfind("[") > glob.rfind("]"):
+            glob, count = text, "1"  # no count: the ':' (if any) is in a folder's name or a [...]
+        elif not glob or not count.isdigit() or int(count) < 1:
+            raise BadInput(
+                f"--files: {shown(text)}: write GLOB:N, N the number of files (a whole number ≥ 1), "
+                "e.g. 'dist/*.whl:2'; to match a ':' in a file name, write it as '[:]'"
+            )
+        signals.check_brackets(glob, "--files")
+        return cls(glob=os.path.join(folder, os.path.expanduser(glob)), min_count=int(count))
 
 
 class Join(BaseModel):
@@ -162,6 +167,7 @@ class FanInCondition(Condition[FanIn]):
         self.coding = [a.id for a in targets if a.preset or a.worktree]
         self.met_flights = 0  # entries received (their check passed, or there is none)
         self.asked = 0  # questions this wait took (an ask, a permission): the caller answers them
+        self.answered: list[Item] = []  # questions answered before this wait took them: taken, they ask nothing
         self.checking: dict[str, Item] = {}  # reports whose check runs
         self.verdicts: dict[str, Verdict] = {}  # checks that ended, until a step reads them
         self.tg: anyio.abc.TaskGroup | None = None  # where checks run (wait_fan_in's)
@@ -199,6 +205,8 @@ class FanInCondition(Condition[FanIn]):
                 await self._leave(w, changed if stopped else ())
             else:
                 await self._claim(w)
+        if self.asking:
+            await self._take_questions(w)
         self._read_verdicts()
         if self.files and w.touched(FILES_KEY):  # a folder of theirs changed, or a rescan
             await self._scan(w)
@@ -212,7 +220,7 @@ class FanInCondition(Condition[FanIn]):
         met, left = self.met(), len(self.left)
         unsettled = self.running + len(self.checking) + sum(not f.met for f in self.files)
         unsettled += sum(item is None for item in self.events.values())
-        if self.join.need == "all":
+        if self._settling:  # all, without a check: every target settled, however it ended
             return None if unsettled else self._result("partial" if left else "complete", w)
         if met >= self.need:
             return self._result("complete", w)
@@ -220,8 +228,16 @@ class FanInCondition(Condition[FanIn]):
             return self._result("partial", w)
         return self._result("unmet", w) if met + left + unsettled < self.need else None
 
+    @property
+    def _settling(self) -> bool:
+        """Need all without a check: a flight is met once it settled (reported or ended), as a
+        fan-in's. With a check every flight must pass it, so `all` is K = every target."""
+        return self.join.need == "all" and self.join.check is None
+
     def met(self) -> int:
-        return self.met_flights + sum(f.met for f in self.files) + sum(i is not None for i in self.events.values())
+        # settled: taken or ended; a report left queued (the output budget) is counted once taken
+        flights = len(self.state) - self.running - self.asked - len(self.left) if self._settling else self.met_flights
+        return flights + sum(f.met for f in self.files) + sum(i is not None for i in self.events.values())
 
     async def _claim(self, w: Waiting) -> None:
         """The oldest pending message of each waited-on target, claimed in one go (where
@@ -232,6 +248,12 @@ class FanInCondition(Condition[FanIn]):
         everything = w.changed is None and self.stepped
         self.stepped = True
         claimed = await w.bus.claim_each(w.caller, w.id, self.waiting, AGENT_TYPES, relist=everything)
+        while answered := [i for i in claimed if await self._answered(w, i)]:
+            # taken with the wait, asking nothing: the sender's next report is what counts
+            self.answered += answered
+            gone = {i.id for i in answered}
+            again = await w.bus.claim_each(w.caller, w.id, {i.sender for i in answered}, AGENT_TYPES)
+            claimed = [i for i in claimed if i.id not in gone] + [i for i in again if i.id not in gone]
         if self.join.need != "all" and self.join.check is None:
             claimed.sort(key=lambda i: i.seq)  # the first K reports, by their place in the inbox
         for item in claimed:
@@ -244,6 +266,28 @@ class FanInCondition(Condition[FanIn]):
                 self.left[item.sender] = None
                 continue
             self._got(item)
+
+    async def _answered(self, w: Waiting, item: Item) -> bool:
+        """A question answered (or withdrawn) before this wait took it: its flight's record has
+        no longer that question open (read again to be sure: the record may have moved on)."""
+        if item.type != "question" or item.sender not in self.waiting:
+            return False
+        qid = (item.data or {}).get("question_id", item.id)
+        if self.state[item.sender].question_id == qid:
+            return False
+        if (fresh := await w.bus.get_agent(item.sender)) is not None:
+            self._update(fresh)
+        return fresh is not None and fresh.question_id != qid
+
+    async def _take_questions(self, w: Waiting) -> None:
+        """The open questions of the flights asking, taken from the inbox where they wait: the
+        join returns with each question whole in its flight's entry. One not there (asked of
+        someone else, or not delivered yet) is shown from its flight's record."""
+        asking = {a: self.state[a].question_id for a in self.asking}
+        for ref in await w.bus.pending(w.caller, list(asking)):
+            mine = ref.type == "question" and ref.sender in self.asking and asking[ref.sender] == ref.id
+            if mine and (item := await w.bus.claim(w.caller, ref, w.id)) is not None:
+                self._got(item)
 
     async def _leave(self, w: Waiting, stopped: Sequence[str]) -> None:
         """The budget is full: the targets whose report is queued now are settled, and their
@@ -403,10 +447,16 @@ class FanInCondition(Condition[FanIn]):
         return self._result(why, w)
 
     def claimed(self) -> int:
-        return len(self.got) + sum(i is not None for i in self.events.values())
+        return len(self.got) + len(self.answered) + sum(i is not None for i in self.events.values())
 
     def received(self) -> tuple[str, ...]:
         return tuple(self.got)
+
+    def entry_of(self, a_id: str) -> TargetResult:
+        return self._plain(a_id)
+
+    def status_of(self, a_id: str) -> TargetStatus:
+        return self._status(a_id)
 
     def _plain(self, a_id: str) -> TargetResult:
         """The entry of a target whose report was not taken: `reported` when it waits in the
@@ -415,7 +465,10 @@ class FanInCondition(Condition[FanIn]):
         reason = agent.reason if agent.finished else None
         if a_id in self.checking:
             reason = "its check was still running when the wait ended: stopped, its report is back in your inbox"
-        return TargetResult(agent_id=a_id, name=agent.name, status=self._status(a_id), reason=reason)
+        entry = TargetResult(agent_id=a_id, name=agent.name, status=self._status(a_id), reason=reason)
+        if entry.status == "needs_input":  # its question, from its record (the item was not taken)
+            entry.message, entry.message_id = agent.question, agent.question_id
+        return entry
 
     def _status(self, a_id: str) -> TargetStatus:
         return "reported" if a_id in self.left else self.state[a_id].state
@@ -486,40 +539,41 @@ class FanInCondition(Condition[FanIn]):
         return fan
 
     async def finish(self, w: Waiting, result: FanIn) -> FanIn:
-        """Reports whose check still ran go back to the inbox; with stop_rest and the need
-        met, the flights still running or queued are stopped (dead, with the reason)."""
+        """Reports whose check still ran go back to the inbox; so does every report and event
+        taken when the join returns `needs_input`: the same join, run again once the question
+        is answered, takes them again (nothing taken is lost, as on a timeout)."""
         for scope in self.check_scopes:
             scope.cancel()  # the checks end with the wait (wait_fan_in awaits them)
         for a_id, item in list(self.checking.items()):
             del self.got[a_id]
             await w.bus.unclaim(w.caller, ItemRef(item.seq, item.type, item.sender, item.id), w.id)
-        if not (self.join.stop_rest and result.status == "complete"):
-            return result
-        # the losers: every flight not met (still waiting, checking, its check failed) that runs
-        losers = [a for a in self.state if (e := self.entries.get(a)) is None or e.status != "received"]
-        result.stopped = []
-        entries = {e.agent_id: e for e in result.results}
-        for agent in (await w.bus.get_agents(losers)).values():
-            a_id = agent.id
-            if not agent.pending:
-                continue
-            if agent.host not in (None, hostname()):
-                continue  # its host ends it: a kill from here would name another machine's process
-            after = await stop(w.bus, agent, STOPPED)
-            if after.wave is not None:
-                await admission_step(w.bus, after.wave)
-            result.stopped.append(a_id)
-            if (entry := entries.get(a_id)) is None:  # counted, not shown: counted as it is now
-                assert result.omitted is not None
-                result.omitted[self._status(a_id)] -= 1
-                result.omitted[after.state] = result.omitted.get(after.state, 0) + 1
-                continue
-            if entry.status != "check_failed":
-                entry.status = after.state
-            entry.reason = after.reason
-        if result.omitted:
-            result.omitted = {k: n for k, n in result.omitted.items() if n}
+        if result.status == "needs_input":
+            await self._give_back(w, result)
         return result
+
+    async def _give_back(self, w: Waiting, result: FanIn) -> None:
+        """Reports and events go back to their place in the inbox; their entries say so
+        (`reported`). The questions stay taken: the caller answers them."""
+        entries = {e.agent_id: e for e in result.results}
+        for a_id, item in list(self.got.items()):
+            if item.type == "question":
+                continue
+            if await w.bus.unclaim(w.caller, ItemRef(item.seq, item.type, item.sender, item.id), w.id):
+                del self.got[a_id]
+                if (shown_ := entries.get(a_id)) is not None:
+                    shown_.status = "reported"
+        for t, event in self.events.items():
+            if event is not None and await w.bus.unclaim(
+                w.caller, ItemRef(event.seq, event.type, event.sender, event.id), w.id
+            ):
+                self.events[t] = None
+        for entry in result.events or ():
+            if self.events.get(entry.type) is None:
+                entry.status, entry.event = "pending", None
+
+    def losers(self) -> list[str]:
+        """The flights a met join did not count (still waiting, checking, or failed its check)."""
+        return [a for a in self.state if (e := self.entries.get(a)) is None or e.status != "received"]
 
 
 def parse_need(text: str) -> int | Literal["all", "any"]:
@@ -535,26 +589,30 @@ def parse_need(text: str) -> int | Literal["all", "any"]:
 PLAIN = Join()
 
 
-def _need(value: object, total: int) -> int | Literal["all", "any"]:
-    """`need`: all, any or a whole number from 1 to the number of targets."""
+def _need(value: object, total: int, named: int = 0) -> int | Literal["all", "any"]:
+    """`need`: all, any or a whole number from 1 to the number of targets (a target named twice
+    counts once: `named`, the count as given, says so when they differ)."""
     if value == "all" or value == "any":
         return value
     k = value if isinstance(value, int) and not isinstance(value, bool) else None
     if k is None or not 1 <= k <= total:
+        twice = f"; {named - total} of the {named} named twice, which count once" if named > total else ""
         raise BadInput(
-            f"need: 'all', 'any' or a whole number from 1 to {total} (the number of targets), got {shown(value)}"
+            f"need: 'all', 'any' or a whole number from 1 to {total} (the number of targets{twice}), got {shown(value)}"
         )
     return k
 
 
 def _files(join: Join) -> list[_Files]:
-    out = []
+    out: list[_Files] = []
     for i, f in enumerate(join.files):
         pattern = check_path(f.glob, f"files[{i}]")
         if not os.path.isabs(pattern):
             raise BadInput(f"files[{i}]: {shown(pattern, 300)} must be absolute here (faces resolve relative paths)")
         signals.check_pattern(pattern, scan_root(pattern))  # bounded before the wait starts
-        out.append(_Files(pattern, f.min_count, f.glob))
+        signals.check_brackets(pattern, f"files[{i}]")
+        if all((pattern, f.min_count) != (o.pattern, o.min_count) for o in out):  # named twice: one target
+            out.append(_Files(pattern, f.min_count, f.glob))
     return out
 
 
@@ -591,6 +649,9 @@ async def wait_fan_in(
     if not check_timeout(join.check_timeout, "check_timeout"):
         raise BadInput("check_timeout: must be more than 0 seconds")
     files = _files(join)
+    named = len(from_agents) + len(join.files) + len(join.events)  # as given, before duplicates go
+    # a target named twice is one target: the need is checked against the targets as counted
+    join = join.model_copy(update={"events": list(dict.fromkeys(join.events))})
     targets = await resolve_agents(bus, from_agents, "from_agents") if from_agents else []
     if join.wave is not None:
         known = {a.id for a in targets}
@@ -600,7 +661,7 @@ async def wait_fan_in(
     if not targets and not files and not join.events:
         what = f"wave: {join.wave} has no flights" if join.wave else "from_agents: list at least one agent id or prefix"
         raise BadInput(f"{what} (or omit every target for the next message)")
-    _need(join.need, len(targets) + len(files) + len(join.events))  # checked: it is used as given
+    _need(join.need, len(targets) + len(files) + len(join.events), named)  # checked: it is used as given
     await ensure_registered(bus, caller)
     control = control or Control()
     condition = FanInCondition(targets, budget, join, files)
@@ -613,6 +674,15 @@ async def wait_fan_in(
         )
         if tg is not None:
             tg.cancel_scope.cancel()
+    if join.stop_rest and fan.status == "complete":
+        fan = await stop_rest(
+            bus,
+            fan,
+            condition.losers(),
+            entry_of=condition.entry_of,
+            status_of=condition.status_of,
+            place=condition.place,
+        )
     # coding flights' entries carry their branch, changes and usage as their records say now
     fresh = await bus.get_agents(condition.coding) if condition.coding else {}
     for entry in fan.results:

@@ -118,27 +118,72 @@ async def test_an_event_target_is_taken_only_with_the_join_it_met(bus):
 
 
 async def test_a_flight_that_asks_ends_the_join_at_once_and_the_same_join_goes_on_after_the_answer(bus):
+    """The join gives back the reports it took when it returns `needs_input`: run again after
+    the answer, the same join takes them again and counts them."""
     await register_crew(bus, "r1", "r2", "r3")
     await messages.send(bus, "r1", "orchestrator", "review r1")
     await messages.ask(bus, "r2", "May I delete the fixtures?", to="orchestrator")
-    r = await wait.wait_fan_in(bus, "orchestrator", 60, ["r1", "r2", "r3"])
+    r = await wait.wait_fan_in(bus, "orchestrator", 60, ["r1", "r2", "r3"], join=wait.Join(need=3))
     assert r.status == "needs_input" and r.exit_code == 6, r
     by = {e.agent_id: e for e in r.results}
-    assert by["r1"].status == "received" and by["r2"].status == "needs_input" and by["r3"].status == "running"
+    assert by["r1"].status == "reported" and by["r2"].status == "needs_input" and by["r3"].status == "running"
     assert by["r2"].message == "May I delete the fixtures?"
+    assert [i.body for i in await bus.peek("orchestrator")] == ["review r1"]  # given back, the question taken
 
     await messages.answer(bus, "orchestrator", "r2", "yes")
     got: dict[str, object] = {}
 
     async def again() -> None:
-        got["r"] = await wait.wait_fan_in(bus, "orchestrator", 60, ["r2", "r3"])
+        got["r"] = await wait.wait_fan_in(bus, "orchestrator", 60, ["r1", "r2", "r3"], join=wait.Join(need=3))
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(again)
         await until(lambda: has_waits(bus, 1), what="the join on the bus again")
         await messages.send(bus, "r2", "orchestrator", "review r2")
         await messages.send(bus, "r3", "orchestrator", "review r3")
-    assert got["r"].status == "complete" and got["r"].met == 2, got["r"]
+    r = got["r"]
+    assert r.status == "complete" and (r.need, r.met) == (3, 3), r
+    assert [e.message for e in r.results] == ["review r1", "review r2", "review r3"]
+
+
+async def test_a_question_seen_on_the_record_is_in_the_entry_and_once_answered_never_comes_back(bus):
+    """A flight marked asking whose question the join did not take (asked of someone else, or
+    not in the inbox yet) has its question in its entry; a question answered before a join took
+    it is taken without ending that join."""
+    await register_crew(bus, "r1", "r2")
+    await bus.update_agent("r2", question="Strict or lenient?", question_id="q-r2")  # marked, not delivered yet
+    r = await wait.wait_fan_in(bus, "orchestrator", 60, ["r1", "r2"])
+    assert r.status == "needs_input", r
+    assert (r.results[1].status, r.results[1].message, r.results[1].message_id) == (
+        "needs_input",
+        "Strict or lenient?",
+        "q-r2",
+    )
+    await bus.update_agent("r2", question=None, question_id=None)
+    await messages.ask(bus, "r2", "Strict or lenient?", to="orchestrator")  # now delivered ...
+    await messages.answer(bus, "orchestrator", "r2", "strict")  # ... and answered before any join took it
+    await messages.send(bus, "r1", "orchestrator", "review r1")
+    await messages.send(bus, "r2", "orchestrator", "review r2")
+    r = await wait.wait_fan_in(bus, "orchestrator", 60, ["r1", "r2"])
+    assert r.status == "complete" and [e.message for e in r.results] == ["review r1", "review r2"], r
+    assert await bus.peek("orchestrator") == []  # the answered question went with the join
+
+
+async def test_need_all_with_a_check_counts_only_passed_checks_and_without_one_counts_what_settled(bus, tmp_path):
+    await register_crew(bus, "a", "b", "c")
+    for name in ("a", "b"):
+        await bus.update_agent(name, cwd=str(tmp_path))
+        await messages.send(bus, name, "orchestrator", f"{name} done")
+    r = await wait.wait_fan_in(bus, "orchestrator", 60, ["a", "b"], join=wait.Join(check="exit 1"))
+    assert r.status == "unmet" and r.exit_code == 8 and (r.need, r.met) == (2, 0), r
+    # unmet as soon as one check failed: the other's report, if its check still ran, is given back
+    assert "check_failed" in [e.status for e in r.results], r
+
+    await messages.send(bus, "a", "orchestrator", "a again")
+    await agents.mark_dead(bus, "c", "exited with code 7")
+    r = await wait.wait_fan_in(bus, "orchestrator", 60, ["a", "c"])
+    assert r.status == "complete" and r.exit_code == 0 and (r.need, r.met) == (2, 2), r  # both settled
+    assert [e.status for e in r.results] == ["received", "dead"]
 
 
 # --------------------------------------------------------------------------- checks and races
@@ -247,3 +292,31 @@ async def test_a_join_that_ends_with_a_check_running_stops_it_and_gives_the_repo
     assert got["r"].status == "interrupted", got["r"]
     assert not alive(int(pidfile.read_text()))
     assert [i.body for i in await bus.peek("orchestrator")] == ["done, check me"]
+
+
+async def test_stop_rest_stops_the_losers_at_once_and_a_stop_that_fails_is_named_in_its_entry(bus, monkeypatch):
+    """Each stop waits until all three are under way (one at a time, the first would wait
+    forever); one of them fails: the join still returns, that flight's entry says why."""
+    await register_crew(bus, "winner", "l1", "l2", "l3")
+    await messages.send(bus, "winner", "orchestrator", "done first")
+    under_way: list[str] = []
+    all_there = anyio.Event()
+
+    async def stop(bus_, agent, reason):
+        under_way.append(agent.id)
+        if len(under_way) == 3:
+            all_there.set()
+        with anyio.fail_after(20):
+            await all_there.wait()
+        if agent.id == "l2":
+            raise OSError("the process group could not be signalled")
+        return await agents.mark_dead(bus_, agent.id, reason)
+
+    monkeypatch.setattr(agents, "stop", stop)
+    flights = ["winner", "l1", "l2", "l3"]
+    r = await wait.wait_fan_in(bus, "orchestrator", 60, flights, join=wait.Join(need=1, stop_rest=True))
+    assert r.status == "complete" and sorted(under_way) == ["l1", "l2", "l3"], r
+    assert r.stopped == ["l1", "l3"], r
+    by = {e.agent_id: e for e in r.results}
+    assert by["l1"].status == "dead" and by["l3"].status == "dead", r
+    assert by["l2"].status == "running" and "could not be signalled" in (by["l2"].reason or ""), r

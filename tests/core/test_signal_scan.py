@@ -239,3 +239,23 @@ async def test_a_scan_ends_when_the_wait_awaiting_it_is_cancelled(tree, monkeypa
             scope.cancel()
     took = time.monotonic() - cancelled_at
     assert took < 1.0, f"the scan went on {took:.2f} s after its wait was cancelled"
+
+
+@pytest.mark.parametrize("shape", ["a/" * 500_000, "/" + "a/" * 500_000 + "*.done", "a" * 1_000_000])
+def test_a_megabyte_pattern_is_refused_by_its_length_before_any_path_work(shape):
+    """Where a wait starts (`scan_root`), what it watches (`glob_base`) and the check itself each
+    measure the pattern first: splitting a megabyte of `a/` into names took a second."""
+    for work in (signals.scan_root, signals.glob_base, lambda p: signals.check_pattern(p, signals.scan_root(p))):
+        with pytest.raises(BadInput, match=r"signal_path: at most 4096 bytes"):
+            work(shape)
+
+
+@pytest.mark.parametrize("pattern", ["/w/[unclosed", "/w/dist/a[/]b", "/w/[!", "/w/[]"])
+def test_a_bracket_that_opens_no_class_is_refused_with_what_to_write(pattern):
+    with pytest.raises(BadInput, match=r"write a literal '\[' as '\[\[\]'"):
+        signals.check_brackets(pattern)
+
+
+@pytest.mark.parametrize("pattern", ["/w/[ab]c", "/w/[!a]", "/w/[]]", "/w/[[]x", "/w/x[:]y", "/w/plain"])
+def test_a_closed_class_or_a_literal_bracket_is_taken(pattern):
+    assert signals.check_brackets(pattern) == pattern

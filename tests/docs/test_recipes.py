@@ -38,10 +38,6 @@ WAVEWAIT = Path(sys.executable).parent / "wavewait"
 #: Recipes that fail today because of a bug being fixed (issue 41): strict, so the fix turns
 #: each into a failure (XPASS) until its line here is removed. Key: the recipe's id.
 KNOWN_FAILURES: dict[str, str] = {
-    "docs/joins.md > A flight that asks": (
-        "issue 41 item 3: the asking flight's entry has no `message` (the page's python line raises "
-        "KeyError: 'message'), the answered question comes back, and the next round ends `unmet`"
-    ),
     "docs/merging.md > Step by step > see what a merge would do": (
         "issue 41 item 1: a flight that reported with `wavewait send` is planned `skipped` "
         "(it did not report), not `pending`"

@@ -49,3 +49,22 @@ async def test_f1_shows_the_focused_parts_help_and_hides_it_again(file_bus):
         await until(lambda: bool(app.screen.query(HelpPanel)), what="the help panel")
         await pilot.press("f1")
         await until(lambda: not app.screen.query(HelpPanel), what="the panel hidden")
+
+
+async def test_after_a_reply_the_next_wait_on_the_wave_does_not_return_with_the_answered_question(file_bus):
+    """The demo's path: a flight asks, the question is answered from the panel before any wait
+    took it; the next `/wait --wave` waits for the reports, not for the answered question."""
+    await register(file_bus, "orchestrator")
+    await put_flight(file_bus, "file-reader", 1)
+    await put_flight(file_bus, "doc-writer", 2)
+    async with running(file_bus) as (app, pilot):
+        await messages.ask(file_bus, IDS["doc-writer"], "docs/ or wiki?")
+        await until(lambda: "? needs input" in screen_text(app), what="the panel's word")
+        await type_command(pilot, f"/reply {IDS['doc-writer'][:8]} docs/ please")
+        await until(lambda: "answered doc-writer" in scrollback(app), what="the answer sent")
+        await messages.send(file_bus, IDS["file-reader"], "orchestrator", "read 42 files")
+        await messages.send(file_bus, IDS["doc-writer"], "orchestrator", "docs written")
+        await type_command(pilot, "/wait 60 --wave wave-1")
+        await until(lambda: "fan-in complete" in scrollback(app) or "needs your answer" in scrollback(app), 30)
+        assert "needs your answer" not in scrollback(app), scrollback(app)
+        assert "docs written" in scrollback(app), scrollback(app)

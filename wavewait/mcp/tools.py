@@ -26,7 +26,7 @@ from ..core.delivery import holding
 from ..core.errors import BadInput
 from ..core.ids import check_id
 from ..core.limits import check_path, shown
-from ..core.model import now
+from ..core.model import Agent, now
 from ..core.results import (
     AgentInfo,
     AgentList,
@@ -628,10 +628,7 @@ async def stop_orphans(bus: Bus, s: Settings, spawned: list[str]) -> list[str]:
     Nobody is left to wait for their reports, so they would run on unseen; each is recorded dead
     with the reason, so `list_agents` and the TUI say why.
     """
-    records = await bus.get_agents(spawned)
-    found = [a for i in spawned if (a := records.get(i)) is not None and a.pending]
-    # the queued first: a running one's end would start them (its supervisor admits the next)
-    found.sort(key=lambda a: a.status != "queued")
-    for a in found:
-        await admission.kill(bus, a, by=f"{s.caller}: the session that spawned it ended")
-    return [a.id for a in found]
+    # all at once, the queued first (a running one's end would start them), as a join's stop_rest;
+    # one that could not be stopped is logged by kill_all and left out of the list
+    outcome = await admission.kill_all(bus, spawned, f"killed by {s.caller}: the session that spawned it ended")
+    return [i for i in spawned if isinstance(outcome.get(i), Agent)]
