@@ -91,7 +91,7 @@ def plan(seed: int | None = None) -> DemoPlan:
         ),
         DemoFlight("linter", "die", round(rng.uniform(4.0, 6.0), 1), "ruff crashed: config error"),
         DemoFlight("migrator", "slow", round(rng.uniform(1.0, 2.0), 1), "waiting for a go-ahead"),
-        DemoFlight("test-runner", "report-cli", round(rng.uniform(8.0, 12.0), 1), f"{tests} tests pass, 0 fail"),
+        DemoFlight("test-runner", "report-cli", round(rng.uniform(5.0, 8.0), 1), f"{tests} tests pass, 0 fail"),
     )
     return DemoPlan(seed=seed, flights=flights)
 
