@@ -32,7 +32,7 @@ from ..core.spawning import SpawnRequest
 
 WAVE = "wave-1"
 STOP_PASSES = 3  # the demo's exit lists its flights again while one is left running (admitted meanwhile)
-SUPERVISORS_GRACE = 2.0  # seconds for the supervisors to record how their flights ended
+SUPERVISORS_GRACE = 5.0  # at most, seconds for the supervisors to record how their flights ended
 QUEUE_WAVE = "queue-demo"  # the agents of `wavewait demo --queue` (the runner's wave for queue `demo`)
 
 
@@ -143,6 +143,7 @@ async def stop(bus: Bus, me: str) -> list[Agent]:
 
 
 async def _stop_one(bus: Bus, old: Agent) -> Agent:
+    """Kill `old` from its record as it is now."""
     a = await bus.get_agent(old.id) or old
     return a if a.finished else await admission.kill(bus, a, by="the demo's exit")
 
