@@ -193,14 +193,17 @@ class WaveApp(App[dict[str, Any] | None]):
         if self._owns_bus and self._bus is not None:
             await self._bus.close()
 
-    def notice(self, message: str, severity: SeverityLevel = "information") -> None:
+    def notice(self, message: str, severity: SeverityLevel = "information", *, toast: bool = True) -> None:
         """A toast (agent text, so never markup) that is also kept in `notices`.
 
         When the terminal is not focused the toast would go unseen, so the person also gets
         a desktop notification and the window title says what happened until they are back.
+        `toast=False`: no toast (the screen shows the news itself, e.g. a wait's result,
+        which a toast would cover); kept and sent away all the same.
         """
         self.notices.append(message)
-        self.notify(message, severity=severity, markup=False)
+        if toast:
+            self.notify(message, severity=severity, markup=False)
         if not self.app_focus:
             self._alert_away(message)
 

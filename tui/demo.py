@@ -1,11 +1,15 @@
 """`wavewait demo`: a simulated wave of real processes, so a newcomer sees everything at once.
 
 Six flights start as real child processes (`python -m wavewait.tui.demo_flight`), each
-supervised like any spawned agent. Three report back at different times (two through the
-core, one through the `wavewait notify` CLI, as a shell-only agent would), one asks a
-question and needs input until the person answers it (`/reply`), one dies with an error,
-and one stays slow: it makes a wait of its own, which the mirror panel shows and a person
-can interrupt. The TUI then runs a fan-in wait on the whole wave. `--seed` fixes the timings.
+supervised like any spawned agent, in a wave that runs at most five at once: the sixth is
+queued until the first one ends. Three report back at different times (two through the
+core and stay idle a while, one through the `wavewait notify` CLI, as a shell-only agent
+would), one dies with an error, one stays slow: it makes a wait of its own, which the mirror
+panel shows and a person can interrupt or answer (`/send`). The TUI then runs a fan-in wait
+on the whole wave that nothing ends for its first ASK_AFTER seconds (the slow flight and the
+one that will ask still run): the time to press Escape. Then one flight asks a question and
+needs input until the person answers it (`/reply`). `--seed` fixes the timings; the story
+the person is told, step by step, is `demo_story.py`'s.
 """
 
 from __future__ import annotations
@@ -27,7 +31,8 @@ from ..core.proc import alive, end_processes
 from ..core.spawning import SpawnRequest
 
 WAVE = "wave-1"
-SUPERVISORS_GRACE = 2.0  # seconds for the supervisors to record how their flights ended
+STOP_PASSES = 3  # the demo's exit lists its flights again while one is left running (admitted meanwhile)
+SUPERVISORS_GRACE = 5.0  # at most, seconds for the supervisors to record how their flights ended
 QUEUE_WAVE = "queue-demo"  # the agents of `wavewait demo --queue` (the runner's wave for queue `demo`)
 
 
@@ -37,64 +42,110 @@ class DemoFlight:
     role: str  # report | report-cli | ask | die | slow
     delay: float  # seconds of "work" before it reports, dies or starts waiting
     message: str
+    linger: float = 0.0  # a reporter: seconds it stays idle after its report, before it exits
+
+
+MAX_PARALLEL = 5  # the demo's wave runs at most this many at once: its sixth flight starts queued
+ASK_AFTER = 22.0  # the least seconds before the question: the demo's wait runs that long at least
 
 
 @dataclass(frozen=True)
 class DemoPlan:
     seed: int | None
     flights: tuple[DemoFlight, ...] = field(default_factory=tuple)
-    timeout: float = 20.0  # the fan-in wait; the slow flight makes it end by timeout
+    timeout: float = 60.0  # the demo's fan-in wait (the question, Escape or this ends it)
+    max_parallel: int | None = MAX_PARALLEL
 
 
 def plan(seed: int | None = None) -> DemoPlan:
-    """The demo wave; the same seed gives the same timings and findings."""
+    """The demo wave; the same seed gives the same timings and findings.
+
+    In spawn order: the sixth (test-runner) is queued until linter dies and frees a slot;
+    file-reader and schema-check report and stay idle a while; doc-writer asks only after
+    ASK_AFTER seconds, so the demo's wait still runs when the person is told to press Escape.
+    """
     rng = random.Random(seed)
     issues = rng.randint(2, 7)
     fks = rng.randint(8, 20)
     tests = rng.randint(120, 400)
-    delays = sorted(round(rng.uniform(2.0, 9.0), 1) for _ in range(4))
-    rng.shuffle(delays)
     flights = (
-        DemoFlight("file-reader", "report", delays[0], f"read 42 files; found {issues} issues in src/provider/"),
-        DemoFlight("schema-check", "report", delays[1], f"{fks} foreign keys, 3 without an index"),
-        DemoFlight("test-runner", "report-cli", delays[2], f"{tests} tests pass, 0 fail"),
-        DemoFlight("doc-writer", "ask", delays[3], "put the guide in docs/ or in the wiki?"),
-        DemoFlight("linter", "die", round(rng.uniform(3.0, 6.0), 1), "ruff crashed: config error"),
-        DemoFlight("migrator", "slow", round(rng.uniform(1.0, 3.0), 1), "waiting for a go-ahead"),
+        DemoFlight(
+            "file-reader",
+            "report",
+            round(rng.uniform(6.0, 9.0), 1),
+            f"read 42 files; found {issues} issues in src/provider/",
+            linger=20.0,
+        ),
+        DemoFlight(
+            "schema-check",
+            "report",
+            round(rng.uniform(10.0, 14.0), 1),
+            f"{fks} foreign keys, 3 without an index",
+            linger=4.0,
+        ),
+        DemoFlight(
+            "doc-writer",
+            "ask",
+            round(rng.uniform(ASK_AFTER, ASK_AFTER + 4), 1),
+            "put the guide in docs/ or in the wiki?",
+        ),
+        DemoFlight("linter", "die", round(rng.uniform(4.0, 6.0), 1), "ruff crashed: config error"),
+        DemoFlight("migrator", "slow", round(rng.uniform(1.0, 2.0), 1), "waiting for a go-ahead"),
+        DemoFlight("test-runner", "report-cli", round(rng.uniform(5.0, 8.0), 1), f"{tests} tests pass, 0 fail"),
     )
     return DemoPlan(seed=seed, flights=flights)
 
 
 def command(f: DemoFlight) -> list[str]:
-    return [sys.executable, "-m", "wavewait.tui.demo_flight", f.role, str(f.delay), f.message]
+    return [sys.executable, "-m", "wavewait.tui.demo_flight", f.role, str(f.delay), f.message, str(f.linger)]
 
 
 async def launch(bus: Bus, me: str, demo: DemoPlan, say: Callable[[str], None]) -> list[Agent]:
-    """Spawn the wave as real supervised processes; return their records."""
-    say(
-        f"demo: spawning {len(demo.flights)} flights in {WAVE}{f' (--seed {demo.seed})' if demo.seed is not None else ''}"
-    )
+    """Spawn the wave as real supervised processes; return their records. What to do is
+    not said here (the scrollback moves on): the demo's guide line says it (`demo_story.py`)."""
+    if not demo.flights:  # a plan without flights: the demo's screen over records put there (scenes.py)
+        return []
+    limit = f", at most {demo.max_parallel} at once" if demo.max_parallel else ""
+    seed = f" (--seed {demo.seed})" if demo.seed is not None else ""
+    say(f"demo: spawning {len(demo.flights)} flights in {WAVE}{limit}{seed}")
     out = []
     for f in demo.flights:
-        agent = await spawning.spawn(bus, SpawnRequest(name=f.name, parent=me, command=command(f), wave=WAVE))
-        say(f"  spawned {agent.name} ({short(agent.id)}), pid {agent.pid}")
+        request = SpawnRequest(name=f.name, parent=me, command=command(f), wave=WAVE, max_parallel=demo.max_parallel)
+        agent = await spawning.spawn(bus, request)
+        how = f"pid {agent.pid}" if agent.pid else f"{agent.status}: {agent.reason or 'waits for a slot'}"
+        say(f"  spawned {agent.name} ({short(agent.id)}), {how}")
         out.append(agent)
-    say("demo: a fan-in wait on the whole wave follows; Escape interrupts it.")
-    say(
-        "demo: Shift+Tab reaches the flights, Enter opens one; doc-writer will ask a question: Enter on it, or /reply ID ANSWER, answers it."
-    )
-    say("demo: migrator runs a wait of its own, shown below as another process's wait; /interrupt ID ends it.")
     return out
 
 
 async def stop(bus: Bus, me: str) -> list[Agent]:
-    """End demo flights that still run (the slow one), so the demo leaves nothing behind;
-    return every flight of the demo."""
-    flights = []
-    for a in await bus.list_agents():
-        if a.wave in (WAVE, QUEUE_WAVE) and a.parent_id == me:
-            flights.append(await admission.kill(bus, a, by="the demo's exit") if not a.finished else a)
-    return flights
+    """End demo flights that still run (the slow one, the idle ones), so the demo leaves
+    nothing behind; return every flight of the demo.
+
+    The queued first, each from its record as it is now: a running flight's end admits the
+    next queued one (its supervisor starts it), which a kill from its old queued record would
+    mark dead and leave running. Then the rest at once, as a quit must be quick.
+    """
+    ended: dict[str, Agent] = {}
+    for _ in range(STOP_PASSES):  # again if one was admitted meanwhile (a supervisor was starting it)
+        mine = [a for a in await bus.list_agents() if a.wave in (WAVE, QUEUE_WAVE) and a.parent_id == me]
+        ended.update((a.id, a) for a in mine if a.finished and a.id not in ended)
+        left = [a for a in mine if not a.finished]
+        if not left:
+            break
+        queued = [a for a in left if a.status == "queued"]
+        for a in [
+            *[await _stop_one(bus, a) for a in queued],
+            *await asyncio.gather(*(_stop_one(bus, a) for a in left if a not in queued)),
+        ]:
+            ended[a.id] = a
+    return list(ended.values())
+
+
+async def _stop_one(bus: Bus, old: Agent) -> Agent:
+    """Kill `old` from its record as it is now."""
+    a = await bus.get_agent(old.id) or old
+    return a if a.finished else await admission.kill(bus, a, by="the demo's exit")
 
 
 async def supervisors_gone(flights: list[Agent], grace: float = SUPERVISORS_GRACE) -> list[Agent]:

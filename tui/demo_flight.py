@@ -1,4 +1,4 @@
-"""One simulated flight of `wavewait demo`: `python -m wavewait.tui.demo_flight ROLE DELAY MESSAGE`.
+"""One simulated flight of `wavewait demo`: `python -m wavewait.tui.demo_flight ROLE DELAY MESSAGE [LINGER]`.
 
 It runs under the supervisor like any spawned agent (WAVEWAIT_BUS, WAVEWAIT_AGENT_ID and
 WAVEWAIT_PARENT_ID are set), writes its work to stdout (the flight's output log) and
@@ -37,6 +37,13 @@ async def report(message: str) -> None:
         await bus.close()
 
 
+def linger(seconds: float) -> None:
+    """Stay idle a while after the report, as an agent that keeps its session does (`◌ idle`)."""
+    if seconds > 0:
+        print(f"reported; idle for {seconds:g} s", flush=True)
+        time.sleep(seconds)
+
+
 async def slow(message: str) -> None:
     """Make a wait of its own (mirrored by the TUI); report how it ended."""
     bus = await open_bus()
@@ -69,10 +76,12 @@ async def ask(question: str) -> None:
 
 def main() -> None:
     role, delay, message = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+    idle = float(sys.argv[4]) if len(sys.argv) > 4 else 0.0
     print(f"flight {os.environ.get('WAVEWAIT_AGENT_ID', '?')[:8]}: role {role}", flush=True)
     work(delay)
     if role == "report":
         asyncio.run(report(message))
+        linger(idle)
     elif role == "report-cli":  # as a shell-only agent would, through the CLI
         subprocess.run(
             [sys.executable, "-m", "wavewait", "notify", "--status", "success", "--message", message], check=True

@@ -61,8 +61,9 @@ class Host(Protocol):
         """The benchmark's probe of each repaint's time, if any."""
         ...
 
-    def notice(self, message: str, severity: SeverityLevel = "information") -> None:
-        """A toast that is kept (and reaches the person when the terminal is not focused)."""
+    def notice(self, message: str, severity: SeverityLevel = "information", *, toast: bool = True) -> None:
+        """A toast that is kept (and reaches the person when the terminal is not focused);
+        `toast=False`: kept and sent away only, where the screen shows it itself."""
 
     def action_help(self) -> None: ...
 

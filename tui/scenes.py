@@ -20,6 +20,7 @@ from ..core.bus import Bus
 from ..core.model import Agent, ChangeSummary, Item, Usage, WaitRecord
 from ..core.proc import hostname, me
 from .app import WaveApp
+from .demo import DemoPlan
 from .screens.main import MainScreen
 
 T0 = 1000.0  # records are dated from here
@@ -390,6 +391,7 @@ SCENES: dict[str, Scene] = {
     "dead-flight": (put_two, a_death),
     "mirror": (put_mirror, mirror),
     "help": (None, help_screen),
+    "help-80": (None, help_screen),
     "flight-detail": (put_wave, flight_detail),
     "needs-input": (put_question, needs_input),
     "small-terminal": (put_mirror, waiting_with_mirror),
@@ -398,6 +400,8 @@ SCENES: dict[str, Scene] = {
     "coding-wave-80": (put_coding_wave, coding),
     "demo-at-80x24": (put_demo_moment, demo_moment),
 }
+#: scenes of `wavewait demo`'s screen (its guide above the command line), over the scene's records
+OPTIONS: dict[str, dict[str, Any]] = {"demo-at-80x24": {"demo": DemoPlan(seed=None)}}
 #: scenes shown at another size than the default (a newcomer's 80x24 terminal)
 SIZES: dict[str, tuple[int, int]] = {
     "small-terminal": (80, 24),
@@ -405,4 +409,5 @@ SIZES: dict[str, tuple[int, int]] = {
     "coding-wave": (140, 30),
     "coding-wave-80": (80, 24),
     "demo-at-80x24": (80, 24),
+    "help-80": (80, 24),
 }

@@ -25,7 +25,7 @@ async def render(name: str, out: Path) -> Path:
         bus = FileBus(Path(tmp) / "bus")
         if setup is not None:
             await setup(bus)
-        app = scenes.frozen_app(bus)
+        app = scenes.frozen_app(bus, **scenes.OPTIONS.get(name, {}))
         # with the toasts a person sees (run_test leaves them out unless asked)
         async with app.run_test(size=scenes.SIZES.get(name, SIZE), notifications=True) as pilot:
             await steps(pilot)

@@ -92,8 +92,9 @@ class Console(Protocol):
 
     def start_wait(self, timeout: float, targets: list[Agent], join: Join) -> object: ...
 
-    def sent_work(self, agent_id: str) -> None:
-        """The person sent `agent_id` work: its next report counts as a new round's."""
+    def sent_work(self, agent_id: str, at: float) -> None:
+        """The person sent `agent_id` work at `at` (the message's time): its reports after
+        that count as a new round's."""
 
     async def interrupt_other(self, rec: WaitRecord) -> None: ...
 
@@ -140,7 +141,7 @@ async def send(c: Console, p: Parsed) -> None:
     to, body = p.args
     recipient = await agents_mod.resolve_agent(c.bus, to, "ID")
     item = await messages.send(c.bus, c.me, recipient.id, body)
-    c.sent_work(recipient.id)
+    c.sent_work(recipient.id, item.sent_at)  # not now: its answer may be in already
     c.say(f"sent to {recipient.name} ({short(recipient.id)}): message {short(item.id)}")
 
 

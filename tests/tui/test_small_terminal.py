@@ -135,3 +135,30 @@ async def test_panel_keys_pressed_elsewhere_say_where_to_press_them(bus: FileBus
         assert "select a flight that needs input" in app.notices[-1]
         await pilot.press("shift+tab", "a")  # on the command line, a letter is typed
         assert app.main.query_one(CommandLine).value == "a"
+
+
+async def test_help_reads_as_sentences_at_80_columns(bus: FileBus) -> None:
+    """/help at 80x24: a command's text runs the width of the page, not a word a line beside
+    its long usage; every command's usage is on one line of its own."""
+    from rich.console import Console
+    from textual.widgets import Static
+
+    from wavewait.tui.commands import COMMANDS
+    from wavewait.tui.screens.help import HelpScreen, help_text
+
+    app = scenes.frozen_app(bus)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await scenes.help_screen(pilot)
+        assert isinstance(app.screen, HelpScreen)
+        width = app.screen.query_one("#help-body").query_one(Static).content_region.width
+        assert width >= 70  # the page takes the terminal's width
+        console = Console(width=width, record=True, file=open("/dev/null", "w"))
+        console.print(help_text())
+        lines = [line.strip() for line in console.export_text().splitlines()]
+        text = "\n".join(lines)
+        for c in COMMANDS:
+            assert c.usage in lines, c.usage  # whole, on a line of its own
+        opening = next(line for line in lines if line.startswith("wait for the next message"))
+        assert len(opening.split()) >= 8, text  # a sentence, not a word a line
+        short_lines = [line for line in lines if line and len(line.split()) == 1 and not line.startswith("/")]
+        assert len(short_lines) <= 3, short_lines

@@ -33,7 +33,8 @@ def snap(snap_compare, bus: FileBus, scene: str) -> bool:
     setup, run_before = scenes.SCENES[scene]
     if setup is not None:
         asyncio.run(setup(bus))
-    return snap_compare(scenes.frozen_app(bus), run_before=run_before, terminal_size=scenes.SIZES.get(scene, SIZE))
+    app = scenes.frozen_app(bus, **scenes.OPTIONS.get(scene, {}))
+    return snap_compare(app, run_before=run_before, terminal_size=scenes.SIZES.get(scene, SIZE))
 
 
 def test_empty_bus(snap_compare, snap_bus):
@@ -62,6 +63,11 @@ def test_mirror_panel(snap_compare, snap_bus):
 
 def test_help(snap_compare, snap_bus):
     assert snap(snap_compare, snap_bus, "help")
+
+
+def test_help_at_80x24(snap_compare, snap_bus):
+    """At 80 columns each command's usage is on a line of its own and its text runs the width below."""
+    assert snap(snap_compare, snap_bus, "help-80")
 
 
 def test_flight_detail(snap_compare, snap_bus):

@@ -30,8 +30,19 @@ KEYS = (
 )
 
 
+def _stacked(rows: tuple[tuple[str, str], ...]) -> list[Padding]:
+    """A command's usage on a line of its own, its text below it at the full width: a usage
+    is long, and beside it the text would wrap to a word a line at 80 columns."""
+    out = []
+    for usage, text in rows:
+        out.append(Padding(Text(usage, style="bold"), (0, 0, 0, 2)))
+        out.append(Padding(Text(text), (0, 0, 0, 6)))
+    return out
+
+
 def _two_columns(rows: tuple[tuple[str, str], ...]) -> Table:
-    """Name and text side by side; a long text wraps within its column (a hanging indent)."""
+    """Name and text side by side; a long text wraps within its column (a hanging indent).
+    For short names (keys): the first column is as wide as the widest name."""
     table = Table.grid(padding=(0, 2))
     table.add_column(style="bold", no_wrap=True)
     table.add_column(ratio=1)
@@ -51,7 +62,7 @@ def help_text() -> Group:
     commands = tuple((c.usage, c.help) for c in COMMANDS)
     return Group(
         Text("Commands", style="bold underline"),
-        Padding(_two_columns(commands), (0, 0, 0, 2)),
+        *_stacked(commands),
         Text("\nKeys", style="bold underline"),
         Padding(_two_columns(KEYS), (0, 0, 0, 2)),
         Text("\nThe flights panel", style="bold underline"),

@@ -30,12 +30,13 @@ from ...core import admission, waves
 from ...core.bus import Bus, Changes
 from ...core.errors import WavewaitError
 from ...core.ids import is_id, short
-from ...core.model import Agent, WaitRecord, now
+from ...core.model import Agent, WaitRecord
 from ...core.proc import FramePacedHeap
 from ...core.results import Result
 from ...core.wait import Control, Join
 from ..commands import parse
-from ..demo import launch
+from ..demo import WAVE, launch
+from ..demo_story import DemoStory
 from ..host import Host, host_of
 from ..messages import WaitEnded, WaitProgressed
 from ..reading import BusRead
@@ -46,6 +47,7 @@ from ..widgets.command import CommandLine
 from ..widgets.eventlog import EventLog
 from ..widgets.flights import FlightsTable
 from ..widgets.followlog import FollowLog
+from ..widgets.guide import DemoGuide
 from ..widgets.header import WaveHeader
 from ..widgets.hints import CommandHints
 from ..widgets.mirror import MirrorTable
@@ -111,6 +113,8 @@ received. **F1** shows the help of the focused part.
         # the person's own wait
         self.own_wait = OwnWait(id="status")
         self.merging = False  # a /merge runs (one at a time)
+        self.result_in_view = False  # the last wait's result is the scrollback's newest: no toast covers it
+        self.story: DemoStory | None = None  # `wavewait demo`: the step its guide shows
 
     @property
     def host(self) -> Host:
@@ -135,6 +139,9 @@ received. **F1** shows the help of the focused part.
             yield FollowLog(id="scrollback", wrap=True, markup=False, highlight=False)
             yield EventLog(id="events")
         yield self.own_wait
+        if self.host.settings.demo is not None:
+            self.story = DemoStory()
+            yield DemoGuide(id="guide")
         yield CommandHints(self.flight_ids, id="hints")
         yield CommandLine(self.flight_ids, id="command")
         yield Footer()
@@ -231,7 +238,9 @@ received. **F1** shows the help of the focused part.
             for agent_id, line in noted.events:
                 events.add(agent_id, line)
         for message, severity in noted.notices:
-            self.host.notice(message, severity=severity)
+            if self.result_in_view:  # a line below the result, not a toast over it
+                self.say(Text(message, style=self.host.roles["bad" if severity == "error" else "needs_input"]))
+            self.host.notice(message, severity=severity, toast=not self.result_in_view)
         self._dirty = True
         self._repaint_unless_timed()
 
@@ -331,6 +340,7 @@ received. **F1** shows the help of the focused part.
         self.query_one(MirrorTable).show(others)
         if self.waiting:
             self.own_wait.paint(t, self.read.by_id, self.host.roles)
+        self._show_guide()
         self.call_after_refresh(self._fit_layout)  # a flight more, of the five kept in view
         self._probe(started)
 
@@ -349,7 +359,8 @@ received. **F1** shows the help of the focused part.
         if table.styles.min_height != Scalar.from_number(rows):
             table.styles.min_height = rows
         fixed = [self.query_one(WaveHeader), self.query_one("#mirror-box"), self.query_one(CommandHints)]
-        fixed += [self.query_one(CommandLine), self.query_one(Footer)]
+        guide = list(self.query(DemoGuide))
+        fixed += [*guide, self.query_one(CommandLine), self.query_one(Footer)]
         used = sum(w.outer_size.height for w in fixed if w.display)
         height = self.size.height
         status.fit(min(height - used - rows - LOWER_MIN, int(height * STATUS_SHARE)) - 1)  # less its border
@@ -359,7 +370,7 @@ received. **F1** shows the help of the focused part.
             return
         above = [w for w in (fixed[0], table, fixed[1]) if w.display]
         top = max((w.region.bottom for w in above), default=0)
-        below = [w for w in (status, self.query_one(CommandHints), self.query_one(CommandLine)) if w.display]
+        below = [w for w in (status, *guide, self.query_one(CommandHints), self.query_one(CommandLine)) if w.display]
         tops = [w.region.y for w in below if w.region.height]
         if not tops:
             return
@@ -472,6 +483,7 @@ received. **F1** shows the help of the focused part.
     # ------------------------------------------------------------------ commands
     def run_command(self, line: str) -> None:
         """Run one slash command; bad input prints the usage and starts nothing."""
+        self.result_in_view = False  # what the command says comes below it: toasts again
         self.say(Text(f"> {line}", style="bold"))
         try:
             parsed = parse(line)
@@ -492,8 +504,10 @@ received. **F1** shows the help of the focused part.
             log.exception("command %s failed", parsed.command.name)
             self.say_bad(f"{parsed.command.name} failed: {e.__class__.__name__}: {e}")
 
-    def sent_work(self, agent_id: str) -> None:
-        self.rounds[agent_id] = now()
+    def sent_work(self, agent_id: str, at: float) -> None:
+        """A new round of `agent_id` from `at`, the time its message was sent: a report after
+        it is the new round's, even one that came in before this was called."""
+        self.rounds[agent_id] = at
         self._dirty = True
 
     def open_merge(self, what: str, watch: Bus | None = None) -> MergeScreen:
@@ -534,16 +548,24 @@ received. **F1** shows the help of the focused part.
         self._repaint_unless_timed()
 
     def on_wait_ended(self, event: WaitEnded) -> None:
-        """Show the result (the wait kept it); the message goes on up to the app, whose exit value it is."""
+        """Show the result (the wait kept it); the message goes on up to the app, whose exit value it is.
+
+        The result is the news: no toast of its own over it (the person away from the
+        terminal is still told), and the toasts up now go, as the result says what they said.
+        """
         self.refresh_bindings()
+        if self.story is not None:
+            self.story.wait_ended()
+        self.app.clear_notifications()
         if event.result is None:
             self.say_bad(event.line)
-            self.host.notice(event.line, severity="error")
+            self.host.notice(event.line, severity="error", toast=False)
         else:
             for line in render_result(event.result, self.host.roles):
                 self.say(line)
-            outcome = event.result.outcome()
-            self.host.notice(event.line, severity="information" if outcome == "satisfied" else "warning")
+            satisfied = event.result.outcome() == "satisfied"
+            self.host.notice(event.line, severity="information" if satisfied else "warning", toast=False)
+        self.result_in_view = True
         self._dirty = True
         self._repaint_unless_timed()
 
@@ -581,4 +603,12 @@ received. **F1** shows the help of the focused part.
             log.exception("demo failed")
             self.say_bad(f"the demo could not start: {e.__class__.__name__}: {e}")
             return
-        self.run_command(f"/wait {demo.timeout:g} " + " ".join(short(a.id) for a in flights))
+        if flights:
+            self.run_command(f"/wait {demo.timeout:g} --wave {WAVE}")
+
+    def _show_guide(self) -> None:
+        """The demo's guide says the step of the story the person is at (`demo_story.py`)."""
+        if self.story is None:
+            return
+        flights = [a for a in self.agents if a.wave == WAVE and a.parent_id == self.me]
+        self.query_one(DemoGuide).show(self.story.step(flights, self.waiting, self.last_result))
