@@ -181,8 +181,6 @@ async def test_the_demos_story_at_80x24(file_bus):
         views = main.flight_views()
         assert [v.name for v in views if not v.reported] == ["linter"], views  # it died: no report
         assert main._panel.summary().startswith("5/6 reported")
-        if last.status == "needs_input":  # the core's to fix (fan_in.py): the question taken by no wait
-            pytest.xfail("an answered question comes back in the next wait (issue 41 item 3, core/wait)")
         assert last.status == "complete", last
         assert guide.text.startswith("⑤")
 
