@@ -19,6 +19,7 @@ class Exit(IntEnum):
     NEEDS_INPUT = 6  # a flight of the wait asked (answer, wait again); `merge`: a flight's branch stopped
     MERGE_ERROR = 7  # `merge` could not go on (the target moved, git failed); what merged stays merged
     UNMET = 8  # a join's need (any, K) can no longer be met
+    NOTHING_MERGED = 9  # `merge`: no flight's branch is in the target, none stopped: each was skipped
     INTERNAL_ERROR = (
         70  # wavewait itself failed (a bug, or the warm process running the command vanished): stderr says what
     )

@@ -17,7 +17,7 @@ from .errors import BadInput, DeadRecipient
 from .identity import check_sender
 from .ids import check_id, check_type, new_id
 from .limits import check_data, check_list, check_path, check_text
-from .model import Agent, Item
+from .model import Agent, Item, is_report
 
 PREVIEW = 200
 
@@ -36,9 +36,13 @@ def preview(text: str) -> str:
     return text if len(text) <= PREVIEW else text[: PREVIEW - 1] + "…"
 
 
-async def _deliver(bus: Bus, item: Item) -> Item:
+async def _deliver(bus: Bus, item: Item, sender: Agent) -> Item:
+    """Deliver an item `sender` sent; its first report (`is_report`) stamps its `reported_at`,
+    whichever way it was sent (send, notify_completion, ask): the merge queue reads it."""
     item = await bus.deliver(item)
     await bus.note_preview(item.sender, last_message=preview(item.body), last_message_at=item.sent_at)
+    if sender.reported_at is None and is_report(item.type):
+        await bus.update_agent(sender.id, reported_at=item.sent_at)
     return item
 
 
@@ -55,9 +59,9 @@ async def send(
             f"to: {recipient.name} ({recipient.id[:8]}) is {recipient.status}"
             f"{' (' + recipient.reason + ')' if recipient.reason else ''}; it cannot receive messages"
         )
-    await as_sender(bus, sender)
+    me = await as_sender(bus, sender)
     item = await _deliver(
-        bus, Item(id=new_id(), type=type, to=recipient.id, sender=sender, body=message, data=data or {})
+        bus, Item(id=new_id(), type=type, to=recipient.id, sender=sender, body=message, data=data or {}), me
     )
     await bus.transition(recipient.id, "running", ("idle",))  # new input: back to work
     if type == "question":
@@ -91,7 +95,7 @@ async def ask(bus: Bus, asker: str, question: str, to: str | None = None) -> Ite
     # marked before it is delivered: whoever takes the question can answer it at once
     await _mark_question(bus, item)
     try:
-        return await _deliver(bus, item)
+        return await _deliver(bus, item, me)
     except BaseException:
         await bus.update_agent(me.id, question=None, question_id=None)
         raise
@@ -113,7 +117,7 @@ async def ask_for(bus: Bus, flight: Agent, question: str, asked_by: str, to: str
     )
     preview = body if len(body) <= PREVIEW else body[: PREVIEW - 1] + "…"
     await bus.update_agent(flight.id, question=preview, question_id=qid, asked_by=asked_by)
-    return await _deliver(bus, item)
+    return await _deliver(bus, item, flight)
 
 
 async def withdraw(bus: Bus, flight: Agent, asked_by: str) -> None:
@@ -142,7 +146,7 @@ async def answer(bus: Bus, sender: str, asker: str, text: str, question_id: str 
             f"question_id: {question_id!r} is not {agent.name}'s open question ({agent.question_id}); it was "
             "answered already or replaced"
         )
-    await as_sender(bus, sender)
+    me = await as_sender(bus, sender)
     item = await _deliver(
         bus,
         Item(
@@ -153,6 +157,7 @@ async def answer(bus: Bus, sender: str, asker: str, text: str, question_id: str 
             body=text,
             data={"question_id": agent.question_id, "question": agent.question or ""},
         ),
+        me,
     )
     await bus.update_agent(agent.id, question=None, question_id=None)
     return item
@@ -197,8 +202,7 @@ async def notify_completion(
             body=message or f"finished: {status}",
             data={"status": status, "changes": changes},
         ),
+        worker,
     )
     await bus.transition(worker.id, "idle", ("running",))
-    if worker.reported_at is None:  # the first report orders the merge queue (core/merge/plan.py)
-        await bus.update_agent(worker.id, reported_at=item.sent_at)
     return item

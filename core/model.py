@@ -28,7 +28,8 @@ TargetStatus = Literal[
 FlightState = Literal["queued", "running", "idle", "needs_input", "closed", "dead"]
 WaitKind = Literal["next", "fan_in", "agent", "signal", "event"]
 
-#: Items that agents send; `wait` takes these. System events are only for `wait_for_event`.
+#: Items that agents send: a flight's reports (`is_report`); `wait` takes these. System
+#: events are only for `wait_for_event`.
 AGENT_ITEM_TYPES = frozenset({"message", "worker_complete", "question"})
 SYSTEM_ITEM_TYPES = frozenset({"agent_dead", "guard_tripped", "item_quarantined"})
 SYSTEM_EVENTS_KEPT = 1000
@@ -40,6 +41,14 @@ WAIT_VERSION = 1
 
 def now() -> float:
     return time.time()
+
+
+def is_report(item_type: str) -> bool:
+    """Whether an item of this type is a flight's report (docs/words.md, "reported"): a
+    message, its completion or a question. The one test: waits take these, the panel's
+    `N/M reported` counts them, and a flight's first one stamps its `reported_at`
+    (core/messages.py), which the merge queue reads (`Agent.reported`)."""
+    return item_type in AGENT_ITEM_TYPES
 
 
 class Record(BaseModel):
@@ -119,7 +128,7 @@ class Agent(Record):
     #: who asked `question` for the flight: None (the flight itself) or `merge` (the merge queue
     #: stopped on its branch, core/merge/); a merge question keeps an ended flight `needs_input`
     asked_by: str | None = None
-    reported_at: float | None = None  # when it first reported (`notify_completion`): the merge order
+    reported_at: float | None = None  # when it sent its first report (`is_report`): the merge order
     # coding flights (docs/coding-waves.md); absent on records written before them
     preset: str | None = None  # the agent preset it runs (core/presets.py)
     events: str | None = None  # the format of its machine-readable events (core/agent_events.py)
@@ -136,6 +145,11 @@ class Agent(Record):
     @property
     def finished(self) -> bool:
         return self.status in ("closed", "dead")
+
+    @property
+    def reported(self) -> bool:
+        """It sent a report (`is_report`: a message, its completion or a question) to anyone."""
+        return self.reported_at is not None
 
     @property
     def pending(self) -> bool:

@@ -16,7 +16,7 @@ from textual.notifications import SeverityLevel
 from ..core.bus import Bus
 from ..core.bus.keys import agent_of, inbox_key, is_wait_key
 from ..core.ids import short
-from ..core.model import AGENT_ITEM_TYPES, Agent, McpTask, WaitRecord
+from ..core.model import Agent, McpTask, WaitRecord, is_report
 from .state import GLYPH
 
 DEATH_TOASTS = 3  # more deaths than this in one read make one toast, not a burst
@@ -71,8 +71,8 @@ class BusRead:
                     self.woken[w.id] = await bus.get_mcp_task(w.task_id)
         heard = self.heard_from
         if full or ended or inbox_key(me) in keys:
-            heard = {r.sender for r in await bus.pending(me) if r.type in AGENT_ITEM_TYPES}
-            heard |= {i.sender for i in await bus.history(me, 1000) if i.type in AGENT_ITEM_TYPES}
+            heard = {r.sender for r in await bus.pending(me) if is_report(r.type)}
+            heard |= {i.sender for i in await bus.history(me, 1000) if is_report(i.type)}
         noted = Noted()
         if full or fresh:
             self._note_changes(noted, me, own_waits, fresh, waits, roles)

@@ -14,7 +14,7 @@ from ..ids import check_name
 from ..results import Result
 
 FlightStatus = Literal["merged", "conflict", "check_failed", "skipped", "pending"]
-MergeStatus = Literal["merged", "needs_input", "planned"]
+MergeStatus = Literal["merged", "needs_input", "nothing_merged", "planned"]
 METHOD = "merge --no-ff"
 #: why a merge commit rather than a rebase, said in every result
 METHOD_WHY = (
@@ -60,7 +60,9 @@ class MergeResult(Result):
 
     @property
     def exit_code(self) -> Exit:
-        return Exit.NEEDS_INPUT if self.status == "needs_input" else Exit.OK
+        if self.status == "needs_input":
+            return Exit.NEEDS_INPUT
+        return Exit.NOTHING_MERGED if self.status == "nothing_merged" else Exit.OK
 
     def summary(self) -> str:
         n = {
@@ -71,6 +73,11 @@ class MergeResult(Result):
                 f"merge {self.wave} into {self.target}: planned · {n['pending']} would be merged or wait"
                 f" · {n['merged']} already merged · {n['conflict']} would conflict"
                 + (f" · {n['check_failed']} would fail the check again" if n["check_failed"] else "")
+            )
+        if self.status == "nothing_merged":
+            return (
+                f"merge {self.wave} into {self.target}: nothing merged · "
+                f"{len(self.flights)} skipped (each entry's why says why)"
             )
         return (
             f"merge {self.wave} into {self.target}: {self.status.replace('_', ' ')} · {n['merged']} merged"

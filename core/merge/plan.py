@@ -89,10 +89,16 @@ async def plan(bus: Bus, wave: str) -> list[Flight]:
     tasks = await _tasks_of(bus, wave)
     task_agent = {t.id: aid for aid, t in tasks.items()}
     listed = await admission.list_swept(bus, wave)
+    if not listed:
+        raise BadInput(
+            f"wave: there is no wave {wave!r}: no flight was ever spawned in it; "
+            "`wavewait agents` lists the flights and their waves (spawn into one with --wave NAME --worktree)"
+        )
     for a in listed:
         if a.worktree is None:
             continue
         task = tasks.get(a.id)
+        # reported: a queue task once done, any other flight once it sent a report (`Agent.reported`)
         reported = (task.updated_at if task.status == "done" else None) if task is not None else a.reported_at
         depends = [task_agent[d] for d in task.depends_on if d in task_agent] if task else []
         flights.append(Flight(agent=a, task=task, reported=reported, depends=depends))
@@ -104,6 +110,10 @@ async def plan(bus: Bus, wave: str) -> list[Flight]:
             f.result("skipped", why=f"dead: {f.agent.reason or 'its process ended without reporting'}")
         elif f.reported is None:
             f.result("skipped", why="it did not report (still running, or ended without a report)")
+        elif f.agent.state == "needs_input" and f.agent.asked_by is None:
+            f.result(
+                "skipped", why="it asked a question nobody answered yet: answer it (wavewait reply), then merge again"
+            )
         elif (holder := taken.get(f.agent.id)) is not None:
             whose = f"{names[holder]} ({holder[:8]})" if holder in names else holder[:8]
             f.result("skipped", why=f"its branch {f.branch} is gone: that name is now the branch of {whose}")

@@ -57,7 +57,11 @@ class Run:
     def result(self, *, dry_run: bool = False) -> MergeResult:
         outs = [f.out or f.result("pending", why="not merged yet") for f in self.flights]
         stopped = any(o.status in ("conflict", "check_failed", "pending") for o in outs)
-        status: MergeStatus = "planned" if dry_run else "needs_input" if stopped else "merged"
+        # no branch in the target and none stopped: every flight was skipped, never `merged`
+        none = not any(o.status == "merged" for o in outs)
+        status: MergeStatus = (
+            "planned" if dry_run else "needs_input" if stopped else "nothing_merged" if none else "merged"
+        )
         return MergeResult(
             status=status,
             wave=self.wave,
@@ -232,7 +236,7 @@ class Run:
             ours = before.get("status") in ("merged", "checking") and before.get("tip") == tip
             kept = str(before.get("commit"))
             commit = kept if ours and await asyncio.to_thread(is_ancestor, self.repo, kept, onto) else None
-            await self.merged(f, tip, commit, None if commit else "its branch is already in the target")
+            await self.merged(f, tip, commit, "its branch is already in the target")
             return
         if (
             not resolving

@@ -525,6 +525,7 @@ def names_of(agents: Sequence[Agent]) -> str:
     return ", ".join(a.name for a in agents)
 
 
+#: the item types a wait takes from flights: their reports, the types `model.is_report` accepts
 AGENT_TYPES = sorted(AGENT_ITEM_TYPES)
 #: a progress line names at most this many targets per list ("... and 9,980 more")
 NAMES_SHOWN = 20

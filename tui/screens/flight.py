@@ -20,7 +20,7 @@ from textual.widgets import RichLog, Static
 from ...core import changes
 from ...core.bus import Bus
 from ...core.errors import WavewaitError
-from ...core.model import AGENT_ITEM_TYPES, Agent, Item
+from ...core.model import Agent, Item, is_report
 from ..host import host_of
 from ..state import ago, flight_state, word
 
@@ -144,11 +144,11 @@ class FlightScreen(ModalScreen[None]):
     def _item_line(self, item: Item, t0: float) -> Text:
         where = "queued" if item.taken_by is None else f"taken by {item.taken_by}"
         arrow = "→ you" if item.to == self.me else f"→ {item.to[:8]}"
-        kind = item.type if item.type in AGENT_ITEM_TYPES else f"event {item.type}"
+        kind = item.type if is_report(item.type) else f"event {item.type}"
         line = Text(f"+{ago(item.sent_at - t0):>6} ", style="dim")
         line.append(
             f"{kind} {arrow} ({where}): ",
-            style="bold" if item.type in AGENT_ITEM_TYPES else host_of(self.app).roles["bad"],
+            style="bold" if is_report(item.type) else host_of(self.app).roles["bad"],
         )
         line.append(item.body)
         return line

@@ -38,7 +38,13 @@ ROLE = {
 READ_EVERY = 0.1  # a burst of changes is read at most ten times a second
 DETAIL_MIN = 20  # columns of the detail column at least (it takes what the terminal has left)
 NAVIGATION = {"up", "down", "pageup", "pagedown", "home", "end"}
-HEADLINE = {"merged": "merged", "needs_input": "stopped: flights need input", "planned": "planned (dry run)"}
+HEADLINE = {
+    "merged": "merged",
+    "needs_input": "stopped: flights need input",
+    "nothing_merged": "nothing merged: every flight was skipped",
+    "planned": "planned (dry run)",
+}
+TONE = {"needs_input": "needs_input", "nothing_merged": "warn"}  # the headline's role once done (else good)
 
 
 class MergeScreen(Screen[None]):
@@ -104,7 +110,7 @@ class MergeScreen(Screen[None]):
         counts = {s: sum(1 for f in result.flights if f.status == s) for s in GLYPHS}
         title.append("\n")
         state = HEADLINE[result.status] if self.done else "merging…"
-        title.append(state, style=roles["needs_input" if self.done and result.status == "needs_input" else "good"])
+        title.append(state, style=roles[TONE.get(result.status, "good") if self.done else "good"])
         title.append("  " + " · ".join(f"{n} {s.replace('_', ' ')}" for s, n in counts.items() if n))
         self.query_one("#merge-title", Static).update(title)
         overlap = Text("overlap: ", style="bold")

@@ -44,7 +44,7 @@ MERGE_WAVE_DOC = (
     "flight twice. dry_run: the plan, each flight as the merge would decide it (and the overlap: "
     "files two flights touched), moving nothing. "
     "resolve_with 'claude'|'codex': a conflict goes to a new flight in that branch's worktree, "
-    "and the queue waits for it and tries again. Returns {status: merged|needs_input|planned, "
+    "and the queue waits for it and tries again. Returns {status: merged|needs_input|nothing_merged|planned, "
     "target, overlap, flights: [{agent_id, name, branch, status: merged|conflict|check_failed|"
     "skipped|pending, files?, output?, why?}]}."
 )
@@ -120,6 +120,8 @@ def register_flight_tools(server: MCPServer, bus: Bus, s: Settings) -> None:
         hint = None
         if result.status == "needs_input":
             hint = "fix the branches that stopped (commit on them), then call merge_wave again: it continues"
+        elif result.status == "nothing_merged":
+            hint = "nothing merged: every flight was skipped (each entry's why says why); wait for them to report"
         return reply(result, hint)
 
 
