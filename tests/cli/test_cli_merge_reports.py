@@ -205,3 +205,30 @@ async def test_spawn_worktree_puts_the_worktree_where_the_pages_say(bus, repo, t
         text = (DOCS / page).read_text()
         assert said in text[: text.index(before)], f"{page} says where worktrees live before {before!r}"
     assert re.search(r"WAVEWAIT_WORKTREES", (DOCS / "cli.md").read_text())
+
+
+async def test_a_flight_asking_a_question_has_reported_but_is_not_merged_until_answered(bus, repo) -> None:
+    """A question is a report (docs/words.md), but a flight waiting for its answer is mid-work:
+    the merge skips it and says why; answered, and done, it merges."""
+    work = "echo q > q.txt && git add q.txt && git commit -qm q && wavewait ask 'keep q.txt?' --timeout 120"
+    code, _, err = cli(bus, repo, "spawn", "asker", "--wave", "ask", "--worktree", "-q", "--", "sh", "-c", work)
+    assert code == 0, err
+
+    async def asking() -> bool:
+        return any(a.state == "needs_input" for a in await bus.list_agents() if a.name == "asker")
+
+    await until(asking, 60, "the flight to ask")
+    start = git(repo, "rev-parse", "main").strip()
+    code, out, err = cli(bus, repo, "merge", "ask")
+    assert code == 9 and out["status"] == "nothing_merged", (out, err)
+    assert [(f["status"], f["why"]) for f in out["flights"]] == [
+        ("skipped", "it asked a question nobody answered yet: answer it (wavewait reply), then merge again")
+    ]
+    assert git(repo, "rev-parse", "main").strip() == start
+    asker = out["flights"][0]["agent_id"]
+    code, _, err = cli(bus, repo, "reply", asker, "yes")
+    assert code == 0, err
+    await ended(bus, [asker])
+    code, out, err = cli(bus, repo, "merge", "ask")
+    assert code == 0 and [f["status"] for f in out["flights"]] == ["merged"], (out, err)
+    assert (repo / "q.txt").read_text() == "q\n"
