@@ -60,3 +60,35 @@ async def test_merge_wave_merges_three_stops_two_and_a_second_call_moves_nothing
             await c.call_tool("merge_wave", {"wave": WAVE, "into": "nope"})
         )
         assert "resolve_with" in error_text(await c.call_tool("merge_wave", {"wave": WAVE, "resolve_with": "vim"}))
+
+
+async def test_merge_wave_of_flights_that_never_reported_says_nothing_merged(bus, repo) -> None:
+    import subprocess
+
+    from conftest import env_for, until, wavewait_cmd
+
+    env = env_for(bus, WAVEWAIT_WORKTREES=os.environ["WAVEWAIT_WORKTREES"])
+    work = "echo s > s.txt && git add s.txt && git commit -qm s"  # and no report
+    p = subprocess.run(
+        wavewait_cmd("spawn", "silent", "--wave", "mute", "--worktree", "-q", "--", "sh", "-c", work),
+        env=env,
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert p.returncode == 0, p.stderr
+    silent = p.stdout.strip()
+
+    async def ended() -> bool:
+        a = await bus.get_agent(silent)
+        return a is not None and a.finished
+
+    await until(ended, 60, "the flight to end")
+    start = git(repo, "rev-parse", "main").strip()
+    async with mcp_client(bus, env={"WAVEWAIT_WORKTREES": os.environ["WAVEWAIT_WORKTREES"]}, cwd=str(repo)) as c:
+        out = data(await c.call_tool("merge_wave", {"wave": "mute"}))
+    assert out["status"] == "nothing_merged"
+    assert [f["status"] for f in out["flights"]] == ["skipped"]
+    assert "nothing merged" in out["hint"]
+    assert git(repo, "rev-parse", "main").strip() == start
