@@ -47,7 +47,7 @@ def is_report(item_type: str) -> bool:
     """Whether an item of this type is a flight's report (docs/words.md, "reported"): a
     message, its completion or a question. The one test: waits take these, the panel's
     `N/M reported` counts them, and a flight's first one stamps its `reported_at`
-    (core/messages.py), which the merge queue reads (`Agent.reported`)."""
+    (core/messages.py), which the merge queue reads (core/merge/plan.py)."""
     return item_type in AGENT_ITEM_TYPES
 
 
@@ -145,11 +145,6 @@ class Agent(Record):
     @property
     def finished(self) -> bool:
         return self.status in ("closed", "dead")
-
-    @property
-    def reported(self) -> bool:
-        """It sent a report (`is_report`: a message, its completion or a question) to anyone."""
-        return self.reported_at is not None
 
     @property
     def pending(self) -> bool:

@@ -98,7 +98,7 @@ async def plan(bus: Bus, wave: str) -> list[Flight]:
         if a.worktree is None:
             continue
         task = tasks.get(a.id)
-        # reported: a queue task once done, any other flight once it sent a report (`Agent.reported`)
+        # reported: a queue task once done, any other flight once it sent a report (`model.is_report`)
         reported = (task.updated_at if task.status == "done" else None) if task is not None else a.reported_at
         depends = [task_agent[d] for d in task.depends_on if d in task_agent] if task else []
         flights.append(Flight(agent=a, task=task, reported=reported, depends=depends))
