@@ -37,16 +37,7 @@ WAVEWAIT = Path(sys.executable).parent / "wavewait"
 
 #: Recipes that fail today because of a bug being fixed (issue 41): strict, so the fix turns
 #: each into a failure (XPASS) until its line here is removed. Key: the recipe's id.
-KNOWN_FAILURES: dict[str, str] = {
-    "docs/merging.md > Step by step > see what a merge would do": (
-        "issue 41 item 1: a flight that reported with `wavewait send` is planned `skipped` "
-        "(it did not report), not `pending`"
-    ),
-    "docs/merging.md > Step by step > merge with the check": (
-        "issue 41 item 1: a flight that reported with `wavewait send` is `skipped` (it did not report), "
-        "and the merge still says `merged`, exit 0"
-    ),
-}
+KNOWN_FAILURES: dict[str, str] = {}
 
 #: Recipes the issue requires to run word for word: none of them may be skipped.
 REQUIRED = (
