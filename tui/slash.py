@@ -114,7 +114,7 @@ async def wait(c: Console, p: Parsed) -> None:
     o = p.options
     request = WaitRequest(
         timeout=check_timeout(p.args[0], "TIMEOUT"),
-        ids=p.args[1:],
+        ids=p.args[1:] or None,
         wave=str(o["wave"]) if "wave" in o else None,
         files=[FilesTarget.parse(f, os.getcwd()) for f in p.repeated.get("files", [])],
         events=p.repeated.get("event", []),

@@ -117,7 +117,7 @@ async def cmd_send(bus: Bus, args: argparse.Namespace) -> int:
 async def cmd_wait(bus: Bus, args: argparse.Namespace) -> int:
     request = wait.WaitRequest(
         timeout=wait.check_timeout(args.timeout),
-        ids=args.ids,
+        ids=args.ids or None,
         wave=args.wave,
         files=[wait.FilesTarget.parse(f, os.getcwd()) for f in args.files or ()],
         events=args.event or [],

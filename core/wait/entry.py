@@ -33,10 +33,12 @@ TARGET_FIELDS = ("from_agents", "wave", "files", "events")
 class WaitRequest:
     """A wait as a face parsed it. `files` hold absolute globs: each face resolves a relative
     one from where its person is (the CLI's and TUI's working directory, the MCP server's
-    project). Without targets (ids, a wave, files, events) it is the next message."""
+    project). Without targets (ids, a wave, files, events) it is the next message; `ids` given
+    empty (a tool's `from_agents: []`) asks a fan-in over nothing, which is refused, never
+    taken for the next message."""
 
     timeout: float
-    ids: Sequence[str] = ()
+    ids: Sequence[str] | None = None
     wave: str | None = None
     files: Sequence[FilesTarget] = ()
     events: Sequence[str] = ()
@@ -48,7 +50,7 @@ class WaitRequest:
 
     @property
     def targeted(self) -> bool:
-        return bool(self.ids) or self.wave is not None or bool(self.files) or bool(self.events)
+        return self.ids is not None or self.wave is not None or bool(self.files) or bool(self.events)
 
 
 @dataclass(frozen=True)
@@ -93,8 +95,8 @@ async def plan(bus: Bus, request: WaitRequest) -> Plan:
             "{max_messages}: applies without {from_agents}; a fan-in takes one message per listed agent",
             fields=("max_messages", "from_agents"),
         )
-    targets = await read_targets(bus, r.ids, join)
-    return Plan(timeout, join, targets, list(r.ids))
+    ids = list(r.ids or ())
+    return Plan(timeout, join, await read_targets(bus, ids, join), ids)
 
 
 async def run_plan(

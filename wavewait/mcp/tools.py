@@ -366,7 +366,7 @@ def register(server: MCPServer, bus: Bus, s: Settings, deliveries: Deliveries) -
         eff, cut = clamp(s, timeout, ctx)
         request = wait.WaitRequest(
             timeout=eff,
-            ids=from_agents or (),
+            ids=from_agents,
             wave=wave,
             files=[f.model_copy(update={"glob": await resolve_signal_path(s, f.glob)}) for f in files or ()],
             events=events or (),
