@@ -43,7 +43,7 @@ from . import agents, budgets, waves
 from .bus import Bus, open_bus
 from .errors import BadInput, BudgetSpent
 from .exits import Exit
-from .ids import check_name, is_id
+from .ids import check_wave, is_id
 from .model import Agent, now
 from .proc import alive, hostname, me
 
@@ -383,7 +383,7 @@ async def spawn(
     record returned at once) and starts when a slot frees. A wave that spent its budget
     refuses it before it is queued (and again before a queued flight starts). `on_record`
     is called before it is queued or started (`agents.recorded`)."""
-    if wave is None or await limit_of(bus, check_name(wave, "wave")) is None:
+    if wave is None or await limit_of(bus, check_wave(wave)) is None:
         return await agents.spawn_without_admission(
             bus,
             name,
@@ -428,9 +428,21 @@ async def list_swept(bus: Bus, wave: str | None = None) -> list[Agent]:
     """The agents (of `wave`) as `wavewait agents` and `list_agents` show them: after a
     liveness sweep (and the steps it calls for)."""
     if wave is not None:
-        check_name(wave, "wave")
+        check_wave(wave)
     await sweep(bus, await bus.list_agents())
     return [a for a in await bus.list_agents() if wave is None or a.wave == wave]
+
+
+async def list_wave(bus: Bus, wave: str | None) -> list[Agent]:
+    """`list_swept`, where a person named the wave: a wave no flight is in is bad input, not
+    an empty list with exit 0 (a misspelt wave would read as one whose flights all went)."""
+    found = await list_swept(bus, wave)
+    if wave is not None and not found:
+        raise BadInput(
+            f"{{wave}}: no flight is in wave {wave}; list the agents without a wave to see the waves there are",
+            fields=("wave",),
+        )
+    return found
 
 
 async def kill(bus: Bus, agent: Agent, by: str | None = None) -> Agent:

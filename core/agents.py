@@ -28,7 +28,7 @@ from . import budgets, worktrees
 from .bus import Bus
 from .errors import BadInput, WavewaitError
 from .identity import SECRET_ENV, new_secret, supervised_flight_id, supervisor_argv
-from .ids import check_id, check_name, new_id, resolve
+from .ids import check_id, check_name, check_wave, new_id, resolve
 from .limits import MAX_AGENT_IDS, check_argv, check_list, shown
 from .model import Agent, Item, now
 from .proc import alive, group_members, hostname, pid_start
@@ -216,7 +216,7 @@ def prepare(
     check_name(name)
     command = check_argv(command)
     if wave is not None:
-        check_name(wave, "wave")
+        check_wave(wave)
     parent_id = caller_id(parent_id)
     agent_id = new_id() if agent_id is None else check_id(agent_id, "agent_id")
     agent = Agent(
@@ -368,7 +368,9 @@ async def close_without_admission(bus: Bus, agent: Agent, reason: str = "closed"
     if closed is None:
         current = await bus.get_agent(agent.id)
         if current is not None and current.status == "dead":
-            raise BadInput(f"agentId: {agent.name} ({agent.id[:8]}) is dead, not open; nothing to close")
+            raise BadInput(
+                f"{{agentId}}: {agent.name} ({agent.id[:8]}) is dead, not open; nothing to close", fields=("agentId",)
+            )
         closed = current or agent
     if closed.worktree is not None and closed.host in (None, hostname()) and not alive(closed.pid, closed.pid_start):
         try:

@@ -93,8 +93,9 @@ def check(
     keep = check_settings(budget_tokens=budget_tokens, budget_usd=budget_usd)
     if keep and wave is None:
         raise BadInput(
-            "budget_tokens, budget_usd: a budget is the wave's; give a wave too, "
-            "or cap this one flight with flight_budget_tokens / flight_budget_usd"
+            "{budget_tokens}, {budget_usd}: a budget is the wave's; give {wave} too, "
+            "or cap this one flight with {flight_budget_tokens} / {flight_budget_usd}",
+            fields=("budget_tokens", "budget_usd", "wave", "flight_budget_tokens", "flight_budget_usd"),
         )
     return BudgetArgs(keep, flight_cap(flight_budget_tokens, flight_budget_usd))
 

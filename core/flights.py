@@ -21,7 +21,7 @@ from . import admission, agent_sessions, agents, budgets, changes, messages, pre
 from .agent_events import LINE_LIMIT, EventReader
 from .bus import Bus
 from .errors import BadInput, WavewaitError
-from .ids import check_name, check_word, new_id
+from .ids import check_name, check_wave, check_word, new_id
 from .limits import check_argv
 from .model import Agent, ChangeSummary, Usage
 from .proc import alive, hostname
@@ -68,7 +68,7 @@ async def start(
     `on_record`, called once its record is kept, before it starts (`agents.recorded`)."""
     check_name(name)
     if wave is not None:
-        check_name(wave, "wave")
+        check_wave(wave)
     if model is not None:
         check_word(model, "model")
     if base is not None:
@@ -267,7 +267,7 @@ async def prune(bus: Bus, *, force: bool = False, wave: str | None = None) -> di
     goes too once nothing of it is left (`worktrees.tidy_repo_folder`).
     """
     done: dict[str, list[dict[str, str]]] = {"removed": [], "kept": [], "branches_deleted": [], "branches_kept": []}
-    listed = await admission.list_swept(bus, wave)
+    listed = await admission.list_wave(bus, wave)
     taken = await asyncio.to_thread(worktrees.taken_branches, listed)
     repos: set[str] = set()
     for a in listed:

@@ -24,16 +24,34 @@ def new_id() -> str:
     return uuid.uuid4().hex
 
 
+def _bad(field: str, what: str) -> BadInput:
+    """A refusal that names the caller's field, for each face to say in its words (errors.py)."""
+    return BadInput("{" + field + "}: " + what, fields=(field,))
+
+
 def check_id(value: object, field: str = "id") -> str:
     """Return `value` if it is a safe id, else raise `BadInput` naming the field."""
     if not isinstance(value, str) or not value:
-        raise BadInput(f"{field}: must be a non-empty string")
+        raise _bad(field, "must be a non-empty string")
     if len(value) > MAX_ID_LEN:
-        raise BadInput(f"{field}: at most {MAX_ID_LEN} characters, got {len(value)}")
+        raise _bad(field, f"at most {MAX_ID_LEN} characters, got {len(value)}")
     if ".." in value or not _ID_RE.fullmatch(value):
-        raise BadInput(
-            f"{field}: {value!r} is not a valid id; use letters, digits and _ . @ - "
-            "(starting with a letter or digit, no '..')"
+        raise _bad(
+            field,
+            f"{value!r} is not a valid id; use letters, digits and _ . @ - (starting with a letter or digit, no '..')",
+        )
+    return value
+
+
+def check_wave(value: object, field: str = "wave") -> str:
+    """A wave's name: an id, as the bus keeps a wave's settings and merge under it. One rule
+    for every verb: a name with spaces is refused by each, never taken by one and refused by
+    the next (docs/admission.md)."""
+    if not isinstance(value, str) or not is_id(value):
+        raise _bad(
+            field,
+            f"{shown(value)} is not a wave name; use at most {MAX_ID_LEN} letters, digits and _ . @ - "
+            "(starting with a letter or digit, no '..')",
         )
     return value
 
@@ -91,13 +109,16 @@ def resolve(token: str, known: Iterable[str], field: str = "agent", what: str = 
     ids = set(known)
     if token in ids:
         return token
+    named = "{" + field + "}"  # the caller's field, in each face's words (errors.py)
     if len(token) < MIN_PREFIX:
-        raise UnknownAgent(f"{field}: no {what} {token!r}; a prefix needs at least {MIN_PREFIX} characters")
+        raise UnknownAgent(
+            f"{named}: no {what} {token!r}; a prefix needs at least {MIN_PREFIX} characters", fields=(field,)
+        )
     hits = sorted(i for i in ids if i.startswith(token))
     if not hits:
-        raise UnknownAgent(f"{field}: no {what} matches {token!r}; list {what}s to see the ids")
+        raise UnknownAgent(f"{named}: no {what} matches {token!r}; list {what}s to see the ids", fields=(field,))
     if len(hits) > 1:
-        raise AmbiguousId(f"{field}: prefix {token!r} fits {len(hits)} {what}s: {', '.join(hits)}")
+        raise AmbiguousId(f"{named}: prefix {token!r} fits {len(hits)} {what}s: {', '.join(hits)}", fields=(field,))
     return hits[0]
 
 

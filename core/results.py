@@ -399,19 +399,25 @@ class AgentList(ToolResult):
 
 
 class CloseResult(ToolResult):
-    agentId: str  # the seed's spelling
+    agentId: str  # the close_agent tool's spelling (the seed's); the CLI's `close` says AgentStatus
     status: str
 
     def summary(self) -> str:
         return f"{self.agentId} {self.status}"
 
 
-class KillResult(ToolResult):
+class AgentStatus(ToolResult):
+    """An agent's id and status after a verb on it: the CLI's `kill` and `close` say it alike."""
+
     agent_id: str
     status: str
 
     def summary(self) -> str:
         return f"{self.agent_id} {self.status}"
+
+
+class KillResult(AgentStatus):
+    pass
 
 
 class InterruptResult(ToolResult):

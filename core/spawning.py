@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 from . import agents, budgets, flights, waves
 from .bus import Bus
 from .errors import BadInput
+from .ids import check_wave
 from .model import Agent
 
 
@@ -59,6 +60,8 @@ async def spawn(bus: Bus, request: SpawnRequest, *, on_record: agents.OnRecord |
     `on_record` is a step of the spawner, not an option of the flight (the queue runner names
     the flight in its task once its record is kept, `agents.recorded`), so it is no field."""
     r = request
+    if r.wave is not None:
+        check_wave(r.wave)  # one rule for a wave's name, limit or none (docs/admission.md)
     given = budgets.check(
         r.wave,
         budget_tokens=r.budget_tokens,
@@ -68,7 +71,7 @@ async def spawn(bus: Bus, request: SpawnRequest, *, on_record: agents.OnRecord |
     )
     if r.max_parallel is not None:
         if r.wave is None:
-            raise BadInput("max_parallel: caps a wave; give wave too")
+            raise BadInput("{max_parallel}: caps a wave; give {wave} too", fields=("max_parallel", "wave"))
         await waves.set_settings(bus, r.wave, max_parallel=r.max_parallel)
     await agents.ensure_agent(bus, r.parent)
     env = None

@@ -516,7 +516,9 @@ async def complete_task(
     checked = check_handoff(handoff)
     target = task_id or bound
     if not target:
-        raise BadInput("taskId: this process is bound to no task (WAVEWAIT_TASK_ID is unset); pass taskId")
+        raise BadInput(
+            "{taskId}: this process is bound to no task (WAVEWAIT_TASK_ID is unset); pass {taskId}", fields=("taskId",)
+        )
     check_id(target, "taskId")
     me = await q.bus.get_agent(check_id(caller, "agent"))
     await check_sender(q.bus, caller, me)

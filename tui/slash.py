@@ -18,11 +18,11 @@ from rich.text import Text
 from ..core import admission, merge, messages, spawning
 from ..core import agents as agents_mod
 from ..core.bus import Bus
-from ..core.errors import BadInput, WavewaitError
+from ..core.errors import WavewaitError
 from ..core.ids import resolve, short
 from ..core.merge import MergeResult
-from ..core.model import Agent, WaitRecord
-from ..core.wait import FilesTarget, Join, check_timeout, parse_need
+from ..core.model import WaitRecord
+from ..core.wait import CHECK_TIMEOUT, FilesTarget, Plan, WaitRequest, check_timeout, parse_need, plan
 from ..spawn_flags import spawn_request
 from .host import Host
 from .state import one_line, word
@@ -90,7 +90,7 @@ class Console(Protocol):
 
     def say_bad(self, message: str) -> None: ...
 
-    def start_wait(self, timeout: float, targets: list[Agent], join: Join) -> object: ...
+    def start_wait(self, planned: Plan) -> object: ...
 
     def sent_work(self, agent_id: str, at: float) -> None:
         """The person sent `agent_id` work at `at` (the message's time): its reports after
@@ -107,28 +107,26 @@ Handler = Callable[[Console, Parsed], Awaitable[None] | None]
 
 
 async def wait(c: Console, p: Parsed) -> None:
+    """The one wait entry of the faces (core/wait/entry.py), planned here so that the panel
+    shows the targets it read; the own-wait widget runs the plan."""
     if _refuse_second_wait(c):
         return
-    timeout = check_timeout(p.args[0], "TIMEOUT")
     o = p.options
-    join = Join(
+    request = WaitRequest(
+        timeout=check_timeout(p.args[0], "TIMEOUT"),
+        ids=p.args[1:] or None,
         wave=str(o["wave"]) if "wave" in o else None,
         files=[FilesTarget.parse(f, os.getcwd()) for f in p.repeated.get("files", [])],
         events=p.repeated.get("event", []),
         need=parse_need(str(o.get("need", "all"))),
         check=str(o["check"]) if "check" in o else None,
-        check_timeout=check_timeout(str(o.get("check_timeout", "600")), "--check-timeout"),
+        check_timeout=check_timeout(str(o.get("check_timeout", CHECK_TIMEOUT)), "--check-timeout"),
         stop_rest=bool(o.get("stop_rest")),
     )
-    targets = await agents_mod.resolve_agents(c.bus, p.args[1:], "ID") if p.args[1:] else []
-    if join.wave is not None:
-        named = {a.id for a in targets}
-        targets += [a for a in await c.bus.list_agents() if a.wave == join.wave and a.id not in named]
-    if _refuse_second_wait(c):  # one may have started while the ids resolved
+    planned = await plan(c.bus, request)
+    if _refuse_second_wait(c):  # one may have started while the targets were read
         return
-    if not (targets or join.files or join.events) and not join.plain:
-        raise BadInput("--need, --check, --stop-rest: name the targets (ids, --wave, --files, --event)")
-    c.start_wait(timeout, targets, join)
+    c.start_wait(planned)
 
 
 def _refuse_second_wait(c: Console) -> bool:

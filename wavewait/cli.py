@@ -32,7 +32,7 @@ from .core.limits import check_path
 from .core.results import (
     AgentInfo,
     AgentList,
-    CloseResult,
+    AgentStatus,
     DiffStat,
     InterruptResult,
     KillResult,
@@ -47,6 +47,7 @@ from .core.results import (
 from .queue_cli import COMMANDS as QUEUE_COMMANDS
 from .queue_cli import mcp_settings
 from .spawn_flags import spawn_request
+from .words import said
 
 if TYPE_CHECKING:
     from .mcp.front import Front
@@ -114,9 +115,9 @@ async def cmd_send(bus: Bus, args: argparse.Namespace) -> int:
 
 
 async def cmd_wait(bus: Bus, args: argparse.Namespace) -> int:
-    caller = agents_mod.caller_id(args.agent)
-    timeout = wait.check_timeout(args.timeout)
-    join = wait.Join(
+    request = wait.WaitRequest(
+        timeout=wait.check_timeout(args.timeout),
+        ids=args.ids or None,
         wave=args.wave,
         files=[wait.FilesTarget.parse(f, os.getcwd()) for f in args.files or ()],
         events=args.event or [],
@@ -124,14 +125,10 @@ async def cmd_wait(bus: Bus, args: argparse.Namespace) -> int:
         check=args.check,
         check_timeout=wait.check_timeout(args.check_timeout, "--check-timeout"),
         stop_rest=args.stop_rest,
+        max_messages=args.max,
     )
-    if args.ids or join.wave is not None or join.files or join.events:
-        if args.max != 1:
-            raise BadInput("--max: applies without agent ids; a fan-in takes one message per listed agent")
-        return await _interruptible(lambda c: wait.wait_fan_in(bus, caller, timeout, args.ids, join=join, control=c))
-    if not join.plain:
-        raise BadInput("--need, --check, --stop-rest: name the targets (ids, --wave, --files, --event) they apply to")
-    return await _interruptible(lambda c: wait.wait_next(bus, caller, timeout, max_messages=args.max, control=c))
+    caller = agents_mod.caller_id(args.agent)
+    return await _interruptible(lambda c: wait.wait_for(bus, caller, request, control=c))
 
 
 async def cmd_wait_signal(bus: Bus, args: argparse.Namespace) -> int:
@@ -230,7 +227,7 @@ async def cmd_merge(bus: Bus, args: argparse.Namespace) -> int:
 
 
 async def cmd_agents(bus: Bus, args: argparse.Namespace) -> int:
-    found = await admission.list_swept(bus, args.wave)
+    found = await admission.list_wave(bus, args.wave)
     return _print(AgentList(agents=[AgentInfo(**agent_view(a)) for a in found]))
 
 
@@ -260,9 +257,9 @@ async def cmd_reply(bus: Bus, args: argparse.Namespace) -> int:
 
 
 async def cmd_close(bus: Bus, args: argparse.Namespace) -> int:
-    agent = await agents_mod.resolve_agent(bus, args.id, "agentId")
+    agent = await agents_mod.resolve_agent(bus, args.id, "agent")
     agent = await admission.close(bus, agent)
-    return _print(CloseResult(agentId=agent.id, status=agent.status))
+    return _print(AgentStatus(agent_id=agent.id, status=agent.status))
 
 
 async def cmd_interrupt(bus: Bus, args: argparse.Namespace) -> int:
@@ -313,24 +310,20 @@ COMMANDS: dict[str, Callable[[Bus, argparse.Namespace], Awaitable[int]]] = {
 
 
 def _notify_hook_guard(args: argparse.Namespace) -> int | None:
-    """As a stop hook, `notify` must never block the host: no ids → say so, exit 0."""
+    """`notify` outside a flight (no ids): nothing to report, said on stderr. Run by hand that
+    is a report not delivered (5); as a stop hook (`--hook`), run in every session of the host,
+    the orchestrator's too, it is the hook's whole job done (0)."""
     if args.command != "notify":
         return None
+    missing = None
     if not (args.agent or os.environ.get("WAVEWAIT_AGENT_ID")):
-        print(
-            "wavewait notify: WAVEWAIT_AGENT_ID is not set, so there is no worker to report; "
-            "nothing sent (run under 'wavewait spawn', or pass --agent)",
-            file=sys.stderr,
-        )
-        return Exit.OK
-    if not (args.session or os.environ.get("WAVEWAIT_PARENT_ID")):
-        print(
-            "wavewait notify: WAVEWAIT_PARENT_ID is not set, so there is no one to report to; "
-            "nothing sent (pass --session)",
-            file=sys.stderr,
-        )
-        return Exit.OK
-    return None
+        missing = "WAVEWAIT_AGENT_ID is not set, so there is no worker to report (run under 'wavewait spawn', or pass --agent)"
+    elif not (args.session or os.environ.get("WAVEWAIT_PARENT_ID")):
+        missing = "WAVEWAIT_PARENT_ID is not set, so there is no one to report to (pass --session)"
+    if missing is None:
+        return None
+    print(f"wavewait notify: {missing}; nothing sent", file=sys.stderr)
+    return Exit.OK if args.hook else Exit.NOT_DELIVERED
 
 
 def run_mcp(args: argparse.Namespace, front: Front | None = None) -> int:
@@ -473,8 +466,8 @@ def main(argv: list[str] | None = None, front: Front | None = None) -> None:
         print(f"wavewait {args.command}: error: {e}", file=sys.stderr)
         sys.exit(Exit.MERGE_ERROR)
     except WavewaitError as e:
-        if args.command == "notify":
-            print(f"wavewait notify: {e}; nothing sent", file=sys.stderr)
-            sys.exit(Exit.OK)
-        print(f"wavewait {args.command}: error: {e}", file=sys.stderr)
+        if args.command == "notify" and args.hook:  # never 2: Claude Code reads a hook's 2 as "do not stop"
+            print(f"wavewait notify: {said(e)}; nothing sent", file=sys.stderr)
+            sys.exit(Exit.NOT_DELIVERED)
+        print(f"wavewait {args.command}: error: {said(e)}", file=sys.stderr)
         sys.exit(Exit.BAD_INPUT)

@@ -180,6 +180,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--message", default="")
     s.add_argument("--change", action="append", default=[], help="a file changed (repeatable)")
     s.add_argument("--session", help="who to report to (default: $WAVEWAIT_PARENT_ID)")
+    s.add_argument(
+        "--hook",
+        action="store_true",
+        help="run as a stop hook: outside a flight there is nothing to report (exit 0, not 5), and a "
+        "failure exits 5, never 2 (which a host reads as 'do not stop')",
+    )
     s = cmd(
         "spawn",
         "run a command, or a coding agent on a prompt, as a supervised flight: "

@@ -26,7 +26,7 @@ from ..bus import Bus
 from ..bus.keys import CHECKS_KEY, FILES_KEY, inbox_key
 from ..checks import JOIN_TIMEOUT, Verdict, run_check
 from ..errors import BadInput
-from ..ids import check_type
+from ..ids import check_type, check_wave
 from ..limits import MAX_AGENT_IDS, MAX_LIST_LEN, check_path, check_shell, shown
 from ..model import AGENT_ITEM_TYPES, Agent, Item, ItemRef, TargetStatus
 from ..proc import hostname
@@ -598,7 +598,9 @@ def _need(value: object, total: int, named: int = 0) -> int | Literal["all", "an
     if k is None or not 1 <= k <= total:
         twice = f"; {named - total} of the {named} named twice, which count once" if named > total else ""
         raise BadInput(
-            f"need: 'all', 'any' or a whole number from 1 to {total} (the number of targets{twice}), got {shown(value)}"
+            f"{{need}}: 'all', 'any' or a whole number from 1 to {total} (the number of targets{twice}), "
+            f"got {shown(value)}",
+            fields=("need",),
         )
     return k
 
@@ -616,6 +618,55 @@ def _files(join: Join) -> list[_Files]:
     return out
 
 
+@dataclass(frozen=True)
+class Targets:
+    """A join checked and what it waits on read: the join as counted (a target named twice is
+    one), its flights (the ids', then the wave's) and its file targets. Read once, before the
+    wait: the faces show them (core/wait/entry.py)."""
+
+    join: Join
+    agents: list[Agent]
+    files: list[_Files]
+
+
+async def read_targets(bus: Bus, from_agents: Sequence[str], join: Join) -> Targets:
+    """Check `join` and read its flights: the listed ids, then the wave's flights; at least
+    one target in all, and a need the targets can meet."""
+    if join.wave is not None:
+        check_wave(join.wave)
+    if len(join.files) + len(join.events) > MAX_LIST_LEN:
+        raise BadInput(f"files, events: at most {MAX_LIST_LEN:,} targets of these kinds")
+    for i, t in enumerate(join.events):
+        check_type(t, f"events[{i}]")
+        if t in AGENT_ITEM_TYPES:
+            raise BadInput(f"events[{i}]: {t!r} is a flight's report; wait for flights by id or wave instead")
+    if join.check is not None:
+        check_shell(join.check)
+    if not check_timeout(join.check_timeout, "check_timeout"):
+        raise BadInput("{check_timeout}: must be more than 0 seconds", fields=("check_timeout",))
+    files = _files(join)
+    named = len(from_agents) + len(join.files) + len(join.events)  # as given, before duplicates go
+    # a target named twice is one target: the need is checked against the targets as counted
+    join = join.model_copy(update={"events": list(dict.fromkeys(join.events))})
+    targets = await resolve_agents(bus, from_agents, "from_agents") if from_agents else []
+    if join.wave is not None:
+        known = {a.id for a in targets}
+        targets += [a for a in await bus.list_agents() if a.wave == join.wave and a.id not in known]
+        if len(targets) > MAX_AGENT_IDS:
+            raise BadInput(
+                f"{{wave}}: {join.wave} and the ids name more than {MAX_AGENT_IDS:,} flights", fields=("wave",)
+            )
+    if not targets and not files and not join.events:
+        what = (
+            f"{{wave}}: {join.wave} has no flights"
+            if join.wave
+            else "{from_agents}: list at least one agent id or prefix"
+        )
+        raise BadInput(f"{what} (or omit every target for the next message)", fields=("wave", "from_agents"))
+    _need(join.need, len(targets) + len(files) + len(join.events), named)  # checked: it is used as given
+    return Targets(join, targets, files)
+
+
 async def wait_fan_in(
     bus: Bus,
     caller: str,
@@ -627,9 +678,11 @@ async def wait_fan_in(
     control: Control | None = None,
     settings: WaitSettings | None = None,
     budget: int | None = None,
+    targets: Targets | None = None,
 ) -> FanIn:
     """Wait for one message from each listed agent; dead, idle or closed ones end early. A
     `join` adds a wave, files and events, and a need of all, any or K (docs/joins.md).
+    `targets`, read for this join by `read_targets`, saves reading them again.
 
     `budget` (characters of the result's entries) bounds what it takes and shows: once the
     reports taken fill it, the next ones stay queued and the wait ends "partial" when the rest
@@ -638,33 +691,11 @@ async def wait_fan_in(
     """
     timeout = check_timeout(timeout)
     join = join or PLAIN
-    if len(join.files) + len(join.events) > MAX_LIST_LEN:
-        raise BadInput(f"files, events: at most {MAX_LIST_LEN:,} targets of these kinds")
-    for i, t in enumerate(join.events):
-        check_type(t, f"events[{i}]")
-        if t in AGENT_ITEM_TYPES:
-            raise BadInput(f"events[{i}]: {t!r} is a flight's report; wait for flights by id or wave instead")
-    if join.check is not None:
-        check_shell(join.check)
-    if not check_timeout(join.check_timeout, "check_timeout"):
-        raise BadInput("check_timeout: must be more than 0 seconds")
-    files = _files(join)
-    named = len(from_agents) + len(join.files) + len(join.events)  # as given, before duplicates go
-    # a target named twice is one target: the need is checked against the targets as counted
-    join = join.model_copy(update={"events": list(dict.fromkeys(join.events))})
-    targets = await resolve_agents(bus, from_agents, "from_agents") if from_agents else []
-    if join.wave is not None:
-        known = {a.id for a in targets}
-        targets += [a for a in await bus.list_agents() if a.wave == join.wave and a.id not in known]
-        if len(targets) > MAX_AGENT_IDS:
-            raise BadInput(f"wave: {join.wave} and the ids name more than {MAX_AGENT_IDS:,} flights")
-    if not targets and not files and not join.events:
-        what = f"wave: {join.wave} has no flights" if join.wave else "from_agents: list at least one agent id or prefix"
-        raise BadInput(f"{what} (or omit every target for the next message)")
-    _need(join.need, len(targets) + len(files) + len(join.events), named)  # checked: it is used as given
+    found = await read_targets(bus, from_agents, join) if targets is None else targets
+    join, agents, files = found.join, found.agents, found.files
     await ensure_registered(bus, caller)
     control = control or Control()
-    condition = FanInCondition(targets, budget, join, files)
+    condition = FanInCondition(agents, budget, join, files)
     condition.control = control
     # checks run in a task group; a plain fan-in makes none (making and cancelling one costs per wait)
     async with anyio.create_task_group() if join.check is not None else nullcontext() as tg:
@@ -690,5 +721,5 @@ async def wait_fan_in(
             for key, value in flight_facts(agent).items():
                 setattr(entry, key, value)
     # 100,000 records take 60-90 ms to free: not between the result and its answer
-    freeing.later(targets, condition.state, condition.place, condition.left)
+    freeing.later(agents, condition.state, condition.place, condition.left)
     return fan

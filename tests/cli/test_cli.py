@@ -33,10 +33,10 @@ BAD_INPUT = [
     (["wait", "-1"], "timeout: must be a finite number of seconds ≥ 0, got -1.0"),
     (["wait", "nan"], "timeout: must be a finite number"),
     (["wait", "soon"], "timeout: must be a number of seconds ≥ 0, got 'soon'"),
-    (["wait", "5", "f00"], "from_agents[0]: no agent 'f00'; a prefix needs at least 4 characters"),
-    (["wait", "5", "f00dcafe01", "ghost"], "from_agents[1]: no agent matches 'ghost'"),
+    (["wait", "5", "f00"], "ids[0]: no agent 'f00'; a prefix needs at least 4 characters"),
+    (["wait", "5", "f00dcafe01", "ghost"], "ids[1]: no agent matches 'ghost'"),
     (["wait", "5", "--max", "0"], "--max: must be a whole number from 1 to 100"),
-    (["wait", "5", "f00dcafe01", "--max", "3"], "--max: applies without agent ids"),
+    (["wait", "5", "f00dcafe01", "--max", "3"], "--max: applies without ids"),
     (["wait-signal", "/tmp/*.done", "--min-count", "0"], "--min-count: must be a whole number ≥ 1"),
     (["wait-signal", "/tmp/*.done", "--timeout", "-5"], "timeout: must be a finite number"),
     (["wait-event", "--type", "Not A Type"], "types[0]: 'Not A Type' is not a valid item type"),
@@ -48,7 +48,7 @@ BAD_INPUT = [
     (["agents", "--bogus"], "unrecognized arguments: --bogus"),
     (["kill", "nobody-here"], "agent: no agent matches 'nobody-here'"),
     (["kill", "f00dcafe"], "agent: prefix 'f00dcafe' fits 2 agents"),
-    (["close", "ghost-agent"], "agentId: no agent matches 'ghost-agent'"),
+    (["close", "ghost-agent"], "agent: no agent matches 'ghost-agent'"),
     (["interrupt", "0123456789"], "wait: no wait matches '0123456789'"),
     (["waits", "extra"], "unrecognized arguments: extra"),
     (["no-such-command"], "invalid choice: 'no-such-command'"),
@@ -77,7 +77,7 @@ LONG_WORDS = {
     "program": (["spawn", "flight", "--", ("../" * WORD)[:WORD]], "command[0]: at most 4096 bytes"),
     "model": (["spawn", "--preset", "claude", "--model", "*" * WORD, "flight", "--", "p"], "model: at most 255"),
     "into": (["merge", "--into", ("[{a," * WORD)[:WORD], "--dry-run"], "into: at most 255 characters"),
-    "wave": (["agents", "--wave", "é" * (WORD // 2)], "wave: at most 100 characters"),
+    "wave": (["agents", "--wave", "é" * (WORD // 2)], "characters) is not a wave name; use at most"),
 }
 
 
@@ -181,11 +181,11 @@ async def test_ctrl_c_interrupts_a_cli_wait_and_prints_the_partial_result(crew, 
     assert out["partial_matches"] == [str(tmp_path / "a.done")]
 
 
-async def test_notify_without_ids_says_so_on_stderr_and_exits_0(bus):
-    done = run(bus, "notify", "--message", "done")
+async def test_notify_as_a_hook_without_ids_says_so_on_stderr_and_exits_0(bus):
+    done = run(bus, "notify", "--hook", "--message", "done")
     assert done.returncode == 0 and done.stdout == ""
     assert "WAVEWAIT_AGENT_ID is not set" in done.stderr
-    only_agent = run(bus, "notify", WAVEWAIT_AGENT_ID="worker-1")
+    only_agent = run(bus, "notify", "--hook", WAVEWAIT_AGENT_ID="worker-1")
     assert only_agent.returncode == 0 and "WAVEWAIT_PARENT_ID is not set" in only_agent.stderr
     assert await bus.list_agents() == []
 
@@ -226,7 +226,7 @@ async def test_spawn_agents_kill_and_close_print_their_json(crew):
     killed = run(crew, "kill", info["agent_id"][:6])
     assert killed.returncode == 0 and json.loads(killed.stdout) == {"agent_id": info["agent_id"], "status": "dead"}
     closed = run(crew, "close", "f00dcafe02")
-    assert closed.returncode == 0 and json.loads(closed.stdout) == {"agentId": "f00dcafe02", "status": "closed"}
+    assert closed.returncode == 0 and json.loads(closed.stdout) == {"agent_id": "f00dcafe02", "status": "closed"}
 
 
 @pytest.mark.both_buses

@@ -79,7 +79,7 @@ async def test_a_flight_past_its_cap_shows_dead_with_a_budget_reason_in_agents(b
 @pytest.mark.parametrize(
     ("args", "words"),
     [
-        (["--budget-tokens", "5"], "a budget is the wave's; give a wave too"),
+        (["--budget-tokens", "5"], "--budget-tokens, --budget-usd: a budget is the wave's; give --wave too"),
         (["--wave", "w", "--budget-tokens", "0"], "--budget-tokens: must be a whole number ≥ 1"),
         (["--wave", "w", "--budget-usd", "nan"], "--budget-usd: must be an amount of US dollars above 0"),
         (["--flight-budget-usd", "-1"], "--flight-budget-usd: must be an amount of US dollars above 0"),

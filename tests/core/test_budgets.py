@@ -137,7 +137,7 @@ async def test_a_spawn_refused_for_another_reason_keeps_no_budget(bus, tmp_path,
 @pytest.mark.parametrize(
     ("wave", "given", "words"),
     [
-        (None, {"budget_tokens": 10}, "a budget is the wave's; give a wave too"),
+        (None, {"budget_tokens": 10}, "a budget is the wave's; give wave too"),
         ("w1", {"flight_budget_tokens": 0}, "flight_budget_tokens: give a whole number"),
         ("w1", {"flight_budget_tokens": True}, "flight_budget_tokens: give a whole number"),
         (None, {"flight_budget_usd": float("inf")}, "flight_budget_usd: give an amount"),

@@ -32,7 +32,7 @@ async def test_spawn_agent_budgets_refuse_past_the_waves_and_stop_a_flight_past_
         bad = await c.call_tool("spawn_agent", {"name": "x", "command": ["true"], "wave": "w", "budget_tokens": 0})
         assert bad.is_error and "budget_tokens" in bad.content[0].text
         err = error_text(await c.call_tool("spawn_agent", {"name": "x", "command": ["true"], "budget_tokens": 9}))
-        assert "a budget is the wave's; give a wave too" in err
+        assert "a budget is the wave's; give wave too" in err
         first = data(
             await c.call_tool(
                 "spawn_agent",

@@ -114,7 +114,10 @@ async def test_errors_and_guards_exit_2_and_say_what_to_fix(bus, tmp_path):
         (("enqueue", "research", "--input", "topic", "--reason", "r"), "--input: give KEY=VALUE"),
         (("enqueue", "research", "--inputs-json", "[1]", "--reason", "r"), "--inputs-json: must be a JSON object"),
         (("enqueue", "research", "--input", "topic=c"), "--reason"),
-        (("complete", "--status", "done", "--goals", "g", "--did", "d", "--for-next-agent", "n"), "pass taskId"),
+        (
+            ("complete", "--status", "done", "--goals", "g", "--did", "d", "--for-next-agent", "n"),
+            "TASK_ID: this process is bound to no task (WAVEWAIT_TASK_ID is unset); pass TASK_ID",
+        ),
         (
             ("complete", a["id"], "--status", "done", "--goals", "g", "--did", " ", "--for-next-agent", "n"),
             "handoff.did",

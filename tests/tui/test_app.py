@@ -309,7 +309,7 @@ async def test_spawn_takes_the_flags_of_wavewait_spawn(file_bus, tmp_path):
     ("flags", "why"),
     [
         ("--budget-tokens 0", "--budget-tokens: must be a whole number ≥ 1"),
-        ("--max-parallel 3", "max_parallel: caps a wave; give wave too"),
+        ("--max-parallel 3", "--max-parallel: caps a wave; give --wave too"),
         ("--cwd /no/such/dir", "--cwd: '/no/such/dir' is not a directory"),
         ("--env novalue", "--env: give NAME=value"),
     ],

@@ -33,7 +33,8 @@ from ...core.ids import is_id, short
 from ...core.model import Agent, WaitRecord
 from ...core.proc import FramePacedHeap
 from ...core.results import Result
-from ...core.wait import Control, Join
+from ...core.wait import Control, Plan
+from ...words import said
 from ..commands import parse
 from ..demo import WAVE, launch
 from ..demo_story import DemoStory
@@ -499,7 +500,7 @@ received. **F1** shows the help of the focused part.
         try:
             await job
         except WavewaitError as e:
-            self.say_bad(f"{e}\nusage: {parsed.command.usage}")
+            self.say_bad(f"{said(e)}\nusage: {parsed.command.usage}")
         except Exception as e:  # shown, never swallowed; the app keeps running
             log.exception("command %s failed", parsed.command.name)
             self.say_bad(f"{parsed.command.name} failed: {e.__class__.__name__}: {e}")
@@ -536,9 +537,9 @@ received. **F1** shows the help of the focused part.
     def own_waits(self) -> set[str]:
         return self.own_wait.ids
 
-    def start_wait(self, timeout: float, targets: list[Agent], join: Join | None = None) -> Control:
+    def start_wait(self, planned: Plan) -> Control:
         own = self.own_wait
-        control = own.start(self.bus, self.me, timeout, targets, join or Join(), self.host.settings.clock())
+        control = own.start(self.bus, self.me, planned, self.host.settings.clock())
         own.paint(own.started, self.read.by_id, self.host.roles)
         self.refresh_bindings()
         return control

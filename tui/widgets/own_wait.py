@@ -18,7 +18,8 @@ from ...core.bus import Bus
 from ...core.errors import WavewaitError
 from ...core.model import Agent
 from ...core.results import Result
-from ...core.wait import Control, Join, Progress, wait_fan_in, wait_next
+from ...core.wait import Control, Plan, Progress, run_plan
+from ...words import said
 from ..messages import WaitEnded, WaitProgressed
 from ..result_view import received_from
 from .status import WaitStatus
@@ -45,17 +46,18 @@ class OwnWait(WaitStatus):
     def waiting(self) -> bool:
         return self.control is not None
 
-    def start(self, bus: Bus, me: str, timeout: float, targets: list[Agent], join: Join, started: float) -> Control:
+    def start(self, bus: Bus, me: str, planned: Plan, started: float) -> Control:
+        """Run the wait `planned` (core/wait/entry.py: checked, its targets read)."""
         control = Control()
         self.control = control
         self.ids.add(control.wait_id)
-        self.targets = [(a.id, a.name) for a in targets]
+        self.targets = [(a.id, a.name) for a in planned.agents]
         self.received = set()
         self.progress = ""
         self.started = started
-        self.timeout = timeout
+        self.timeout = planned.timeout
         self.set_class(True, "-active")
-        self._run(bus, me, timeout, [a.id for a in targets], control, join)
+        self._run(bus, me, planned, control)
         return control
 
     def interrupt(self) -> None:
@@ -67,19 +69,14 @@ class OwnWait(WaitStatus):
         self.interrupt()
 
     @work(exclusive=True, group="wait", exit_on_error=False, description="waiting")
-    async def _run(self, bus: Bus, me: str, timeout: float, ids: list[str], control: Control, join: Join) -> None:
+    async def _run(self, bus: Bus, me: str, planned: Plan, control: Control) -> None:
         def on_progress(p: Progress) -> None:
             self.post_message(WaitProgressed(p.message, list(p.received)))
 
         try:
-            if ids or join.files or join.events:
-                result: Result = await wait_fan_in(
-                    bus, me, timeout, ids, join=join, on_progress=on_progress, control=control
-                )
-            else:
-                result = await wait_next(bus, me, timeout, on_progress=on_progress, control=control)
+            result: Result = await run_plan(bus, me, planned, on_progress=on_progress, control=control)
         except WavewaitError as e:
-            self.post_message(WaitEnded(f"wait failed: {e}", None))
+            self.post_message(WaitEnded(f"wait failed: {said(e)}", None))
             return
         except Exception as e:
             log.exception("wait failed")

@@ -76,7 +76,7 @@ def claude_flags(project: str) -> str:
 
 def claude_hooks() -> str:
     notify = " ".join(shlex.quote(a) for a in command())
-    hook = {"type": "command", "command": f"{notify} notify --status success --message 'session stopped'"}
+    hook = {"type": "command", "command": f"{notify} notify --hook --status success --message 'session stopped'"}
     return json.dumps(
         {
             "hooks": {

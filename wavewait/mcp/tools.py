@@ -133,7 +133,8 @@ SPAWN_DOC = (
 )
 LIST_DOC = (
     "List agents with id, name, wave, status (queued|running|idle|closed|dead), age, last message and "
-    "why a dead one died. Read-only; it consumes nothing."
+    "why a dead one died; with wave, that wave's (a wave no agent is in is refused). Read-only; it "
+    "consumes nothing."
 )
 CLOSE_DOC = (
     "Close an agent for good (terminal): it receives no more messages. Its process, if any, is "
@@ -362,54 +363,35 @@ def register(server: MCPServer, bus: Bus, s: Settings, deliveries: Deliveries) -
         stop_rest: StopRest = False,
     ) -> Annotated[CallToolResult, WaitResult]:
         timeout = wait.check_timeout(timeout)
-        join = wait.Join(
+        eff, cut = clamp(s, timeout, ctx)
+        request = wait.WaitRequest(
+            timeout=eff,
+            ids=from_agents,
             wave=wave,
             files=[f.model_copy(update={"glob": await resolve_signal_path(s, f.glob)}) for f in files or ()],
-            events=events or [],
+            events=events or (),
             need=need,
             check=check,
             check_timeout=check_timeout,
             stop_rest=stop_rest,
+            max_messages=max_messages,
         )
-        joins = from_agents is not None or wave is not None or bool(join.files or join.events)
-        if joins and max_messages != 1:
-            raise BadInput("max_messages: applies without from_agents; a fan-in takes one message per listed agent")
-        if not joins and not join.plain:
-            raise BadInput("need, check, stop_rest: name the targets (from_agents, wave, files, events) they apply to")
-        eff, cut = clamp(s, timeout, ctx)
-        if not joins:
-            nxt = await consuming(
-                ctx,
-                deliveries,
-                lambda c: wait.wait_next(
-                    bus,
-                    s.caller,
-                    eff,
-                    max_messages=max_messages,
-                    budget=s.output_budget,
-                    on_progress=Reporter(ctx, eff),
-                    control=c,
-                    settings=ws,
-                ),
-            )
-            return reply(nxt, next_hint(s, nxt, timeout, cut))
-        agents_ = from_agents or []
-        fan = await consuming(
+        result = await consuming(
             ctx,
             deliveries,
-            lambda c: wait.wait_fan_in(
+            lambda c: wait.wait_for(
                 bus,
                 s.caller,
-                eff,
-                agents_,
-                join=join,
-                on_progress=Reporter(ctx, eff),
+                request,
                 control=c,
+                on_progress=Reporter(ctx, eff),
                 settings=ws,
                 budget=s.output_budget,
             ),
         )
-        return reply(fan, fan_hint(s, fan, timeout, cut))
+        if isinstance(result, FanIn):
+            return reply(result, fan_hint(s, result, timeout, cut))
+        return reply(result, next_hint(s, result, timeout, cut))
 
     @tool("wave_wait_for_signal", SIGNAL_DOC, "Wait for signal files", read_only=True, idempotent=True)
     async def wave_wait_for_signal(
@@ -605,7 +587,7 @@ def register(server: MCPServer, bus: Bus, s: Settings, deliveries: Deliveries) -
     async def list_agents(
         wave: Annotated[str | None, Field(description="Only agents of this wave.")] = None,
     ) -> Annotated[CallToolResult, AgentList]:
-        found = await admission.list_swept(bus, wave)
+        found = await admission.list_wave(bus, wave)
         return reply(AgentList(agents=[AgentInfo(**agents.agent_view(a)) for a in found]))
 
     @tool("close_agent", CLOSE_DOC, "Close an agent for good", read_only=False, destructive=True, idempotent=True)
