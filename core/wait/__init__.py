@@ -12,7 +12,8 @@ from .agent import AgentCondition, parse_deadline, wait_agent
 from .engine import Condition, Control, Progress, ProgressFn, WaitSettings, check_timeout, run
 from .entry import Plan, WaitRequest, plan, run_plan, wait_for
 from .event import EventCondition, wait_event
-from .fan_in import FanInCondition, FilesTarget, Join, Targets, parse_need, read_targets, wait_fan_in
+from .fan_in import FanInCondition, Join, Targets, parse_need, read_targets, wait_fan_in
+from .join_files import FilesTarget
 from .next import MAX_MESSAGES, NextCondition, wait_next
 from .signal import SignalCondition, wait_signal
 

@@ -20,7 +20,8 @@ from ..errors import BadInput
 from ..model import Agent
 from ..results import FanIn, NextMessage
 from .engine import Control, ProgressFn, WaitSettings, check_timeout
-from .fan_in import FilesTarget, Join, Targets, read_targets, wait_fan_in
+from .fan_in import Join, Targets, read_targets, wait_fan_in
+from .join_files import FilesTarget
 from .next import wait_next
 
 #: the fields a join adds to a fan-in, as a refusal names them

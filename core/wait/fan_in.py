@@ -9,27 +9,25 @@ flight's report must pass, and stopping the flights left once the need is met.
 from __future__ import annotations
 
 import itertools
-import os
 from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 import anyio
 import anyio.abc
 from pydantic import BaseModel, Field
 
-from .. import freeing, signals
+from .. import freeing
 from ..agents import ensure_registered, resolve_agents
 from ..bus import Bus
-from ..bus.keys import CHECKS_KEY, FILES_KEY, inbox_key
-from ..checks import JOIN_TIMEOUT, Verdict, run_check
+from ..bus.keys import FILES_KEY, inbox_key
+from ..checks import JOIN_TIMEOUT
 from ..errors import BadInput
 from ..ids import check_type, check_wave
-from ..limits import MAX_AGENT_IDS, MAX_LIST_LEN, check_path, check_shell, shown
+from ..limits import MAX_AGENT_IDS, MAX_LIST_LEN, check_shell, shown
 from ..model import AGENT_ITEM_TYPES, Agent, Item, ItemRef, TargetStatus
-from ..proc import hostname
 from ..results import (
     EventEntry,
     FanIn,
@@ -38,7 +36,7 @@ from ..results import (
     event_view,
     flight_facts,
 )
-from ..signals import glob_base, scan_root
+from ..signals import glob_base
 from .engine import (
     AGENT_TYPES,
     NAMES_SHOWN,
@@ -52,36 +50,14 @@ from .engine import (
     names_of,
     run,
 )
+from .join_checks import JoinChecks
+from .join_files import FilesTarget, FileTarget, file_targets, scan
 from .stop_rest import stop_rest
 
 Status = Literal["complete", "partial", "needs_input", "unmet", "timeout", "interrupted"]
 #: the share of the output budget the reports taken may fill: the rest lists the other
 #: flights, above all those whose report stays queued, which the caller asks for next
 REPORTS_SHARE = 0.8
-
-
-class FilesTarget(BaseModel):
-    """`--files GLOB[:N]` / `files: [{glob, min_count}]`: met once `min_count` files match."""
-
-    glob: str
-    min_count: int = Field(default=1, ge=1)
-
-    @classmethod
-    def parse(cls, text: str, folder: str) -> FilesTarget:
-        """`GLOB[:N]` as a person types it; a relative glob is taken from `folder`. A ':' in
-        the last name, outside `[...]`, is followed by the count: anything else there is
-        refused, not taken as part of the glob (a name with ':' is written `[:]`)."""
-        check_path(text, "--files")
-        glob, colon, count = text.rpartition(":")
-        if not colon or os.sep in count or glob.rfind("[") > glob.rfind("]"):
-            glob, count = text, "1"  # no count: the ':' (if any) is in a folder's name or a [...]
-        elif not glob or not count.isdigit() or int(count) < 1:
-            raise BadInput(
-                f"--files: {shown(text)}: write GLOB:N, N the number of files (a whole number ≥ 1), "
-                "e.g. 'dist/*.whl:2'; to match a ':' in a file name, write it as '[:]'"
-            )
-        signals.check_brackets(glob, "--files")
-        return cls(glob=os.path.join(folder, os.path.expanduser(glob)), min_count=int(count))
 
 
 class Join(BaseModel):
@@ -101,21 +77,6 @@ class Join(BaseModel):
         return self == Join()
 
 
-@dataclass
-class _Files:
-    """One file target's state: the absolute pattern, and what its last scan found."""
-
-    pattern: str
-    min_count: int
-    shown: str  # as the caller wrote it
-    root: str = ""
-    found: list[str] = field(default_factory=list)
-    met: bool = False  # sticky: an artifact that was there counts
-
-    def __post_init__(self) -> None:
-        self.root = scan_root(self.pattern)
-
-
 class FanInCondition(Condition[FanIn]):
     """One message from each target flight (a dead, idle or closed one ends its part early),
     and, in a join, its files and events, until `need` of them are met.
@@ -132,7 +93,7 @@ class FanInCondition(Condition[FanIn]):
         targets: Sequence[Agent],
         budget: int | None = None,
         join: Join | None = None,
-        files: Sequence[_Files] = (),
+        files: Sequence[FileTarget] = (),
     ) -> None:
         self.join = join or PLAIN
         self.files = list(files)
@@ -168,11 +129,8 @@ class FanInCondition(Condition[FanIn]):
         self.met_flights = 0  # entries received (their check passed, or there is none)
         self.asked = 0  # questions this wait took (an ask, a permission): the caller answers them
         self.answered: list[Item] = []  # questions answered before this wait took them: taken, they ask nothing
-        self.checking: dict[str, Item] = {}  # reports whose check runs
-        self.verdicts: dict[str, Verdict] = {}  # checks that ended, until a step reads them
-        self.tg: anyio.abc.TaskGroup | None = None  # where checks run (wait_fan_in's)
-        self.check_scopes: set[anyio.CancelScope] = set()  # one per running check: the wait's end cancels them
-        self.control: Control | None = None  # to wake the wait when a check ends
+        self.checks: JoinChecks | None = None  # with a check: each report's (wait_fan_in sets it)
+        self.checking: dict[str, Item] = {}  # reports whose check runs: the checks' own, or none
 
     def _update(self, agent: Agent) -> bool:
         """Keep the record and the count of running targets; True if it stopped running."""
@@ -209,7 +167,7 @@ class FanInCondition(Condition[FanIn]):
             await self._take_questions(w)
         self._read_verdicts()
         if self.files and w.touched(FILES_KEY):  # a folder of theirs changed, or a rescan
-            await self._scan(w)
+            await scan(self.files, w.deadline)
         if self.events and w.touched(inbox_key(w.caller)) and self.met() < self.need:
             await self._claim_events(w)
         return self._decide(w)
@@ -328,9 +286,8 @@ class FanInCondition(Condition[FanIn]):
         self.used += self._cost(item)
         self._settle(item.sender)
         if self.join.check is not None and item.type != "question":
-            self.checking[item.sender] = item  # counted once its check passed
-            assert self.tg is not None
-            self.tg.start_soon(self._check, self.state[item.sender])
+            assert self.checks is not None
+            self.checks.start(self.state[item.sender], item)  # counted once its check passed
             return
         self._entry(item, "needs_input" if item.type == "question" else "received")  # a question awaits an answer
 
@@ -347,37 +304,11 @@ class FanInCondition(Condition[FanIn]):
         self.met_flights += word == "received"
         self.asked += word == "needs_input"
 
-    async def _check(self, agent: Agent) -> None:
-        """Run the join's check where the flight worked; its verdict wakes the wait."""
-        assert self.join.check is not None and self.control is not None
-        folder = agent.worktree.path if agent.worktree else agent.cwd
-        with anyio.CancelScope() as scope:
-            self.check_scopes.add(scope)
-            if agent.host not in (None, hostname()):
-                verdict = Verdict(False, f"{agent.name} runs on host {agent.host}: its folder is not here to check")
-            elif folder is None:
-                verdict = Verdict(False, f"{agent.name} has no folder of its own to run the check in")
-            else:
-                verdict = await run_check(self.join.check, folder, self.join.check_timeout)
-            self.verdicts[agent.id] = verdict
-            self.control.wake(CHECKS_KEY)  # the verdicts alone: no target or inbox re-read
-        self.check_scopes.discard(scope)
-
     def _read_verdicts(self) -> None:
-        for a_id, verdict in list(self.verdicts.items()):
-            del self.verdicts[a_id]
-            item = self.checking.pop(a_id, None)
-            if item is not None:
-                self._entry(
-                    item, "received" if verdict.passed else "check_failed", None if verdict.passed else verdict.output
-                )
-
-    async def _scan(self, w: Waiting) -> None:
-        for f in self.files:
-            if not f.met:
-                res = await signals.scan_async(f.pattern, root=f.root, deadline=w.deadline)
-                f.found = res.matched
-                f.met = len(f.found) >= f.min_count
+        for item, verdict in self.checks.verdicts() if self.checks is not None else ():
+            self._entry(
+                item, "received" if verdict.passed else "check_failed", None if verdict.passed else verdict.output
+            )
 
     async def _claim_events(self, w: Waiting) -> None:
         for t, item in self.events.items():
@@ -542,8 +473,8 @@ class FanInCondition(Condition[FanIn]):
         """Reports whose check still ran go back to the inbox; so does every report and event
         taken when the join returns `needs_input`: the same join, run again once the question
         is answered, takes them again (nothing taken is lost, as on a timeout)."""
-        for scope in self.check_scopes:
-            scope.cancel()  # the checks end with the wait (wait_fan_in awaits them)
+        if self.checks is not None:
+            self.checks.cancel()  # the checks end with the wait (wait_fan_in awaits them)
         for a_id, item in list(self.checking.items()):
             del self.got[a_id]
             await w.bus.unclaim(w.caller, ItemRef(item.seq, item.type, item.sender, item.id), w.id)
@@ -605,19 +536,6 @@ def _need(value: object, total: int, named: int = 0) -> int | Literal["all", "an
     return k
 
 
-def _files(join: Join) -> list[_Files]:
-    out: list[_Files] = []
-    for i, f in enumerate(join.files):
-        pattern = check_path(f.glob, f"files[{i}]")
-        if not os.path.isabs(pattern):
-            raise BadInput(f"files[{i}]: {shown(pattern, 300)} must be absolute here (faces resolve relative paths)")
-        signals.check_pattern(pattern, scan_root(pattern))  # bounded before the wait starts
-        signals.check_brackets(pattern, f"files[{i}]")
-        if all((pattern, f.min_count) != (o.pattern, o.min_count) for o in out):  # named twice: one target
-            out.append(_Files(pattern, f.min_count, f.glob))
-    return out
-
-
 @dataclass(frozen=True)
 class Targets:
     """A join checked and what it waits on read: the join as counted (a target named twice is
@@ -626,7 +544,7 @@ class Targets:
 
     join: Join
     agents: list[Agent]
-    files: list[_Files]
+    files: list[FileTarget]
 
 
 async def read_targets(bus: Bus, from_agents: Sequence[str], join: Join) -> Targets:
@@ -644,7 +562,7 @@ async def read_targets(bus: Bus, from_agents: Sequence[str], join: Join) -> Targ
         check_shell(join.check)
     if not check_timeout(join.check_timeout, "check_timeout"):
         raise BadInput("{check_timeout}: must be more than 0 seconds", fields=("check_timeout",))
-    files = _files(join)
+    files = file_targets(join.files)
     named = len(from_agents) + len(join.files) + len(join.events)  # as given, before duplicates go
     # a target named twice is one target: the need is checked against the targets as counted
     join = join.model_copy(update={"events": list(dict.fromkeys(join.events))})
@@ -696,10 +614,11 @@ async def wait_fan_in(
     await ensure_registered(bus, caller)
     control = control or Control()
     condition = FanInCondition(agents, budget, join, files)
-    condition.control = control
     # checks run in a task group; a plain fan-in makes none (making and cancelling one costs per wait)
     async with anyio.create_task_group() if join.check is not None else nullcontext() as tg:
-        condition.tg = tg
+        if tg is not None and join.check is not None:
+            condition.checks = JoinChecks(join.check, join.check_timeout, control, tg)
+            condition.checking = condition.checks.running
         fan = await run(
             bus, caller, condition, timeout=timeout, on_progress=on_progress, control=control, settings=settings
         )
