@@ -90,12 +90,14 @@ async def test_prune_force_after_a_merge_leaves_nothing_of_the_repository_behind
         env = env_for(bus, WAVEWAIT_WORKTREES=str(folder))
         return subprocess.run(wavewait_cmd(*args), env=env, cwd=cwd, capture_output=True, text=True, timeout=60)
 
-    r = run(bus, repo, "spawn", "fixer", "--wave", "w", "--worktree", "--", "sh", "-c", "echo c = 3 >> src/app.py")
+    fix = "echo c = 3 >> src/app.py && wavewait notify --message 'c is 3'"  # it reports: the merge takes it
+    r = run(bus, repo, "spawn", "fixer", "--wave", "w", "--worktree", "--", "sh", "-c", fix)
     assert r.returncode == 0, r.stderr
     agent_id = json.loads(r.stdout)["agent_id"]
     await until(lambda: _ended_with_final_changes(bus, agent_id), 30, "the flight to end")
     merged = run(bus, repo, "merge", "w")
-    assert merged.returncode == 0, merged.stdout + merged.stderr
+    assert merged.returncode == 0 and json.loads(merged.stdout)["status"] == "merged", merged.stdout + merged.stderr
+    assert "c = 3" in (repo / "src" / "app.py").read_text()  # the target moved
     (kept,) = folder.iterdir()
     assert {".lock", ".merge.lock"} <= {p.name for p in kept.iterdir()}
     forced = run(bus, repo, "prune", "--force")
