@@ -44,8 +44,10 @@ from .bus import Bus, open_bus
 from .errors import BadInput, BudgetSpent
 from .exits import Exit
 from .ids import check_wave, is_id
+from .launch_plan import LaunchPlan
 from .model import Agent, now
 from .proc import alive, hostname, me
+from .waves import WaveSettings
 
 log = logging.getLogger("wavewait.admission")
 
@@ -216,12 +218,6 @@ def room_auto(m: Machine, t: Thresholds, holders: Sequence[str]) -> tuple[int, W
 
 
 # --------------------------------------------------------------------------- one step
-async def limit_of(bus: Bus, wave: str) -> int | Literal["auto"] | None:
-    """The wave's limit of running flights (None: none; a wave named with more than an id's
-    characters has no settings on the bus, so no limit)."""
-    return (await waves.get_settings(bus, wave)).max_parallel if is_id(wave) else None
-
-
 @dataclass
 class Step:
     """What one step decided and did."""
@@ -249,13 +245,19 @@ def _gone(who: dict[str, Any] | None) -> bool:
     return now() - float(who.get("at") or 0) > START_GRACE
 
 
-async def step(bus: Bus, wave: str, *, enqueue: str | None = None, watcher: bool = False) -> Step:
+async def step(
+    bus: Bus, wave: str, *, enqueue: str | None = None, settings: WaveSettings | None = None, watcher: bool = False
+) -> Step:
     """Admit what the wave's limit lets in, then start it; see the module's docstring.
 
-    `enqueue`: a queued flight just put on the bus, added to the end of the queue first."""
+    `enqueue`: a queued flight just put on the bus, added to the end of the queue first (its
+    spawn read the wave's `settings` and refused a spent budget: neither is done again for
+    it). Without `settings` they are read here, once for the whole step."""
     if not is_id(wave):
-        return Step()  # no settings, so no limit (limit_of)
-    limit = await limit_of(bus, wave)
+        return Step()  # a wave named with more than an id's characters has no settings, so no limit
+    if settings is None:
+        settings = await waves.get_settings(bus, wave)
+    limit = settings.max_parallel
     if limit is None and enqueue is None and not (await bus.get_wave_doc(wave, ADMISSION) or {}).get("queue"):
         return Step()  # no limit and nothing queued: nothing to admit
     flights = [a for a in await bus.list_agents() if a.wave == wave]
@@ -320,7 +322,7 @@ async def step(bus: Bus, wave: str, *, enqueue: str | None = None, watcher: bool
         if a is not None and a.status == "running" and a.supervisor_pid is None:
             await agents.mark_dead(bus, i, "never started: the process starting it ended first")
     for i in out.admitted:
-        if (why_not := await _start(bus, i)) is not None:
+        if (why_not := await _start(bus, i, None if i == enqueue else settings)) is not None:
             out.failed[i] = why_not
     await _say_why(bus, [by_id[i] for i in out.queued if i in by_id], out.reason)
     if out.failed:  # their slots are free again: the next in the queue may have them
@@ -332,13 +334,17 @@ async def step(bus: Bus, wave: str, *, enqueue: str | None = None, watcher: bool
     return out
 
 
-async def _start(bus: Bus, agent_id: str) -> str | None:
-    """Start an admitted flight as its spawner would have: None, or why it could not."""
+async def _start(bus: Bus, agent_id: str, settings: WaveSettings | None) -> str | None:
+    """Start an admitted flight as its spawner would have: None, or why it could not.
+
+    With its wave's `settings`, a spent budget refuses it first (it may have been spent
+    while this one waited); None: its spawn has just checked that."""
     agent = await bus.get_agent(agent_id)
     if agent is None or agent.status != "queued":
         return None  # killed, closed or started by another step meanwhile
-    try:  # the wave may have spent its budget while this one waited
-        await budgets.admit(bus, agent.wave)
+    try:
+        if settings is not None and agent.wave is not None:
+            await budgets.refuse_spent(bus, agent.wave, settings)
     except BudgetSpent as e:
         await agents.stop(bus, agent, f"{budgets.REASON}: {e}")
         return str(e)
@@ -365,6 +371,27 @@ async def _say_why(bus: Bus, queued: list[Agent], reason: str) -> None:
 
 
 # --------------------------------------------------------------------------- the spawn that keeps to the limit
+async def launch(bus: Bus, plan: LaunchPlan, *, on_record: agents.OnRecord | None = None) -> Agent:
+    """`agents.spawn_without_admission`, within the wave's limit the plan read: past it, the
+    flight is kept `queued` (its record returned at once) and starts when a slot frees (a
+    wave that spent its budget refuses it then). `on_record` is called before it is queued
+    or started (`agents.recorded`)."""
+    wave = plan.record.wave
+    if wave is None or plan.limit is None:
+        return await agents.spawn_without_admission(bus, plan, on_record=on_record)
+    agent = plan.record.model_copy(update={"status": "queued", "launch_env": plan.env})
+    await bus.put_agent(agent)
+    await agents.recorded(bus, agent, on_record)
+    try:
+        done = await step(bus, wave, enqueue=agent.id, settings=plan.settings)
+    except BadInput as e:
+        await bus.transition(agent.id, "dead", ("queued",), reason=f"not queued: {e}", ended_at=now(), launch_env=None)
+        raise
+    if agent.id in done.failed:
+        raise BadInput(done.failed[agent.id])
+    return await bus.get_agent(agent.id) or agent
+
+
 async def spawn(
     bus: Bus,
     name: str,
@@ -379,40 +406,15 @@ async def spawn(
     on_record: agents.OnRecord | None = None,
     **fields: Any,
 ) -> Agent:
-    """`agents.spawn_without_admission`, within the wave's limit: past it, the flight is kept `queued` (its
-    record returned at once) and starts when a slot frees. A wave that spent its budget
-    refuses it before it is queued (and again before a queued flight starts). `on_record`
-    is called before it is queued or started (`agents.recorded`)."""
-    if wave is None or await limit_of(bus, check_wave(wave)) is None:
-        return await agents.spawn_without_admission(
-            bus,
-            name,
-            command,
-            wave=wave,
-            parent_id=parent_id,
-            env=env,
-            cwd=cwd,
-            agent_id=agent_id,
-            budget=budget,
-            on_record=on_record,
-            **fields,
-        )
-    agent, child_env = agents.prepare(
+    """`launch` for a plain command, from a caller without a face's request (a test, a
+    bench): its plan made here (checked, the wave's budget `budget` kept and a spent one
+    refused, the wave's settings read once); `fields`, more of its record."""
+    record, child_env = agents.prepare(
         bus, name, command, wave=wave, parent_id=parent_id, env=env, cwd=cwd, agent_id=agent_id
     )
-    await budgets.admit(bus, wave, budget.wave if budget else None)
-    fields = {**fields, "budget": budget.flight if budget else None}
-    agent = agent.model_copy(update={**fields, "status": "queued", "launch_env": child_env})
-    await bus.put_agent(agent)
-    await agents.recorded(bus, agent, on_record)
-    try:
-        done = await step(bus, wave, enqueue=agent.id)
-    except BadInput as e:
-        await bus.transition(agent.id, "dead", ("queued",), reason=f"not queued: {e}", ended_at=now(), launch_env=None)
-        raise
-    if agent.id in done.failed:
-        raise BadInput(done.failed[agent.id])
-    return await bus.get_agent(agent.id) or agent
+    settings = await budgets.admit(bus, wave, budget.wave if budget else None)
+    record = record.model_copy(update={**fields, "budget": budget.flight if budget else None})
+    return await launch(bus, LaunchPlan(record, child_env, settings), on_record=on_record)
 
 
 # --------------------------------------------------------------------------- who else runs steps

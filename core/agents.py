@@ -24,11 +24,12 @@ from typing import Any
 
 import anyio.lowlevel
 
-from . import budgets, worktrees
+from . import worktrees
 from .bus import Bus
 from .errors import BadInput, WavewaitError
 from .identity import SECRET_ENV, new_secret, supervised_flight_id, supervisor_argv
 from .ids import check_id, check_name, check_wave, new_id, resolve
+from .launch_plan import LaunchPlan
 from .limits import MAX_AGENT_IDS, check_argv, check_list, shown
 from .model import Agent, Item, now
 from .proc import alive, group_members, hostname, pid_start
@@ -155,35 +156,18 @@ async def resolve_agents(bus: Bus, tokens: Iterable[str], field: str = "agents")
     return list(out.values())
 
 
-async def spawn_without_admission(
-    bus: Bus,
-    name: str,
-    command: Sequence[str],
-    *,
-    wave: str | None = None,
-    parent_id: str | None = None,
-    env: dict[str, str] | None = None,
-    cwd: str | None = None,
-    agent_id: str | None = None,
-    budget: budgets.BudgetArgs | None = None,
-    on_record: OnRecord | None = None,
-    **fields: Any,
-) -> Agent:
-    """Run `command` as a supervised agent in its own process group; return its record.
+async def spawn_without_admission(bus: Bus, plan: LaunchPlan, *, on_record: OnRecord | None = None) -> Agent:
+    """Start the flight `plan` resolved, as a supervised agent in its own process group; its record.
 
-    It starts at once, whatever its wave's limit: only `admission.spawn` calls it, and so
-    keeps to that limit (hence the name: nothing else may skip admission by accident). `agent_id` (new if None) and `fields` (more of the record: a preset, a worktree)
-    come from a caller that prepared the flight first (core/flights.py); `budget`, the wave's
-    budget to keep and the flight's own cap (core/budgets.py): a wave that spent its budget
-    is refused before anything starts; `on_record`, see `recorded`."""
-    agent, child_env = prepare(bus, name, command, wave=wave, parent_id=parent_id, env=env, cwd=cwd, agent_id=agent_id)
-    await budgets.admit(bus, wave, budget.wave if budget else None)
+    It starts at once, whatever its wave's limit: only `admission.launch` calls it, and so
+    keeps to that limit (hence the name: nothing else may skip admission by accident). The
+    plan was checked, its budget kept and its wave's settings read when it was made
+    (core/flights.py): nothing is checked or read again here. `on_record`, see `recorded`."""
     secret, digest = new_secret()  # its credential: in its environment only, hashed on the bus
-    fields = {**fields, "budget": budget.flight if budget else None}
-    agent = agent.model_copy(update={**fields, "started_at": agent.created_at, "secret_hash": digest})
+    agent = plan.record.model_copy(update={"started_at": plan.record.created_at, "secret_hash": digest})
     await bus.put_agent(agent)
     await recorded(bus, agent, on_record)
-    return await launch(bus, agent, child_env, secret)
+    return await launch(bus, agent, plan.env, secret)
 
 
 async def recorded(bus: Bus, agent: Agent, on_record: OnRecord | None) -> None:
@@ -211,14 +195,31 @@ def prepare(
     cwd: str | None = None,
     agent_id: str | None = None,
 ) -> tuple[Agent, dict[str, str]]:
-    """A flight's record (not kept yet) and the environment its command runs in, checked:
-    everything a spawn decides before its process starts, wherever that starts it."""
+    """A plain command's flight, checked: its record (not kept yet) and the environment its
+    command runs in (`record_of`), for a caller that starts one without a face's request."""
     check_name(name)
     command = check_argv(command)
     if wave is not None:
         check_wave(wave)
     parent_id = caller_id(parent_id)
     agent_id = new_id() if agent_id is None else check_id(agent_id, "agent_id")
+    return record_of(bus, name, command, wave=wave, parent_id=parent_id, env=env, cwd=cwd, agent_id=agent_id)
+
+
+def record_of(
+    bus: Bus,
+    name: str,
+    command: Sequence[str],
+    *,
+    wave: str | None,
+    parent_id: str,
+    env: dict[str, str] | None,
+    cwd: str | None,
+    agent_id: str,
+) -> tuple[Agent, dict[str, str]]:
+    """A flight's record (not kept yet) and the environment its command runs in, from values
+    checked already: everything a spawn decides before its process starts, wherever that
+    starts it."""
     agent = Agent(
         id=agent_id,
         name=name,

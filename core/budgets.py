@@ -113,17 +113,25 @@ def flight_cap(tokens: object = None, usd: object = None) -> FlightBudget | None
     return FlightBudget(tokens=tokens, usd=None if usd is None else float(usd))
 
 
-async def admit(bus: Bus, wave: str | None, keep: dict[str, Any] | None = None) -> None:
-    """Before a spawn into `wave` starts anything: keep the wave's budget it was given
-    (`keep`, from `check`; it replaces the one kept), then refuse it (BudgetSpent) if the
-    wave's flights have spent the budget."""
+async def admit(bus: Bus, wave: str | None, keep: dict[str, Any] | None = None) -> WaveSettings | None:
+    """Before a spawn into `wave` starts anything: keep the wave's settings it was given
+    (`keep`, from `check` and a limit; they replace those kept), then refuse it (BudgetSpent)
+    if the wave's flights have spent the budget. Returns the wave's settings, read this once
+    (None: no wave, or a wave whose name is no id, which has no settings kept)."""
     if wave is None:
-        return
+        return None
     if keep:
-        await set_settings(bus, wave, **keep)
+        settings = await set_settings(bus, wave, **keep)
     elif not is_id(wave):  # a wave whose name is no id has no settings kept
-        return
-    settings = await get_settings(bus, wave)
+        return None
+    else:
+        settings = await get_settings(bus, wave)
+    await refuse_spent(bus, wave, settings)
+    return settings
+
+
+async def refuse_spent(bus: Bus, wave: str, settings: WaveSettings) -> None:
+    """BudgetSpent if the flights of `wave` have spent the budget in its `settings`."""
     if settings.budget_tokens is None and settings.budget_usd is None:
         return
     tokens, usd = await wave_spent(bus, wave)

@@ -14,7 +14,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from . import admission, agent_sessions, agents, budgets, changes, messages, presets, watch, worktrees
@@ -22,6 +22,7 @@ from .agent_events import LINE_LIMIT, EventReader
 from .bus import Bus
 from .errors import BadInput, WavewaitError
 from .ids import check_name, check_wave, check_word, new_id
+from .launch_plan import LaunchPlan, SpawnRequest
 from .limits import check_argv
 from .model import Agent, ChangeSummary, Usage
 from .proc import alive, hostname
@@ -38,47 +39,36 @@ WATCH_DEBOUNCE_MS = 200  # edits this close together are one batch (watchfiles' 
 WATCH_STEP_MS = 100  # how often the watcher's thread looks for a batch to hand over
 
 
-async def start(
-    bus: Bus,
-    name: str,
-    *,
-    parent_id: str,
-    prompt: str | None = None,
-    command: Sequence[str] | None = None,
-    preset: str | None = None,
-    presets_file: str | None = None,
-    wave: str | None = None,
-    model: str | None = None,
-    worktree: bool | None = None,
-    base: str | None = None,
-    cwd: str | None = None,
-    env: dict[str, str] | None = None,
-    server_env: dict[str, str] | None = None,
-    agent_id: str | None = None,
-    budget: budgets.BudgetArgs | None = None,
-    on_record: agents.OnRecord | None = None,
-) -> Agent:
-    """Start a flight: a preset's agent on `prompt`, or a plain `command`; in its own worktree
-    when asked (`worktree=True`) or by default for a preset in a git repository.
+async def plan(bus: Bus, request: SpawnRequest) -> LaunchPlan:
+    """Resolve `request` once into the plan the layers below take whole: every value checked,
+    the preset's argv built, whether it gets a worktree decided, the wave's settings it was
+    given kept and the wave's settings read, and a wave that spent its budget refused, all
+    before anything is made (no record, no worktree; nothing kept for a refused spawn).
 
-    `server_env` goes to the MCP server a preset gives its agent (a task's binding);
-    `agent_id`, when the caller chose the flight's id before;
-    `budget`, the wave's budget to keep and the flight's own cap (core/budgets.py): a wave
-    that spent its budget is refused once the rest was checked, before a worktree is made;
-    `on_record`, called once its record is kept, before it starts (`agents.recorded`)."""
-    check_name(name)
-    if wave is not None:
-        check_wave(wave)
-    if model is not None:
-        check_word(model, "model")
-    if base is not None:
-        check_word(base, "base")
-    if command is not None:
-        check_argv(command)
-    folder = os.path.realpath(cwd or os.getcwd())
-    chosen = None
-    if preset is not None:
-        chosen = presets.get(preset, presets_file)
+    A preset's agent runs on the request's prompt, a plain command as given; in its own
+    worktree when asked (`worktree=True`) or by default for a preset in a git repository."""
+    r = request
+    wave = None if r.wave is None else check_wave(r.wave)  # one rule for a wave's name, limit or none
+    given = budgets.check(
+        r.wave,
+        budget_tokens=r.budget_tokens,
+        budget_usd=r.budget_usd,
+        flight_budget_tokens=r.flight_budget_tokens,
+        flight_budget_usd=r.flight_budget_usd,
+    )
+    keep = dict(given.wave)
+    if r.max_parallel is not None:
+        if r.wave is None:
+            raise BadInput("{max_parallel}: caps a wave; give {wave} too", fields=("max_parallel", "wave"))
+        keep["max_parallel"] = r.max_parallel
+    name = check_name(r.name)
+    model = None if r.model is None else check_word(r.model, "model")
+    base = None if r.base is None else check_word(r.base, "base")
+    command = None if r.command is None else check_argv(r.command)
+    folder = os.path.realpath(r.cwd or os.getcwd())
+    chosen, prompt = None, r.prompt
+    if r.preset is not None:
+        chosen = presets.get(r.preset, r.presets_file)
         if command is not None:
             raise BadInput("command: a preset runs its own agent; give prompt, not command")
         prompt = presets.check_prompt(prompt)
@@ -87,48 +77,74 @@ async def start(
             raise BadInput("model: applies to a preset's agent; give --preset too")
         if not command:
             raise BadInput("command: give the program and its arguments (or a preset and a prompt)")
-    use_worktree = worktree if worktree is not None else bool(chosen and chosen.worktree)
+    use_worktree = r.worktree if r.worktree is not None else bool(chosen and chosen.worktree)
     if base is not None and not use_worktree:
         raise BadInput("base: applies to a flight in its own worktree; drop --no-worktree, or drop --base")
     if use_worktree and worktrees.find_repo(folder) is None:
-        if worktree:
+        if r.worktree:
             raise BadInput(f"worktree: {folder} is not in a git repository; run without --worktree, or in a repository")
         use_worktree = False
-    await budgets.admit(bus, wave, budget.wave if budget else None)  # all else checked; nothing made yet
-    flight_id = agent_id or new_id()
-    info = None
-    run_dir = folder
-    if use_worktree:
-        info = await asyncio.to_thread(worktrees.create, folder, name=name, flight_id=flight_id, wave=wave, base=base)
-        run_dir = worktrees.start_dir(info, folder)
-    child_env = dict(os.environ if env is None else env)
-    fields: dict[str, Any] = {"worktree": info}
+    parent = agents.caller_id(r.parent)
+    settings = await budgets.admit(bus, wave, keep)  # all else checked; nothing made yet
+    flight_id = new_id()
+    env = dict(os.environ if r.base_env is None else r.base_env) | (r.env or {})
+    fields: dict[str, Any] = {"budget": given.flight}
     if chosen is not None:
         assert prompt is not None
-        server = presets.server_for(bus.url, flight_id, parent_id, extra_env=server_env)
-        command = chosen.argv(prompt, server=server, model=model, agent_id=flight_id, bus=bus.url)
-        child_env.update(chosen.env)
+        server = presets.server_for(bus.url, flight_id, parent, extra_env=r.server_env)
+        command = check_argv(chosen.argv(prompt, server=server, model=model, agent_id=flight_id, bus=bus.url))
+        env.update(chosen.env)
         fields |= {"preset": chosen.name, "events": chosen.events}
     assert command is not None
-    try:
-        cap = budgets.BudgetArgs(flight=budget.flight) if budget else None  # the wave's is kept already
-        return await admission.spawn(
-            bus,
-            name,
-            command,
-            wave=wave,
-            parent_id=parent_id,
-            env=child_env,
-            cwd=run_dir,
-            agent_id=flight_id,
-            budget=cap,
-            on_record=on_record,
-            **fields,
+    record, child_env = agents.record_of(
+        bus, name, command, wave=wave, parent_id=parent, env=env, cwd=folder, agent_id=flight_id
+    )
+    return LaunchPlan(record.model_copy(update=fields), child_env, settings, worktree=use_worktree, base=base)
+
+
+async def launch(bus: Bus, plan: LaunchPlan, *, on_record: agents.OnRecord | None = None) -> Agent:
+    """Start the flight `plan` resolved: its worktree made first when it gets one, then let in
+    by its wave's limit (core/admission.py). `on_record`, called once its record is kept,
+    before it starts (`agents.recorded`)."""
+    info = None
+    if plan.worktree:
+        r = plan.record
+        folder = r.cwd or os.getcwd()
+        info = await asyncio.to_thread(
+            worktrees.create, folder, name=r.name, flight_id=r.id, wave=r.wave, base=plan.base
         )
+        plan = plan.in_worktree(info, worktrees.start_dir(info, folder))
+    try:
+        return await admission.launch(bus, plan, on_record=on_record)
     except BaseException:
         if info is not None:  # nothing ran in it: leave no worktree or branch behind
             await asyncio.to_thread(_discard, info)
         raise
+
+
+async def start(
+    bus: Bus,
+    name: str,
+    *,
+    parent_id: str,
+    env: dict[str, str] | None = None,
+    budget: budgets.BudgetArgs | None = None,
+    on_record: agents.OnRecord | None = None,
+    **options: Any,
+) -> Agent:
+    """`plan` and `launch` for a caller without a face's request (a test, a bench): the
+    options are a `SpawnRequest`'s, `env` the whole environment it starts from, `budget`
+    what `budgets.check` made of the budgets given."""
+    if budget is not None:
+        cap = budget.flight
+        options |= {
+            "budget_tokens": budget.wave.get("budget_tokens"),
+            "budget_usd": budget.wave.get("budget_usd"),
+            "flight_budget_tokens": cap.tokens if cap else None,
+            "flight_budget_usd": cap.usd if cap else None,
+        }
+    request = SpawnRequest(name=name, parent=parent_id, base_env=env, **options)
+    return await launch(bus, await plan(bus, request), on_record=on_record)
 
 
 def _discard(info: Any) -> None:

@@ -2,56 +2,26 @@
 
 Each face turns its own words into one `SpawnRequest` (the CLI's and the TUI's flags through
 wavewait/spawn_flags.py, `spawn_agent`'s arguments, a task of the queue, a merge's conflict)
-and calls `spawn`, so a flight starts the same way from all of them: what is the wave's is
-kept first (its budget, its limit of running flights), the spawner gets a record, then the
-flight starts (core/flights.py: a preset's agent or a command, in its own worktree when
-asked), queued past its wave's limit (core/admission.py).
+and calls `spawn`, so a flight starts the same way from all of them. The trip reads top to
+bottom, each layer taking the plan whole:
+
+1. `flights.plan` resolves the request once into a `LaunchPlan` (core/launch_plan.py): every
+   check, the preset, the worktree chosen, the wave's budget and limit kept, the wave's
+   settings read, a spent budget refused;
+2. the spawner gets a record (`agents.ensure_agent`);
+3. `flights.launch` makes its worktree, if it gets one;
+4. `admission.launch` lets it in by its wave's limit, or queues it past it;
+5. `agents.spawn_without_admission` keeps its record and starts its supervisor.
 """
 
 from __future__ import annotations
 
-import os
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict, field_validator
-
-from . import agents, budgets, flights, waves
+from . import agents, flights
 from .bus import Bus
-from .errors import BadInput
-from .ids import check_wave
+from .launch_plan import SpawnRequest
 from .model import Agent
 
-
-class SpawnRequest(BaseModel):
-    """Every option of a spawn, as a face parsed it; the core checks the values."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
-
-    name: str
-    parent: str  # who spawns it: its reports and its death are told there
-    command: list[str] | None = None  # the program and its arguments (none with a preset)
-    prompt: str | None = None  # with a preset: the agent's task
-    preset: str | None = None
-    presets_file: str | None = None  # presets of one's own (None: $WAVEWAIT_PRESETS, else the built-in ones)
-    model: str | None = None  # with a preset: the model its agent uses
-    worktree: bool | None = None  # None: its own worktree for a preset in a repository
-    base: str | None = None  # with a worktree: where its branch starts
-    cwd: str | None = None  # where it runs, a folder the face found (None: this process's)
-    env: dict[str, str] | None = None  # added to base_env
-    base_env: dict[str, str] | None = None  # the environment it starts from (None: this process's)
-    server_env: dict[str, str] | None = None  # for the MCP server a preset gives its agent (a task's binding)
-    wave: str | None = None
-    max_parallel: int | Literal["auto"] | None = None  # kept as the wave's limit (docs/admission.md)
-    budget_tokens: int | None = None  # the wave's budget, kept for it (docs/budgets.md)
-    budget_usd: float | None = None
-    flight_budget_tokens: int | None = None  # this flight's own cap
-    flight_budget_usd: float | None = None
-
-    @field_validator("max_parallel", mode="before")
-    @classmethod
-    def _limit(cls, value: object) -> object:
-        """`"3"` from a command line is the limit 3, as from a tool: one request either way."""
-        return None if value is None else waves.parse_max_parallel(value)
+__all__ = ["SpawnRequest", "spawn"]
 
 
 async def spawn(bus: Bus, request: SpawnRequest, *, on_record: agents.OnRecord | None = None) -> Agent:
@@ -59,39 +29,6 @@ async def spawn(bus: Bus, request: SpawnRequest, *, on_record: agents.OnRecord |
 
     `on_record` is a step of the spawner, not an option of the flight (the queue runner names
     the flight in its task once its record is kept, `agents.recorded`), so it is no field."""
-    r = request
-    if r.wave is not None:
-        check_wave(r.wave)  # one rule for a wave's name, limit or none (docs/admission.md)
-    given = budgets.check(
-        r.wave,
-        budget_tokens=r.budget_tokens,
-        budget_usd=r.budget_usd,
-        flight_budget_tokens=r.flight_budget_tokens,
-        flight_budget_usd=r.flight_budget_usd,
-    )
-    if r.max_parallel is not None:
-        if r.wave is None:
-            raise BadInput("{max_parallel}: caps a wave; give {wave} too", fields=("max_parallel", "wave"))
-        await waves.set_settings(bus, r.wave, max_parallel=r.max_parallel)
-    await agents.ensure_agent(bus, r.parent)
-    env = None
-    if r.env is not None or r.base_env is not None:
-        env = {**(os.environ if r.base_env is None else r.base_env), **(r.env or {})}
-    return await flights.start(
-        bus,
-        r.name,
-        parent_id=r.parent,
-        prompt=r.prompt,
-        command=r.command,
-        preset=r.preset,
-        presets_file=r.presets_file,
-        wave=r.wave,
-        model=r.model,
-        worktree=r.worktree,
-        base=r.base,
-        cwd=r.cwd,
-        env=env,
-        server_env=r.server_env,
-        budget=given,
-        on_record=on_record,
-    )
+    plan = await flights.plan(bus, request)
+    await agents.ensure_agent(bus, request.parent)
+    return await flights.launch(bus, plan, on_record=on_record)

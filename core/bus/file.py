@@ -41,15 +41,16 @@ watcher's events to them and to its subscriptions.
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from .. import inotify, watch
 from ..errors import BusError
 from ..ids import check_id
-from ..model import Agent, Item, ItemRef, McpTask, WaitRecord
+from ..model import Agent, Item, McpTask, WaitRecord
 from . import wave_docs
+from .facade import Facade
 from .file_inbox import FileInbox
 from .file_items import sender_of
 from .file_records import FileAgents, FileMcpTasks, FileWaits, FileWaveDocs
@@ -62,7 +63,7 @@ _WATCHED = ("agents", "inbox", "waits")
 _DIRS = (*_WATCHED, "resolutions", "waves", "mcptasks", "logs", "quarantine", "locks", "tmp")
 
 
-class FileBus:
+class FileBus(Facade[FileInbox, FileUpkeep]):
     """A bus in a directory. Cheap to open; safe for many processes at once.
 
     `create=False` is for read-only commands: a bus that does not exist is an error then,
@@ -129,37 +130,6 @@ class FileBus:
     # ------------------------------------------------------------------ items
     async def deliver(self, item: Item) -> Item:
         return self.inbox.deliver(item)
-
-    async def pending(self, inbox: str, senders: Collection[str] | None = None) -> list[ItemRef]:
-        return await self.inbox.pending(inbox, senders)
-
-    async def peek(self, inbox: str) -> list[Item]:
-        return await self.inbox.peek(inbox)
-
-    async def claim(self, inbox: str, ref: ItemRef, wait_id: str) -> Item | None:
-        return await self.inbox.claim(inbox, ref, wait_id)
-
-    async def claim_many(self, inbox: str, refs: Sequence[ItemRef], wait_id: str) -> list[Item]:
-        return await self.inbox.claim_many(inbox, refs, wait_id)
-
-    async def claim_each(
-        self, inbox: str, wait_id: str, senders: Collection[str], types: Sequence[str], *, relist: bool = False
-    ) -> list[Item]:
-        return await self.inbox.claim_each(inbox, wait_id, senders, types, relist=relist)
-
-    async def claim_next(
-        self, inbox: str, wait_id: str, types: Sequence[str] | None = None, limit: int = 1
-    ) -> list[Item]:
-        return await self.inbox.claim_next(inbox, wait_id, types, limit)
-
-    async def holds(self, inbox: str, wait_id: str) -> int | None:
-        return await self.inbox.holds(inbox, wait_id)
-
-    async def release(self, inbox: str, wait_id: str) -> int:
-        return await self.inbox.release(inbox, wait_id)
-
-    async def unclaim(self, inbox: str, ref: ItemRef, wait_id: str) -> bool:
-        return await self.inbox.unclaim(inbox, ref, wait_id)
 
     async def take(self, inbox: str, wait_id: str, taker: str, *, end: bool = False) -> list[Item]:
         try:
@@ -296,9 +266,6 @@ class FileBus:
                 self.inbox.renew_all()  # every kept listing may miss something
         if keys:
             self._fanout.dispatch(keys)
-
-    async def recover(self, inbox: str | None = None) -> int:
-        return await self.upkeep.recover(inbox)
 
     def log_path(self, agent_id: str) -> str:
         return str(self.root / "logs" / f"{check_id(agent_id, 'agent')}.log")

@@ -38,7 +38,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,9 +47,10 @@ from psycopg import AsyncConnection
 
 from ..errors import BusError
 from ..ids import check_id
-from ..model import Agent, Item, ItemRef, McpTask, WaitRecord
+from ..model import Agent, Item, McpTask, WaitRecord
 from ..watch import Keyed
 from . import wave_docs
+from .facade import Facade
 from .keys import interest
 from .pg_conn import PgConn, redact, split_url
 from .pg_inbox import PgInbox
@@ -69,7 +70,7 @@ def log_dir() -> Path:
     return Path(state) / "wavewait" / "logs"
 
 
-class PostgresBus:
+class PostgresBus(Facade[PgInbox, PgUpkeep]):
     """A bus in a PostgreSQL schema; open with `await PostgresBus.open(url)`."""
 
     multi_host = True  # agents may run on other hosts: supervisors renew leases
@@ -141,37 +142,6 @@ class PostgresBus:
     # ------------------------------------------------------------------ items
     async def deliver(self, item: Item) -> Item:
         return await self.inbox.deliver(item)
-
-    async def pending(self, inbox: str, senders: Collection[str] | None = None) -> list[ItemRef]:
-        return await self.inbox.pending(inbox, senders)
-
-    async def peek(self, inbox: str) -> list[Item]:
-        return await self.inbox.peek(inbox)
-
-    async def claim(self, inbox: str, ref: ItemRef, wait_id: str) -> Item | None:
-        return await self.inbox.claim(inbox, ref, wait_id)
-
-    async def claim_many(self, inbox: str, refs: Sequence[ItemRef], wait_id: str) -> list[Item]:
-        return await self.inbox.claim_many(inbox, refs, wait_id)
-
-    async def claim_next(
-        self, inbox: str, wait_id: str, types: Sequence[str] | None = None, limit: int = 1
-    ) -> list[Item]:
-        return await self.inbox.claim_next(inbox, wait_id, types, limit)
-
-    async def claim_each(
-        self, inbox: str, wait_id: str, senders: Collection[str], types: Sequence[str], *, relist: bool = False
-    ) -> list[Item]:
-        return await self.inbox.claim_each(inbox, wait_id, senders, types, relist=relist)
-
-    async def holds(self, inbox: str, wait_id: str) -> int | None:
-        return await self.inbox.holds(inbox, wait_id)
-
-    async def release(self, inbox: str, wait_id: str) -> int:
-        return await self.inbox.release(inbox, wait_id)
-
-    async def unclaim(self, inbox: str, ref: ItemRef, wait_id: str) -> bool:
-        return await self.inbox.unclaim(inbox, ref, wait_id)
 
     async def take(self, inbox: str, wait_id: str, taker: str, *, end: bool = False) -> list[Item]:
         if end:  # ended in the take's own statement: its lease is no longer renewed
@@ -264,9 +234,6 @@ class PostgresBus:
             inboxes=inboxes, agents=agents, waits=waits, wait_id=wait_id, senders=senders, claim_group=claim_group
         )
         return await self.listener.subscribe(spec)
-
-    async def recover(self, inbox: str | None = None) -> int:
-        return await self.upkeep.recover(inbox)
 
     def tasks(self, queue: str) -> PgTaskStore:
         return PgTaskStore(self.conn, self.listener, queue)
