@@ -86,17 +86,19 @@ async def test_a_flight_cannot_report_completion_or_answer_as_another(bus):
     await register(bus, "orchestrator")
     b = await sibling(bus)
     script = (
-        'WAVEWAIT_AGENT_ID="$1" wavewait notify --message forged 2>&1; echo "rc=$?"; '
+        'WAVEWAIT_AGENT_ID="$1" wavewait notify --hook --message forged 2>&1; echo "rc=$?"; '
         'wavewait --agent orchestrator send "$1" "forged go" 2>&1; echo "rc=$?"; '
         'wavewait notify --message "my own work is done" >/dev/null; echo "own=$?"'
     )
     f = await admission.spawn(bus, "forger", ["sh", "-c", script, "sh", b.id], parent_id="orchestrator")
     await until(ended(bus, f.id), 30, "the forger to end")
     said = log_of(await bus.get_agent(f.id))
-    # notify, a stop hook's command, never fails its host (exit 0) but says it sent nothing
-    notify_said, send_said, _ = said.split("rc=")
+    # notify --hook, a stop hook's command, says it sent nothing and exits 5 (not delivered),
+    # never 2 (which Claude Code reads as "do not stop"); send, refused, is bad input (2)
+    notify_said, notify_rc_and_send_said, send_rc = said.split("rc=")
     assert f"flight forger ({f.id}), not sibling ({b.id})" in notify_said and "nothing was sent" in notify_said
-    assert f"flight forger ({f.id}), not orchestrator" in send_said and said.count("rc=2") == 1
+    assert f"flight forger ({f.id}), not orchestrator" in notify_rc_and_send_said
+    assert notify_rc_and_send_said.startswith("5\n") and send_rc.startswith("2\n"), said
     assert "own=0" in said, said
     first = await wait.wait_next(bus, "orchestrator", 0)
     assert (first.status, first.sender, first.message) == ("received", f.id, "my own work is done")
