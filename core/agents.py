@@ -230,27 +230,39 @@ def record_of(
         log_path=bus.log_path(agent_id),
         cwd=cwd or os.getcwd(),  # where the spawner stood: a queued flight starts there from any process
     )
-    child_env = dict(os.environ if env is None else env)
-    child_env.pop(SECRET_ENV, None)  # the spawner's own, if it is a flight: each flight gets its own at start
-    child_env.update(WAVEWAIT_BUS=bus.url, WAVEWAIT_AGENT_ID=agent.id, WAVEWAIT_PARENT_ID=parent_id)
-    child_env.update(reach_wavewait(child_env.get("PATH", "")))
-    return agent, child_env
+    return agent, flight_env(bus, dict(os.environ if env is None else env), agent.id, parent_id)
+
+
+def flight_env(bus: Bus, env: dict[str, str], agent_id: str, parent_id: str) -> dict[str, str]:
+    """The environment a flight's command runs in: `env` with the bus's variables, its identity
+    and this wavewait within reach (a spawn, and the resume of a conversation)."""
+    env.pop(SECRET_ENV, None)  # the spawner's own, if it is a flight: each flight gets its own at start
+    env.update(WAVEWAIT_BUS=bus.url, WAVEWAIT_AGENT_ID=agent_id, WAVEWAIT_PARENT_ID=parent_id)
+    env.update(reach_wavewait(env.get("PATH", "")))
+    return env
 
 
 async def launch(
-    bus: Bus, agent: Agent, env: dict[str, str], secret: str | None = None, *, announce: bool = False
+    bus: Bus,
+    agent: Agent,
+    env: dict[str, str],
+    secret: str | None = None,
+    *,
+    announce: bool = False,
+    command: Sequence[str] | None = None,
 ) -> Agent:
     """Start the supervisor of `agent` (kept on the bus, `running`, not started yet) with
     `env`; its record once the command runs, or BadInput (it is dead then, and with
     `announce` its parent hears of it: a queued flight's spawner is not there to be told).
 
     The supervisor only starts a flight whose credential it holds (supervise.py): `secret`,
-    whose digest the record has, or (None) a new one, put on the record first."""
+    whose digest the record has, or (None) a new one, put on the record first. `command`: what
+    runs instead of the record's own (a conversation resumed: its command and `resume_args`)."""
+    command = list(agent.command or []) if command is None else list(command)
     if secret is None:
         secret, digest = new_secret()
         agent = await bus.update_agent(agent.id, secret_hash=digest) or agent
     child_env = {**env, SECRET_ENV: secret}
-    command = agent.command or []
     try:
         supervisor = subprocess.Popen(
             supervisor_argv(agent.id, command),
@@ -275,7 +287,7 @@ async def launch(
         agent.id, supervisor_pid=supervisor.pid, supervisor_start=pid_start(supervisor.pid, zombie_ok=True), **lease
     )
     if recorded is not None and recorded.status == "running":
-        plan = {"log": agent.log_path, "events": agent.events}
+        plan = {"log": agent.log_path, "events": agent.events, "conversation": agent.conversation}
         with contextlib.suppress(BrokenPipeError):  # it has ended: what it said is read below
             supervisor.stdin.write((json.dumps(plan) + "\n").encode())
     with contextlib.suppress(BrokenPipeError):
@@ -364,10 +376,18 @@ async def close_without_admission(bus: Bus, agent: Agent, reason: str = "closed"
     A flight's worktree goes once its process has ended, if clean (its branch stays); one
     still running is tidied by its supervisor at its end (core/flights.py)."""
     closed = await bus.transition(
-        agent.id, "closed", ("queued", "running", "idle"), reason=reason, ended_at=now(), launch_env=None
+        agent.id,
+        "closed",
+        ("queued", "running", "idle"),
+        reason=reason,
+        ended_at=now(),
+        launch_env=None,
+        closed_for_good=True,  # a conversation it held ends: a later tell is refused (docs/conversations.md)
     )
     if closed is None:
         current = await bus.get_agent(agent.id)
+        if current is not None and current.status == "closed" and not current.closed_for_good:
+            current = await bus.update_agent(agent.id, closed_for_good=True, reason=reason) or current
         if current is not None and current.status == "dead":
             raise BadInput(
                 f"{{agentId}}: {agent.name} ({agent.id[:8]}) is dead, not open; nothing to close", fields=("agentId",)
@@ -544,6 +564,10 @@ def agent_view(a: Agent) -> dict[str, Any]:
         "reason": a.reason,
         "parent_id": a.parent_id,
         "preset": a.preset,
+        "conversation": a.conversation,  # the host protocol a tell goes on; None: it cannot be told
+        "session_id": a.session_id,
+        "turn": a.turn,
+        "closed_for_good": a.closed_for_good,
         "worktree": a.worktree,
         "changes": a.changes.model_copy(update={"paths": a.changes.paths[:LISTED_PATHS]}) if a.changes else None,
         "usage": a.usage,

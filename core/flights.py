@@ -15,9 +15,9 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
-from . import admission, agent_sessions, agents, budgets, changes, messages, presets, watch, worktrees
+from . import admission, agent_sessions, agents, budgets, changes, messages, presets, transcript, watch, worktrees
 from .agent_events import LINE_LIMIT, EventReader
 from .bus import Bus
 from .errors import BadInput, WavewaitError
@@ -77,6 +77,9 @@ async def plan(bus: Bus, request: SpawnRequest) -> LaunchPlan:
             raise BadInput("model: applies to a preset's agent; give --preset too")
         if not command:
             raise BadInput("command: give the program and its arguments (or a preset and a prompt)")
+    keep_open = check_keep_open(r.keep_open)
+    if r.keep_open is not None and (chosen is None or chosen.conversation is None):
+        raise BadInput("keep_open: applies to a preset's agent that holds a conversation (claude, codex); drop it")
     use_worktree = r.worktree if r.worktree is not None else bool(chosen and chosen.worktree)
     if base is not None and not use_worktree:
         raise BadInput("base: applies to a flight in its own worktree; drop --no-worktree, or drop --base")
@@ -92,14 +95,35 @@ async def plan(bus: Bus, request: SpawnRequest) -> LaunchPlan:
     if chosen is not None:
         assert prompt is not None
         server = presets.server_for(bus.url, flight_id, parent, extra_env=r.server_env)
-        command = check_argv(chosen.argv(prompt, server=server, model=model, agent_id=flight_id, bus=bus.url))
+        talk = chosen.conversation
+        command = check_argv(
+            chosen.argv(None if talk else prompt, server=server, model=model, agent_id=flight_id, bus=bus.url)
+        )
         env.update(chosen.env)
         fields |= {"preset": chosen.name, "events": chosen.events}
+        if talk is not None:  # its prompt is its first user message (core/turns.py), told by its spawner
+            fields |= {"conversation": talk, "resume_args": list(chosen.resume_args), "keep_open": keep_open}
     assert command is not None
+    first = prompt if fields.get("conversation") else None
     record, child_env = agents.record_of(
         bus, name, command, wave=wave, parent_id=parent, env=env, cwd=folder, agent_id=flight_id
     )
-    return LaunchPlan(record.model_copy(update=fields), child_env, settings, worktree=use_worktree, base=base)
+    return LaunchPlan(
+        record.model_copy(update=fields), child_env, settings, worktree=use_worktree, base=base, prompt=first
+    )
+
+
+#: how long a conversation stays open between turns at most (docs/conversations.md)
+MAX_KEEP_OPEN = 24 * 3600.0
+
+
+def check_keep_open(value: object) -> float:
+    """Seconds an idle conversation stays open (0: it ends after each turn; a tell resumes it)."""
+    if value is None:
+        return 0.0
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MAX_KEEP_OPEN:
+        raise BadInput(f"keep_open: give seconds from 0 to {MAX_KEEP_OPEN:g}, got {value!r}")
+    return float(value)
 
 
 async def launch(bus: Bus, plan: LaunchPlan, *, on_record: agents.OnRecord | None = None) -> Agent:
@@ -115,6 +139,9 @@ async def launch(bus: Bus, plan: LaunchPlan, *, on_record: agents.OnRecord | Non
         )
         plan = plan.in_worktree(info, worktrees.start_dir(info, folder))
     try:
+        if plan.prompt is not None:  # waiting for its supervisor, which takes its tells in order
+            r = plan.record
+            await bus.deliver(transcript.tell_item(r.id, plan.prompt, r.parent_id or "spawner", prompt=True))
         return await admission.launch(bus, plan, on_record=on_record)
     except BaseException:
         if info is not None:  # nothing ran in it: leave no worktree or branch behind
@@ -167,10 +194,15 @@ async def count_changes(bus: Bus, agent: Agent, *, final: bool = False) -> Chang
 
 def report_text(reader: EventReader) -> str:
     """The report's message: the agent's final answer (bounded), else what ended its run."""
-    text = (reader.final_text or "").strip()
+    return clip_report(reader.final_text or "", reader.status or "ended", reader.last_error)
+
+
+def clip_report(final: str, status: str, error: str | None = None) -> str:
+    """A run's or a turn's report: its final answer (bounded), else how it ended and why."""
+    text = final.strip()
     if not text:
-        why = reader.last_error or reader.status or "ended"
-        text = f"finished: {reader.status or 'ended'}" + (f" ({why})" if why != reader.status else "")
+        why = error or status
+        text = f"finished: {status}" + (f" ({why})" if why != status else "")
     if len(text) > REPORT_CHARS:
         text = (
             text[: REPORT_CHARS - 80] + f"\n… [cut at {REPORT_CHARS:,} characters; the whole run is in its output log]"
@@ -351,8 +383,16 @@ class Relay:
         return self.reader
 
 
+class Reads(Protocol):
+    """What the supervisor's beat reads of whatever reads the agent's output: a `Relay`, or a
+    conversation's `turns.Talk`."""
+
+    dirty: bool
+    reader: EventReader
+
+
 async def tick(
-    bus: Bus, agent: Agent, relay: Relay | None, last: dict[str, Any], *, edited: bool = False
+    bus: Bus, agent: Agent, relay: Reads | None, last: dict[str, Any], *, edited: bool = False
 ) -> float | None:
     """While the flight runs: its usage when it changed, its changes when its worktree was
     `edited` (at most every RECOUNT_GAP seconds) or else every LIVE_CHANGES_EVERY seconds

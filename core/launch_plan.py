@@ -43,6 +43,7 @@ class SpawnRequest(BaseModel):
     budget_usd: float | None = None
     flight_budget_tokens: int | None = None  # this flight's own cap
     flight_budget_usd: float | None = None
+    keep_open: float | None = None  # seconds a conversation stays open between turns (None: 0)
 
     @field_validator("max_parallel", mode="before")
     @classmethod
@@ -60,6 +61,7 @@ class LaunchPlan:
     settings: WaveSettings | None = None  # its wave's, read once (None: no wave, or none kept for it)
     worktree: bool = False  # a worktree of its own is still to be made (core/flights.py)
     base: str | None = None  # where that worktree's branch starts
+    prompt: str | None = None  # a conversation's first user message, told once its record is kept
 
     @property
     def limit(self) -> int | Literal["auto"] | None:

@@ -181,8 +181,12 @@ async def notify_completion(
     changes: list[str] | None = None,
     worker_id: str | None = None,
     session_id: str | None = None,
+    turn: int | None = None,
+    idle: bool = True,
 ) -> Item:
-    """Report that a worker finished its job: a `worker_complete` item to its session; idle."""
+    """Report that a worker finished its job: a `worker_complete` item to its session; idle.
+    `turn`: the number of a conversation's turn it ends (core/turns.py); `idle=False`: its next
+    turn is due already (a message told during this one), so it stays running."""
     if status not in ("success", "error", "max_turns"):  # max_turns: a supervisor's report (core/flights.py)
         raise BadInput(f"status: must be 'success' or 'error', got {status!r}")
     check_text(message, "message", allow_empty=True)
@@ -200,9 +204,10 @@ async def notify_completion(
             to=session_agent.id,
             sender=worker.id,
             body=message or f"finished: {status}",
-            data={"status": status, "changes": changes},
+            data={"status": status, "changes": changes} | ({"turn": turn} if turn is not None else {}),
         ),
         worker,
     )
-    await bus.transition(worker.id, "idle", ("running",))
+    if idle:
+        await bus.transition(worker.id, "idle", ("running",))
     return item

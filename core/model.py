@@ -141,6 +141,16 @@ class Agent(Record):
     cwd: str | None = None
     launch_env: dict[str, str] | None = None
     started_at: float | None = None  # when its supervisor was started (None while queued)
+    # a conversation (docs/conversations.md): the host protocol its agent is talked to on
+    # (core/talk/), the host's own session id (resumed by a tell once its process ended), the
+    # number of its latest turn, how long it stays open between turns, and whether `close`
+    # ended it for good (a later tell is refused)
+    conversation: str | None = None
+    session_id: str | None = None
+    turn: int = 0
+    keep_open: float = 0.0
+    resume_args: list[str] | None = None  # added to `command` to resume `{session}`
+    closed_for_good: bool = False
 
     @property
     def finished(self) -> bool:

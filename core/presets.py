@@ -7,11 +7,12 @@ wavewait's tools on its first turn with nothing written in the user's files. It 
 the user's own set-up of each CLI (login, model, API address, ~/.codex/config.toml,
 ~/.claude) is used as it is.
 
-Built in: `claude` (Claude Code `-p`, stream-json, the flight's own `--mcp-config` and an
-allow rule for wavewait's tools, file edits accepted in its worktree) and `codex` (`codex
-exec --json`, `-c mcp_servers.wavewait.*` overrides with `required = true`, sandbox
-`workspace-write` with approval `never`, so it can neither stall on a question nor write
-outside its worktree). A TOML file (`--presets FILE`, else `$WAVEWAIT_PRESETS`) changes
+Built in: `claude` (Claude Code `-p`, stream-json in and out, the flight's own
+`--mcp-config` and an allow rule for wavewait's tools, file edits accepted in its worktree)
+and `codex` (`codex app-server`, `-c mcp_servers.wavewait.*` overrides with `required =
+true`; its threads run in sandbox `workspace-write` with approval `never`, so it can neither
+stall on a question nor write outside its worktree). Both hold a conversation (core/talk/):
+the prompt is the first user message, a `tell` the next, and an ended one is resumed. A TOML file (`--presets FILE`, else `$WAVEWAIT_PRESETS`) changes
 them or adds others:
 
     [presets.claude]
@@ -56,7 +57,20 @@ MAX_ARG_CHARS = 8192
 ALLOW = "mcp__wavewait"  # Claude Code's permission rule for every wavewait tool
 PERMISSION_TOOL = "mcp__wavewait__approve"  # where Claude Code's permission prompts go (wavewait/mcp)
 CODEX_TOOL_TIMEOUT = 300  # Codex's cut for one MCP call; the server returns long waits before it
-KEYS = {"program", "args", "extra_args", "model_args", "env", "events", "mcp", "worktree"}
+KEYS = {
+    "program",
+    "args",
+    "extra_args",
+    "model_args",
+    "env",
+    "events",
+    "mcp",
+    "worktree",
+    "conversation",
+    "resume_args",
+}
+#: the host protocols a flight is talked to on (core/talk/), or none
+CONVERSATIONS = ("claude", "codex", "none")
 
 
 @dataclass(frozen=True)
@@ -78,10 +92,14 @@ class Preset:
     events: str | None = None  # an agent_events format, or None (nothing to read)
     mcp: McpStyle = "none"
     worktree: bool = True  # its own worktree by default, in a repository
+    #: the host protocol its agent is talked to on (core/talk/): then the prompt is its first
+    #: user message, not a word of its command line; None: one prompt, one run, no `tell`
+    conversation: str | None = None
+    resume_args: tuple[str, ...] = ()  # added to its command to resume the session `{session}`
 
     def argv(
         self,
-        prompt: str,
+        prompt: str | None,
         *,
         server: McpServer,
         model: str | None = None,
@@ -91,7 +109,7 @@ class Preset:
         """The command that runs this preset's agent on `prompt`."""
         words = {"{mcp}": mcp_args(self.mcp, server), "{extra}": list(self.extra_args)}
         words["{model_args}"] = [a.replace("{model}", model) for a in self.model_args] if model else []
-        inline = {"{prompt}": prompt, "{model}": model or "", "{agent_id}": agent_id, "{bus}": bus}
+        inline = {"{prompt}": prompt or "", "{model}": model or "", "{agent_id}": agent_id, "{bus}": bus}
         out = [self.program]
         for a in self.args:
             if a in words:
@@ -148,36 +166,26 @@ BUILTIN: dict[str, Preset] = {
             "--verbose",
             "--permission-mode",
             "acceptEdits",
+            "--input-format",
+            "stream-json",
             "{model_args}",
             "{extra}",
             "{mcp}",
-            "--",
-            "{prompt}",
         ),
         model_args=("--model", "{model}"),
         events="claude",
         mcp="claude",
+        conversation="claude",
+        resume_args=("--resume", "{session}"),
     ),
     "codex": Preset(
         name="codex",
         program="codex",
-        args=(
-            "exec",
-            "--json",
-            "--skip-git-repo-check",
-            "--sandbox",
-            "workspace-write",
-            "-c",
-            'approval_policy="never"',
-            "{model_args}",
-            "{extra}",
-            "{mcp}",
-            "--",
-            "{prompt}",
-        ),
-        model_args=("--model", "{model}"),
+        args=("app-server", "{model_args}", "{extra}", "{mcp}"),
+        model_args=("-c", 'model="{model}"'),
         events="codex",
         mcp="codex",
+        conversation="codex",  # the sandbox and approval policy go in its thread/start (core/talk/codex.py)
     ),
 }
 
@@ -228,9 +236,24 @@ def _preset(name: str, table: object, base: Preset | None, where: str) -> Preset
         if not isinstance(table["worktree"], bool):
             raise BadInput(f"{where}.worktree: true or false")
         changes["worktree"] = table["worktree"]
+    if "conversation" in table:
+        talk = table["conversation"]
+        if talk not in CONVERSATIONS:
+            raise BadInput(f"{where}.conversation: one of {', '.join(CONVERSATIONS)}, got {talk!r}")
+        changes["conversation"] = None if talk == "none" else talk
+    if "resume_args" in table:
+        changes["resume_args"] = _words(table["resume_args"], f"{where}.resume_args")
     p = replace(p, **changes)
-    if "{prompt}" not in " ".join(p.args):
+    has_prompt = "{prompt}" in " ".join(p.args)
+    if p.conversation is None and not has_prompt:
         raise BadInput(f"{where}.args: must contain {{prompt}}, where the prompt goes")
+    if p.conversation is not None and has_prompt:
+        raise BadInput(
+            f"{where}.args: a preset with a conversation gives the prompt as its first message, "
+            'not on the command line: drop {prompt}, or set conversation = "none"'
+        )
+    if p.conversation is not None and p.events != p.conversation:
+        raise BadInput(f"{where}.events: a {p.conversation} conversation reads {p.conversation} events")
     return p
 
 

@@ -344,6 +344,12 @@ class AgentInfo(BaseModel):
     reason: str | None = Field(default=None, description="why it is dead or closed, or why it is still queued")
     parent_id: str | None = None
     preset: str | None = Field(default=None, description="the agent preset it runs (claude, codex, …)")
+    conversation: str | None = Field(
+        default=None, description="the host protocol `tell` talks to it on (claude, codex); none: it cannot be told"
+    )
+    session_id: str | None = Field(default=None, description="its agent's own session: a tell resumes it")
+    turn: int = Field(default=0, description="the number of its latest turn")
+    closed_for_good: bool = Field(default=False, description="`close` ended its conversation: no more tells")
     worktree: WorktreeInfo | None = Field(default=None, description="its own git worktree: path, branch, base")
     changes: ChangeSummary | None = Field(
         default=None, description="files and lines +/- against its base (final once it ended)"
@@ -389,6 +395,33 @@ class OutputResult(ToolResult):
 
     def summary(self) -> str:
         return f"{len(self.lines)} line(s) of output from {self.name}"
+
+
+class TellResult(ToolResult):
+    """`tell` in every face: where the message went (docs/conversations.md)."""
+
+    agent_id: str
+    name: str
+    told: str  # in_turn | next_turn | resumed
+    turn: int  # the number of the turn that takes it
+
+    def summary(self) -> str:
+        where = {"in_turn": "into its running turn", "next_turn": "as its next turn", "resumed": "resumed"}
+        return f"told {self.name} {where.get(self.told, self.told)} (turn {self.turn})"
+
+
+class TranscriptResult(ToolResult):
+    """`transcript`: a flight's conversation, its last entries (paged back by `before`)."""
+
+    agent_id: str
+    name: str
+    state: str
+    turn: int
+    entries: list[dict[str, Any]]
+    more: bool  # older entries are kept: page back with before = the first entry's seq
+
+    def summary(self) -> str:
+        return f"{len(self.entries)} entr(ies) of {self.name}'s conversation (turn {self.turn})"
 
 
 class AgentList(ToolResult):

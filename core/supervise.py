@@ -72,6 +72,7 @@ def start(agent_id: str, command: list[str]) -> tuple[subprocess.Popen[bytes], I
         opener=lambda path, flags: os.open(path, flags | os.O_CLOEXEC, 0o600),
     )
     relay = bool(plan["events"])  # its stdout is its events, read by the relay
+    talk = bool(plan.get("conversation"))  # its stdin stays open: the conversation (core/turns.py)
     # a supervisor started by another one (an admission step at that flight's end) inherits
     # its ignored TERM and INT, and an ignored signal stays ignored across exec: the command
     # gets the defaults, so a kill's TERM ends it rather than waiting for the KILL
@@ -80,9 +81,9 @@ def start(agent_id: str, command: list[str]) -> tuple[subprocess.Popen[bytes], I
     try:
         child = subprocess.Popen(
             command,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE if relay else log,
-            stderr=log if relay else subprocess.STDOUT,
+            stdin=subprocess.PIPE if talk else subprocess.DEVNULL,
+            stdout=subprocess.PIPE if relay or talk else log,
+            stderr=log if relay or talk else subprocess.STDOUT,
         )
     except OSError as e:
         log.close()
@@ -127,6 +128,7 @@ async def _supervise(bus: Bus, agent_id: str, child: subprocess.Popen[bytes], lo
     from .identity import SECRET_ENV, holds_secret
     from .model import Usage, now
     from .proc import pid_start
+    from .turns import Talk
 
     agent = await bus.get_agent(agent_id)
     if agent is None:
@@ -145,7 +147,11 @@ async def _supervise(bus: Bus, agent_id: str, child: subprocess.Popen[bytes], lo
         with contextlib.suppress(RuntimeError):
             loop.call_soon_threadsafe(usage_seen.set)
 
-    relay = flights.Relay(agent.events, log, on_usage=wake) if agent.events else None  # its events: read, then logged
+    relay: flights.Relay | Talk | None = None  # its events: read, then logged
+    if agent.conversation is not None and child.stdin is not None:
+        relay = Talk(bus, agent, child.stdin, log, on_usage=wake)
+    elif agent.events:
+        relay = flights.Relay(agent.events, log, on_usage=wake)
     watch = None
     if agent.worktree is not None:  # its every edit is counted within a second
         watch = flights.WorktreeWatch(
@@ -161,6 +167,7 @@ async def _supervise(bus: Bus, agent_id: str, child: subprocess.Popen[bytes], lo
     )
     if relay is not None:
         relay.start(child.stdout)
+    talking = asyncio.ensure_future(relay.run()) if isinstance(relay, Talk) else None
     ended_task = asyncio.ensure_future(asyncio.to_thread(child.wait))
     live = relay is not None or agent.worktree is not None  # usage and changes kept current
     beat = min(AGENT_LEASE / 3, flights.LIVE_CHANGES_EVERY) if leased and live else AGENT_LEASE / 3
@@ -203,6 +210,12 @@ async def _supervise(bus: Bus, agent_id: str, child: subprocess.Popen[bytes], lo
         if watch is not None:
             watch.close()
     code = await ended_task
+    if talking is not None:  # its last lines read (a turn's report sent) before the end is recorded
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(asyncio.shield(talking), 10)
+        talking.cancel()
+        with contextlib.suppress(BaseException):
+            await talking
     ended = {"exit_code": code, "ended_at": now()}
     reader = relay.finish() if relay is not None else None
     why = None

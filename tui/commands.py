@@ -35,6 +35,14 @@ COMMANDS: tuple[SlashCommand, ...] = (
         run=slash.reply,
     ),
     SlashCommand(
+        "/tell",
+        "/tell ID MESSAGE",
+        "tell a Claude Code or Codex flight something: into its running turn, as its next turn, or "
+        "resumed after it ended (--now first interrupts its turn; docs/conversations.md)",
+        takes_ids=True,
+        run=slash.tell,
+    ),
+    SlashCommand(
         "/spawn",
         "/spawn NAME [--wave W] [--preset P] -- CMD ... | PROMPT",
         "run a command or agent as a flight; every flag of 'wavewait spawn' (--cwd, --env K=V, "
@@ -95,10 +103,10 @@ def parse(line: str) -> Parsed:
         known = ", ".join(c.name for c in COMMANDS)
         raise Usage(f"unknown command {head!r}; commands: {known}")
     body = line[len(head) :].strip()
-    if cmd.name in ("/send", "/reply"):
+    if cmd.name in ("/send", "/reply", "/tell"):
         parts = body.split(maxsplit=1)
         if len(parts) < 2:
-            raise usage_error(cmd, "give a flight id, then the " + ("message" if cmd.name == "/send" else "answer"))
+            raise usage_error(cmd, "give a flight id, then the " + ("answer" if cmd.name == "/reply" else "message"))
         return Parsed(cmd, [parts[0], parts[1]])
     try:
         words = shlex.split(body)

@@ -15,13 +15,14 @@ from typing import Protocol
 
 from rich.text import Text
 
-from ..core import admission, merge, messages, spawning
+from ..core import admission, conversation, merge, messages, spawning
 from ..core import agents as agents_mod
 from ..core.bus import Bus
 from ..core.errors import WavewaitError
 from ..core.ids import resolve, short
 from ..core.merge import MergeResult
 from ..core.model import WaitRecord
+from ..core.results import TellResult
 from ..core.wait import CHECK_TIMEOUT, FilesTarget, Plan, WaitRequest, check_timeout, parse_need, plan
 from ..spawn_flags import spawn_request
 from .host import Host
@@ -156,6 +157,14 @@ async def reply(c: Console, p: Parsed) -> None:
     agent = await agents_mod.resolve_agent(c.bus, to, "ID")
     item = await messages.answer(c.bus, c.me, agent.id, answer)
     c.say(f"answered {agent.name} ({short(agent.id)}): message {short(item.id)}")
+
+
+async def tell(c: Console, p: Parsed) -> None:
+    """`/tell ID MESSAGE`; a message that starts with `--now ` interrupts the running turn first."""
+    to, text = p.args
+    now = text.startswith("--now ")
+    said = await conversation.tell(c.bus, to, text.removeprefix("--now ").strip(), by=c.me, interrupt=now)
+    c.say(TellResult(**said).summary())
 
 
 async def kill(c: Console, p: Parsed) -> None:

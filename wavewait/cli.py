@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import secrets
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from .cli_parser import parse_args, seconds
-from .core import admission, changes, flights, merge, messages, spawning, wait
+from .core import admission, changes, conversation, flights, merge, messages, spawning, transcript, wait
 from .core import agents as agents_mod
 from .core.agents import agent_view
 from .core.bus import Bus, bus_url, open_bus
@@ -41,6 +42,8 @@ from .core.results import (
     PruneResult,
     Result,
     SendResult,
+    TellResult,
+    TranscriptResult,
     WaitList,
     iso,
 )
@@ -98,7 +101,7 @@ def _silence_stdout() -> None:
 
 
 #: commands that only look at or act on what the bus holds: they never create a bus
-NEEDS_A_BUS = {"agents", "waits", "kill", "close", "interrupt", "diff", "prune"}
+NEEDS_A_BUS = {"agents", "waits", "kill", "close", "interrupt", "diff", "prune", "tell", "transcript"}
 
 
 async def _run(args: argparse.Namespace) -> int:
@@ -262,6 +265,36 @@ async def cmd_close(bus: Bus, args: argparse.Namespace) -> int:
     return _print(AgentStatus(agent_id=agent.id, status=agent.status))
 
 
+async def cmd_tell(bus: Bus, args: argparse.Namespace) -> int:
+    said = await conversation.tell(bus, args.id, args.message, by=agents_mod.caller_id(args.agent), interrupt=args.now)
+    return _print(TellResult(**said))
+
+
+async def cmd_transcript(bus: Bus, args: argparse.Namespace) -> int:
+    """The conversation as text (one line an entry) or JSON; `--follow` goes on as it grows."""
+    agent = await agents_mod.resolve_agent(bus, args.id, "agent")
+    items = await transcript.read(bus, agent.id, tail=args.tail, before=args.before)
+    entries = [transcript.entry_view(i) for i in items]
+    if args.json and not args.follow:
+        first = entries[0]["seq"] if entries else None
+        more = first is not None and bool(await transcript.read(bus, agent.id, tail=1, before=first))
+        return _print(
+            TranscriptResult(
+                agent_id=agent.id, name=agent.name, state=agent.state, turn=agent.turn, entries=entries, more=more
+            )
+        )
+    for e in entries:
+        print(json.dumps(e, ensure_ascii=False) if args.json else transcript.line(e), flush=True)
+    if not args.follow:
+        return Exit.OK
+    after = entries[-1]["seq"] if entries else 0
+    with contextlib.suppress(KeyboardInterrupt, asyncio.CancelledError):
+        async for batch in transcript.follow(bus, agent.id, after):
+            for e in map(transcript.entry_view, batch):
+                print(json.dumps(e, ensure_ascii=False) if args.json else transcript.line(e), flush=True)
+    return Exit.OK
+
+
 async def cmd_interrupt(bus: Bus, args: argparse.Namespace) -> int:
     from .core.ids import resolve
 
@@ -300,6 +333,8 @@ COMMANDS: dict[str, Callable[[Bus, argparse.Namespace], Awaitable[int]]] = {
     "agents": cmd_agents,
     "kill": cmd_kill,
     "close": cmd_close,
+    "tell": cmd_tell,
+    "transcript": cmd_transcript,
     "interrupt": cmd_interrupt,
     "waits": cmd_waits,
     "output": cmd_output,

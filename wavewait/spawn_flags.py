@@ -32,6 +32,17 @@ def at_least(lo: int) -> Callable[[str], int]:
     return parse
 
 
+def seconds(value: str) -> float:
+    """An argparse type: seconds, 0 or more."""
+    try:
+        n = float(value)
+    except ValueError:
+        n = -1.0
+    if not math.isfinite(n) or n < 0:
+        raise argparse.ArgumentTypeError(f"must be seconds, 0 or more, got {value!r}")
+    return n
+
+
 def amount(value: str) -> float:
     """An argparse type: an amount of US dollars above 0."""
     try:
@@ -84,6 +95,13 @@ def add_spawn_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--cwd", metavar="DIR", help="where it runs (in a worktree: the same folder of it; default: here)")
     p.add_argument("--env", action="append", default=[], metavar="K=V", help="add to its environment (repeatable)")
+    p.add_argument(
+        "--keep-open",
+        type=seconds,
+        metavar="SECONDS",
+        help="with a preset that holds a conversation: how long its agent stays open, idle, after a turn "
+        "(default 0: it ends, and a tell resumes it; docs/conversations.md)",
+    )
     add_budget_flags(p)
     p.add_argument("cmd", nargs="*", help="the command, or a preset's prompt (everything after --)")
 
@@ -117,4 +135,5 @@ def spawn_request(args: argparse.Namespace, parent: str) -> SpawnRequest:
         budget_usd=args.budget_usd,
         flight_budget_tokens=args.flight_budget_tokens,
         flight_budget_usd=args.flight_budget_usd,
+        keep_open=args.keep_open,
     )

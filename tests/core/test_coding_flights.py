@@ -18,6 +18,7 @@ import pytest
 
 from wavewait.core import admission, agents, flights, presets, wait, worktrees
 from wavewait.core.errors import BadInput
+from wavewait.core.talk.codex import CodexDriver
 
 from conftest import until
 from gittools import branches, git, make_repo, status
@@ -230,8 +231,9 @@ SERVER = presets.McpServer(
 
 
 def test_the_claude_preset_runs_claude_headless_with_its_own_mcp_config_and_allow_rule() -> None:
-    argv = presets.BUILTIN["claude"].argv("-fix the bug", server=SERVER, model="opus")
-    assert argv[:7] == [
+    claude = presets.BUILTIN["claude"]
+    argv = claude.argv(None, server=SERVER, model="opus")
+    assert argv[:9] == [
         "claude",
         "-p",
         "--output-format",
@@ -239,8 +241,12 @@ def test_the_claude_preset_runs_claude_headless_with_its_own_mcp_config_and_allo
         "--verbose",
         "--permission-mode",
         "acceptEdits",
+        "--input-format",
+        "stream-json",
     ]
-    assert argv[-2:] == ["--", "-fix the bug"]  # a prompt that starts with '-' is still the prompt
+    # a conversation: the prompt is its first user message on stdin (core/turns.py), never a word
+    assert (claude.conversation, claude.resume_args) == ("claude", ("--resume", "{session}"))
+    assert "--" not in argv
     assert argv[argv.index("--model") + 1] == "opus"
     cfg = json.loads(argv[argv.index("--mcp-config") + 1])
     assert cfg["mcpServers"]["wavewait"] == {
@@ -255,20 +261,21 @@ def test_the_claude_preset_runs_claude_headless_with_its_own_mcp_config_and_allo
 
 
 def test_the_codex_preset_gives_a_required_server_by_config_overrides_and_a_policy_that_cannot_stall() -> None:
-    argv = presets.BUILTIN["codex"].argv("fix it", server=SERVER)
-    assert argv[:3] == ["codex", "exec", "--json"]
-    assert argv[argv.index("--sandbox") + 1] == "workspace-write"
+    argv = presets.BUILTIN["codex"].argv(None, server=SERVER, model="gpt-5.5")
+    assert argv[:2] == ["codex", "app-server"]  # a conversation (core/talk/codex.py): the prompt is its first turn
     overrides = {}
     for i, word in enumerate(argv):
         if word == "-c":
             key, _, value = argv[i + 1].partition("=")
             overrides[key] = tomllib.loads(f"v = {value}")["v"]  # each value is TOML, as codex reads it
-    assert overrides["approval_policy"] == "never"
+    assert overrides["model"] == "gpt-5.5"
     assert overrides["mcp_servers.wavewait.command"] == "/opt/ww/bin/wavewait"
     assert overrides["mcp_servers.wavewait.args"] == ["mcp"]
     assert overrides["mcp_servers.wavewait.env"] == {"WAVEWAIT_BUS": "/b", "WAVEWAIT_AGENT_ID": "f1"}
     assert overrides["mcp_servers.wavewait.required"] is True
-    assert argv[-2:] == ["--", "fix it"]
+    # the sandbox and the approval policy are its thread's (workspace-write, never: it cannot stall)
+    opened = b"".join(CodexDriver().open(None, "/w")).decode()
+    assert '"sandbox": "workspace-write"' in opened.replace('":"', '": "') and "never" in opened
 
 
 def test_a_presets_file_changes_a_builtin_and_adds_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -279,9 +286,9 @@ def test_a_presets_file_changes_a_builtin_and_adds_one(tmp_path: Path, monkeypat
     )
     monkeypatch.setenv("WAVEWAIT_PRESETS", str(f))
     got = presets.load()
-    claude = got["claude"].argv("go", server=SERVER)
+    claude = got["claude"].argv(None, server=SERVER)
     assert claude[0] == "/opt/claude" and claude[claude.index("--max-turns") + 1] == "40"
-    assert claude[-2:] == ["--", "go"] and got["claude"].env == {"A": "1"}
+    assert got["claude"].conversation == "claude" and got["claude"].env == {"A": "1"}
     assert got["gemini"].argv("go", server=SERVER) == ["gemini", "--yolo", "-p", "go"]
     assert (got["gemini"].events, got["gemini"].mcp, got["gemini"].worktree) == (None, "none", False)
     assert got["codex"] == presets.BUILTIN["codex"]
@@ -291,7 +298,9 @@ def test_a_presets_file_changes_a_builtin_and_adds_one(tmp_path: Path, monkeypat
     ("text", "words"),
     [
         ("[presets.x]\nprogram = 'x'\n", "a new preset needs program and args"),
-        ("[presets.claude]\nargs = ['-p']\n", "must contain {prompt}"),
+        ("[presets.claude]\nargs = ['-p']\nconversation = 'none'\n", "must contain {prompt}"),
+        ("[presets.claude]\nargs = ['-p', '{prompt}']\n", "gives the prompt as its first message"),
+        ("[presets.claude]\nconversation = 'irc'\n", "conversation: one of claude, codex, none"),
         ("[presets.claude]\nfoo = 1\n", "unknown setting"),
         ("[presets.claude]\nevents = 'gemini'\n", "events: one of claude, codex or none"),
         ("[presets.'bad name']\nprogram = 'x'\nargs = ['{prompt}']\n", "1-40 letters"),

@@ -291,7 +291,8 @@ def test_a_real_flight_killed_mid_run_is_dead_with_its_last_event_and_keeps_its_
 
         done = asyncio.run(go())
     assert done.status == "dead"
-    last = "last: tool Write" if kind == "claude" else f"last: edited {name}.txt"
+    # what it was last doing, as its transcript says it: a tool call, its name and main argument
+    last = "last: tool Write" if kind == "claude" else f"last: tool apply_patch {name}.txt"
     assert done.reason.startswith("killed by orchestrator") and last in done.reason, done.reason
     assert Path(done.worktree.path).is_dir()  # kept until pruned
     assert git(repo, "show", f"{done.worktree.branch}:{name}.txt") == f"made by {name}\n"  # what it left, committed

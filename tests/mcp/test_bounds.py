@@ -89,6 +89,8 @@ def _fields(s: str) -> dict[str, list[tuple[str, dict[str, Any], str]]]:
             ("close_agent", {"agentId": s}, "agentId"),
             ("kill_agent", {"agent": s}, "agent"),
             ("read_output", {"agent": s}, "agent"),
+            ("tell_agent", {"agent": s, "message": "x"}, "agent"),
+            ("read_transcript", {"agent": s}, "agent"),
             ("list_agents", {"wave": s}, "wave"),
         ],
         "spawn": [

@@ -41,6 +41,8 @@ async def test_tools_list_publishes_schemas_and_honest_annotations(bus):
         "close_agent",
         "kill_agent",
         "read_output",
+        "tell_agent",
+        "read_transcript",
         "reply",
         "ask",
         "approve",

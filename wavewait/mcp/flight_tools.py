@@ -13,10 +13,10 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
-from ..core import agents, merge, messages
+from ..core import agents, conversation, merge, messages, transcript
 from ..core.bus import Bus
 from ..core.errors import BadInput
-from ..core.results import OutputResult, SendResult
+from ..core.results import OutputResult, SendResult, TellResult, TranscriptResult
 from .settings import Settings
 from .toolkit import AgentRef, declare, reply, wants_progress
 
@@ -48,11 +48,27 @@ MERGE_WAVE_DOC = (
     "target, overlap, flights: [{agent_id, name, branch, status: merged|conflict|check_failed|"
     "skipped|pending, files?, output?, why?}]}."
 )
+TELL_DOC = (
+    "Tell one of your flights something, as a user message to its agent (a Claude Code or Codex "
+    "flight): to steer it, correct it, or give it round two after its report. It goes into the "
+    "running turn where the host takes it, else it starts the next turn; a flight that reported and "
+    "ended is resumed with its whole conversation, in the same worktree and branch. now: interrupt "
+    "its running turn first. Each turn's final message is a report: call wait on the flight for it. "
+    "Returns {agent_id, name, told: in_turn|next_turn|resumed, turn}. A flight without a "
+    "conversation (a plain command) cannot be told: use send. A flight closed with close_agent, or "
+    "past its budget, is refused."
+)
+TRANSCRIPT_DOC = (
+    "Read a flight's conversation: each user message (its prompt, each tell and who told it), what "
+    "its agent said, each tool call as one line, tool results cut short, and each turn's end with "
+    "its usage. The last `tail` entries (default 100); page back with before = the first entry's "
+    "seq. Returns {agent_id, name, state, turn, entries: [{seq, kind, turn, by?, text}], more}."
+)
 PROGRESS_EVERY = 10.0  # seconds between two progress notifications while a merge runs
 
 
 def register_flight_tools(server: MCPServer, bus: Bus, s: Settings) -> None:
-    """`read_output` and `reply`, acting on `bus` as `s.caller`."""
+    """`read_output`, `reply`, `tell_agent`, `read_transcript` and `merge_wave`, acting on `bus` as `s.caller`."""
 
     tool = declare(server)
 
@@ -76,6 +92,30 @@ def register_flight_tools(server: MCPServer, bus: Bus, s: Settings) -> None:
         asker = agent or await messages.find_question_asker(bus, question_id or "")
         item = await messages.answer(bus, s.caller, asker, message, question_id)
         return reply(SendResult(message_id=item.id))
+
+    @tool("tell_agent", TELL_DOC, "Tell a flight something", read_only=False)
+    async def tell_agent(
+        agent: AgentRef,
+        message: Annotated[str, Field(description="What to tell its agent (non-empty).")],
+        now: Annotated[bool, Field(description="Interrupt its running turn first.")] = False,
+    ) -> Annotated[CallToolResult, TellResult]:
+        said = await conversation.tell(bus, agent, message, by=s.caller, interrupt=now)
+        hint = f"call wait with from_agents [{said['agent_id']!r}] for its next report"
+        return reply(TellResult(**said), hint)
+
+    @tool("read_transcript", TRANSCRIPT_DOC, "Read a flight's conversation", read_only=True, idempotent=True)
+    async def read_transcript(
+        agent: AgentRef,
+        tail: Annotated[int, Field(description="How many of the last entries (1-1000).", ge=1, le=1000)] = 100,
+        before: Annotated[int | None, Field(description="Page back: only entries before this seq.", ge=1)] = None,
+    ) -> Annotated[CallToolResult, TranscriptResult]:
+        a = await agents.resolve_agent(bus, agent, "agent")
+        items = await transcript.read(bus, a.id, tail=tail, before=before)
+        more = bool(items) and bool(await transcript.read(bus, a.id, tail=1, before=items[0].seq))
+        entries = [transcript.entry_view(i) for i in items]
+        return reply(
+            TranscriptResult(agent_id=a.id, name=a.name, state=a.state, turn=a.turn, entries=entries, more=more)
+        )
 
     @tool("merge_wave", MERGE_WAVE_DOC, "Merge a wave's branches", read_only=False)
     async def merge_wave(

@@ -1,0 +1,48 @@
+"""`wavewait tell` refuses what it cannot do, with exit 2, and changes nothing (docs/conversations.md)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from conftest import env_for, register_crew, wavewait_cmd
+
+pytestmark = [pytest.mark.anyio, pytest.mark.both_buses]
+
+
+def run(bus, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(wavewait_cmd(*args), env=env_for(bus), capture_output=True, text=True, timeout=60)
+
+
+async def test_tell_refuses_a_flight_without_a_conversation_bad_input_and_unknown_ids(bus):
+    await register_crew(bus, "f00dcafe01", "f00dcafe02")
+    plain = run(bus, "spawn", "-q", "sleeper", "--", "sleep", "60")
+    assert plain.returncode == 0, plain.stderr
+    sleeper = plain.stdout.strip()
+    try:
+        cases = [
+            ((sleeper, "go on"), "runs a plain command; `send` puts a message in its inbox instead"),
+            ((sleeper, "  "), "message: must be a non-empty string"),
+            ((sleeper, "x" * (101 << 10)), "message:"),
+            (("nobody-here", "hi"), "agent: no agent matches 'nobody-here'"),
+            (("f00dcafe", "hi"), "fits 2 agents"),
+        ]
+        for args, said in cases:
+            p = run(bus, "tell", *args)
+            assert p.returncode == 2, (args[:1], p.stdout, p.stderr)
+            assert said in p.stderr, (args[:1], p.stderr)
+        # nothing was kept for the flight's supervisor, and its record is as it was
+        assert await bus.pending(f"{sleeper}.tell") == []
+        agents = {a["id"]: a for a in json.loads(run(bus, "agents").stdout)["agents"]}
+        assert agents[sleeper]["status"] == "running" and agents[sleeper]["conversation"] is None
+    finally:
+        run(bus, "kill", sleeper)
+
+
+async def test_spawn_keep_open_applies_only_to_a_preset_that_holds_a_conversation(bus):
+    p = run(bus, "spawn", "x", "--keep-open", "30", "--", "sleep", "1")
+    assert p.returncode == 2 and "keep_open: applies to a preset's agent" in p.stderr, p.stderr
+    p = run(bus, "spawn", "x", "--keep-open", "-1", "--", "sleep", "1")
+    assert p.returncode == 2 and "--keep-open" in p.stderr, p.stderr

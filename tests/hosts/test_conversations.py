@@ -1,0 +1,199 @@
+"""Talking to real Claude Code flights (docs/conversations.md): a tell into a running flight, a
+tell that interrupts its turn, a tell that resumes a flight that reported and ended, a fan-in
+over told flights. The CLI runs as a process, as a user runs it; what is asserted is what the
+scripted MODEL received (tests/hosts/modelserver.py), and what wavewait answered.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hostkit import CLAUDE, VENV_BIN, install, until
+from modelserver import Call, ModelServer, Say, Turn
+from test_coding_wave import git, user_setup
+
+pytestmark = [pytest.mark.hosts, pytest.mark.timeout(600)]
+MARK = re.compile(r"FLIGHT<([a-z0-9-]+)>")
+SLEEP = re.compile(r"SLEEP(\d+)")
+
+
+def _texts(message: dict[str, Any]) -> list[str]:
+    content = (
+        message["content"] if isinstance(message["content"], list) else [{"type": "text", "text": message["content"]}]
+    )
+    return [b["text"] for b in content if b.get("type") == "text" and MARK.search(b.get("text", ""))]
+
+
+def user_texts(turn: Turn) -> list[str]:
+    """The user's own words in the conversation the model got, oldest first (each prompt and tell
+    of these tests names its flight: FLIGHT<name>), cut out of any note the host wraps them in."""
+    return [own(t) for m in turn.body.get("messages", []) if m.get("role") != "assistant" for t in _texts(m)]
+
+
+def own(text: str) -> str:
+    return text[text.index("FLIGHT<") :].split("\n\n")[0].strip()
+
+
+def talker(turn: Turn) -> Call | Say:
+    """A flight does what its latest user message says: SLEEP<n> waits n seconds in its shell,
+    anything else is answered `NAME heard: TEXT`; after its tool's result it says `NAME slept`.
+    A message told while the tool ran comes after that result, in the same request (Claude
+    Code wraps it in a note of its own, role `system`: its first paragraph is the message)."""
+    messages = turn.body["messages"]
+    since = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1)
+    fresh = [t for m in messages[since + 1 :] for t in _texts(m)]
+    said = user_texts(turn)[-1] if user_texts(turn) else ""
+    name = MARK.search(said).group(1) if MARK.search(said) else "?"
+    if not fresh:
+        return Say(f"{name} slept")
+    said = own(fresh[-1])
+    if (n := SLEEP.search(said)) is not None:
+        # not `sleep N` alone: Claude Code refuses a standalone long sleep
+        wait = f"python3 -c 'import time; time.sleep({n.group(1)})'"
+        return Call("Bash", {"command": wait, "description": "wait as told"})
+    return Say(f"{name} heard: {MARK.sub('', said).strip()}")
+
+
+class Wave:
+    """A repository, the pinned Claude Code as the `claude` preset, a bus, and the CLI."""
+
+    def __init__(self, tmp_path: Path, model_url: str) -> None:
+        exe = install(CLAUDE)
+        self.home = tmp_path / "home"
+        self.repo = self.home / "project"
+        self.repo.mkdir(parents=True)
+        git(self.repo, "init", "--quiet", "-b", "main")
+        (self.repo / "README.md").write_text("a project\n")
+        git(self.repo, "add", "--all")
+        git(self.repo, "-c", "user.name=T", "-c", "user.email=t@e.invalid", "commit", "--quiet", "-m", "first")
+        presets = tmp_path / "presets.toml"
+        # the scripted waits run python3 in the agent's shell: allowed, as a user allows a tool
+        presets.write_text(
+            f'[presets.claude]\nprogram = {json.dumps(str(exe))}\nextra_args = ["--allowedTools", "Bash(python3:*)"]\n'
+        )
+        self.env = user_setup(self.home, model_url) | {
+            "WAVEWAIT_BUS": str(tmp_path / "bus"),
+            "WAVEWAIT_PRESETS": str(presets),
+        }
+
+    def run(self, *args: str, timeout: float = 200) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(VENV_BIN / "wavewait"), *args],
+            env=self.env,
+            cwd=self.repo,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+    def json(self, *args: str, rc: int = 0, timeout: float = 200) -> dict[str, Any]:
+        p = self.run(*args, timeout=timeout)
+        assert p.returncode == rc, (args, p.returncode, p.stdout, p.stderr)
+        return json.loads(p.stdout.splitlines()[-1])
+
+    def spawn(self, name: str, prompt: str, *flags: str) -> str:
+        p = self.run("spawn", "-q", name, "--wave", "talk", "--preset", "claude", *flags, "--", prompt)
+        assert p.returncode == 0, (p.stdout, p.stderr)
+        return p.stdout.strip()
+
+    def agent(self, agent_id: str) -> dict[str, Any]:
+        return next(a for a in self.json("agents")["agents"] if a["id"] == agent_id)
+
+    def transcript(self, agent_id: str) -> list[dict[str, Any]]:
+        return self.json("transcript", agent_id, "--json")["entries"]
+
+
+def wait_report(w: Wave, agent_id: str, timeout: int = 120) -> dict[str, Any]:
+    out = w.json("wait", str(timeout), agent_id, timeout=timeout + 30)
+    entry = out["results"][0]
+    assert entry["status"] == "received", out
+    return entry
+
+
+def test_a_tell_during_a_running_turn_goes_into_it_and_one_while_idle_is_the_next_turn(tmp_path: Path) -> None:
+    with ModelServer(talker) as m:
+        w = Wave(tmp_path, m.url)
+        a = w.spawn("steered", "FLIGHT<steered> SLEEP3", "--keep-open", "120")
+        until(lambda: any(e["kind"] == "tool" for e in w.transcript(a)), 90, "the first turn runs its tool")
+        said = w.json("tell", a, "FLIGHT<steered> also check the docs")
+        assert (said["agent_id"], said["told"], said["turn"]) == (a, "in_turn", 1)
+        first = wait_report(w, a)
+        assert first["message"] == "steered heard: also check the docs"
+        # the model got the told words within the running turn, beside its tool's result
+        told = next(t for t in m.turns if any("also check the docs" in x for x in user_texts(t)))
+        assert told.results, "the told words came with the tool's result, in the running turn"
+        assert w.agent(a)["status"] == "idle"  # open between turns (--keep-open)
+        said = w.json("tell", a, "FLIGHT<steered> and the changelog")
+        assert (said["told"], said["turn"]) == ("next_turn", 2)
+        second = wait_report(w, a)
+        assert second["message"] == "steered heard: and the changelog"
+        assert user_texts(m.turns[-1])[-1] == "FLIGHT<steered> and the changelog"
+        kinds = [(e["kind"], e["turn"]) for e in w.transcript(a)]
+        assert ("user", 1) in kinds and ("tool", 1) in kinds and ("user", 2) in kinds and ("agent", 2) in kinds
+        # close ends the conversation for good: a later tell is refused, naming close
+        w.json("close", a)
+        p = w.run("tell", a, "FLIGHT<steered> one more thing")
+        assert p.returncode == 2 and "close" in p.stderr, (p.stdout, p.stderr)
+    assert not m.failures, m.failures
+
+
+def test_a_tell_now_interrupts_the_running_turn(tmp_path: Path) -> None:
+    with ModelServer(talker) as m:
+        w = Wave(tmp_path, m.url)
+        a = w.spawn("stopped", "FLIGHT<stopped> SLEEP90", "--keep-open", "60")
+        until(lambda: any(e["kind"] == "tool" for e in w.transcript(a)), 90, "the long turn runs its tool")
+        t0 = time.monotonic()
+        said = w.json("tell", a, "FLIGHT<stopped> stop that and say hi", "--now")
+        assert (said["told"], said["turn"]) == ("next_turn", 2)
+        report = wait_report(w, a)
+        took = time.monotonic() - t0
+        assert report["message"] == "stopped heard: stop that and say hi"
+        assert took < 60, f"the next report came {took:.0f} s after the tell: the 90 s turn was not cut"
+        assert [e["text"] for e in w.transcript(a) if e["kind"] == "turn" and "interrupted" in e["text"]]
+        w.json("close", a)
+    assert not m.failures, m.failures
+
+
+def test_a_tell_resumes_a_flight_that_reported_and_ended(tmp_path: Path) -> None:
+    with ModelServer(talker) as m:
+        w = Wave(tmp_path, m.url)
+        a = w.spawn("resumed", "FLIGHT<resumed> write the plan")
+        first = wait_report(w, a)
+        assert first["message"] == "resumed heard: write the plan"
+        until(lambda: w.agent(a)["status"] == "closed", 60, "its agent ends after its turn (keep-open 0)")
+        before = w.agent(a)
+        assert before["session_id"]
+        said = w.json("tell", a, "FLIGHT<resumed> now the tests")
+        assert (said["told"], said["turn"]) == ("resumed", 2)
+        second = wait_report(w, a)
+        assert second["message"] == "resumed heard: now the tests"
+        assert second["agent_id"] == a
+        # the model saw the whole earlier conversation, then the told text, from the same worktree
+        last = m.turns[-1]
+        assert user_texts(last)[-1] == "FLIGHT<resumed> now the tests"
+        assert "FLIGHT<resumed> write the plan" in user_texts(last)
+        assert before["worktree"]["path"] in json.dumps(last.body)
+        after = w.agent(a)
+        assert after["session_id"] == before["session_id"] and after["turn"] == 2
+    assert not m.failures, m.failures
+
+
+def test_a_fan_in_over_three_told_flights_returns_their_next_reports(tmp_path: Path) -> None:
+    with ModelServer(talker) as m:
+        w = Wave(tmp_path, m.url)
+        ids = [w.spawn(f"f{i}", f"FLIGHT<f{i}> first") for i in range(3)]
+        out = w.json("wait", "120", *ids, timeout=150)
+        assert [r["message"] for r in out["results"]] == [f"f{i} heard: first" for i in range(3)]
+        for i, a in enumerate(ids):
+            until(lambda a=a: w.agent(a)["status"] == "closed", 60, "each ends after its turn")
+            assert w.json("tell", a, f"FLIGHT<f{i}> second")["told"] == "resumed"
+        out = w.json("wait", "120", *ids, timeout=150)
+        assert out["status"] == "complete"
+        assert [r["message"] for r in out["results"]] == [f"f{i} heard: second" for i in range(3)]
+    assert not m.failures, m.failures
