@@ -66,9 +66,20 @@ class TaskStore(Protocol):
         """Change a task if its status is in `only_from`; None when nothing changed."""
         ...
 
-    async def complete(self, task_id: str, handoff: HandoffRecord, only_from: Sequence[str]) -> Task | None:
+    async def complete(
+        self,
+        task_id: str,
+        handoff: HandoffRecord,
+        only_from: Sequence[str],
+        *,
+        run_by: str | None = None,
+        not_flight: str | None = None,
+    ) -> Task | None:
         """Store the handoff (under the task's own type, whatever `handoff.type` says) and set
-        the status, if the status is in `only_from`: one atomic compare-and-set."""
+        the status, if the status is in `only_from`: one atomic compare-and-set. `run_by`: only
+        if the task's agent is that one; `not_flight`: only while no flight (an agent record
+        with a supervisor) has that id. Both are conditions of the same compare-and-set, so a
+        completer's checks cost no read before it (core/tasks.py, `complete_task`)."""
         ...
 
     async def handoff(self, task_id: str) -> HandoffRecord | None: ...

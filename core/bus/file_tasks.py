@@ -39,7 +39,7 @@ from pydantic import BaseModel, ValidationError
 
 from .. import watch
 from ..ids import check_id, new_id
-from ..model import FINISHED, Conflict, HandoffRecord, Task, now
+from ..model import FINISHED, Agent, Conflict, HandoffRecord, Task, now
 from .fs import BusDir
 
 log = logging.getLogger(__name__)
@@ -49,9 +49,11 @@ T = TypeVar("T")
 class FileTaskStore:
     """One queue's folder inside a directory bus (handed out by `FileBus.tasks`)."""
 
-    def __init__(self, bus: BusDir, queue: str) -> None:
+    def __init__(self, bus: BusDir, queue: str, agent: Callable[[str], Agent | None]) -> None:
+        """`agent` reads an agent's record (the bus's own reader): `complete`'s `not_flight`."""
         self.queue = check_id(queue, "queue")
         self.bus = bus
+        self._agent = agent
         self.root = bus.root / "queues" / queue
         for sub in ("", "tasks", "handoffs", "dedup", "tmp"):
             (self.root / sub).mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -231,16 +233,33 @@ class FileTaskStore:
         finally:
             self._discard(tmp)
 
-    async def complete(self, task_id: str, handoff: HandoffRecord, only_from: Sequence[str]) -> Task | None:
-        return await self._off_loop(self._complete, task_id, handoff, only_from)
+    async def complete(
+        self,
+        task_id: str,
+        handoff: HandoffRecord,
+        only_from: Sequence[str],
+        *,
+        run_by: str | None = None,
+        not_flight: str | None = None,
+    ) -> Task | None:
+        return await self._off_loop(self._complete, task_id, handoff, only_from, run_by, not_flight)
 
-    def _complete(self, task_id: str, handoff: HandoffRecord, only_from: Sequence[str]) -> Task | None:
+    def _complete(
+        self,
+        task_id: str,
+        handoff: HandoffRecord,
+        only_from: Sequence[str],
+        run_by: str | None,
+        not_flight: str | None,
+    ) -> Task | None:
         """One file, the handoff, is the completion (the task's record is not rewritten): written
         and flushed outside the lock, renamed into place under it if the task may still end."""
         path = self._task_path(task_id)
         dest = self.root / "handoffs" / path.name
         seen = self._read(path)
-        if seen is None or seen.status not in only_from:
+        if seen is None or seen.status not in only_from or (run_by is not None and seen.agent_id != run_by):
+            return None
+        if not_flight is not None and (a := self._agent(not_flight)) is not None and a.supervisor_pid is not None:
             return None
         record = handoff.model_copy(update={"task_id": seen.id, "type": seen.type})
         tmp = self._prepare(dest, record)
@@ -248,6 +267,8 @@ class FileTaskStore:
             with self._lock():
                 task = self._read(path)
                 if task is None or task.status not in only_from or os.path.lexists(dest):
+                    return None
+                if run_by is not None and task.agent_id != run_by:
                     return None
                 self._publish(tmp, dest)
                 if record.status == "failed":  # a failed task may be enqueued again

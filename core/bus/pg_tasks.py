@@ -96,11 +96,15 @@ _ADD = (
     "FROM c RETURNING seq) "
     "SELECT seq, pg_notify(%(channel)s, %(payload)s) FROM i"
 )
-#: one statement: the status (only from the given ones: a compare-and-set), the handoff
+#: one statement: the status (only from the given ones, only by the task's agent if
+#: `run_by`, only while no flight has the id `not_flight`: a compare-and-set), the handoff
 #: beside it under the task's type, notify
 _COMPLETE = (
     "WITH u AS (UPDATE tasks SET record = record || %(patch)s::jsonb, status = %(status)s "
-    "WHERE queue = %(queue)s AND id = %(id)s AND status = ANY(%(from)s) RETURNING record), "
+    "WHERE queue = %(queue)s AND id = %(id)s AND status = ANY(%(from)s) "
+    "AND (%(run_by)s::text IS NULL OR record->>'agent_id' = %(run_by)s) "
+    "AND (%(not_flight)s::text IS NULL OR NOT EXISTS (SELECT 1 FROM agents a WHERE a.id = %(not_flight)s "
+    "AND jsonb_typeof(a.record->'supervisor_pid') = 'number')) RETURNING record), "
     "h AS (INSERT INTO handoffs (queue, task_id, completed_at, record) "
     "SELECT %(queue)s, %(id)s, %(at)s, %(handoff)s::jsonb || jsonb_build_object('type', u.record->'type') FROM u "
     "ON CONFLICT (queue, task_id) DO UPDATE SET record = excluded.record, completed_at = excluded.completed_at) "
@@ -214,9 +218,18 @@ class PgTaskStore:
 
         return await self.conn.run(go)
 
-    async def complete(self, task_id: str, handoff: HandoffRecord, only_from: Sequence[str]) -> Task | None:
+    async def complete(
+        self,
+        task_id: str,
+        handoff: HandoffRecord,
+        only_from: Sequence[str],
+        *,
+        run_by: str | None = None,
+        not_flight: str | None = None,
+    ) -> Task | None:
         await self._ready()
-        data = _patch(check_id(task_id, "taskId"), self.queue, {"status": handoff.status})
+        check_id(task_id, "taskId")
+        data = {"status": handoff.status, "updated_at": handoff.completed_at}  # a handoff's status is a task's
         record = handoff.model_dump_json(by_alias=True)
         attempts = 0
 
@@ -233,6 +246,8 @@ class PgTaskStore:
                     "from": list(only_from),
                     "at": handoff.completed_at,
                     "handoff": record,
+                    "run_by": run_by,
+                    "not_flight": not_flight,
                     "channel": self.conn.channel,
                     "payload": self.payload,
                 },
