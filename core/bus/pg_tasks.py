@@ -155,6 +155,7 @@ _COMPLETE_MANY = (
 class _Add:
     task: Task
     max_tasks: int
+    key: str  # the task's dedup key, computed once
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,10 +186,10 @@ class PgTaskStore:
         # a duplicate waits for the next statement (where it meets the first as a conflict);
         # one task is completed in one statement at most
         self._adds: Batcher[_Add, Conflict | None] = Batcher(
-            self._add_one, self._add_many, key=lambda r: r.task.dedup_key
+            self._add_one, self._add_many, key=lambda r: r.key, inline=True
         )
         self._completes: Batcher[_Complete, Task | None] = Batcher(
-            self._complete_one, self._complete_many, key=lambda r: r.task_id
+            self._complete_one, self._complete_many, key=lambda r: r.task_id, inline=True
         )
 
     async def _ready(self) -> None:
@@ -203,7 +204,7 @@ class PgTaskStore:
 
     async def add(self, task: Task, max_tasks: int) -> Conflict | None:
         await self._ready()
-        return await self._adds(_Add(task, max_tasks))
+        return await self._adds(_Add(task, max_tasks, task.dedup_key))
 
     async def _add_one(self, r: _Add) -> Conflict | None:
         attempts = 0
@@ -211,23 +212,24 @@ class PgTaskStore:
         async def go(conn: AsyncConnection) -> Conflict | None:
             nonlocal attempts
             attempts += 1
-            return await self._add_on(conn, r.task, r.max_tasks, retried=attempts > 1)
+            return await self._add_on(conn, r, retried=attempts > 1)
 
         return await self.conn.run(go)
 
-    async def _add_on(self, conn: AsyncConnection, task: Task, max_tasks: int, *, retried: bool) -> Conflict | None:
+    async def _add_on(self, conn: AsyncConnection, r: _Add, *, retried: bool) -> Conflict | None:
         """One enqueue; `retried`: an attempt before may have committed, its answer lost."""
+        task = r.task
         if retried:
             cur = await conn.execute("SELECT seq FROM tasks WHERE queue = %s AND id = %s", [self.queue, task.id])
             if (row := await cur.fetchone()) is not None:
                 task.seq = int(row[0])
                 return None
         try:
-            cur = await conn.execute(_ADD, self._add_params(task, max_tasks))
+            cur = await conn.execute(_ADD, self._add_params(r))
         except errors.UniqueViolation:
             cur = await conn.execute(
                 "SELECT id FROM tasks WHERE queue = %s AND dedup_key = %s AND status <> 'failed'",
-                [self.queue, task.dedup_key],
+                [self.queue, r.key],
             )
             row = await cur.fetchone()
             return Conflict("dedup", existing=str(row[0]) if row else "(failed meanwhile; enqueue it again)")
@@ -246,7 +248,7 @@ class PgTaskStore:
             "max": min(r.max_tasks for r in rs),
             "ids": [r.task.id for r in rs],
             "statuses": [r.task.status for r in rs],
-            "keys": [r.task.dedup_key for r in rs],
+            "keys": [r.key for r in rs],
             "records": [r.task.model_dump_json() for r in rs],
             "channel": self.conn.channel,
             "payload": self.payload,
@@ -267,18 +269,18 @@ class PgTaskStore:
                         r.task.seq = seqs[r.task.id]
                     return [None] * len(rs)
             # refused whole, or run again after a lost answer: each on its own
-            return [await self._add_on(conn, r.task, r.max_tasks, retried=attempts > 1) for r in rs]
+            return [await self._add_on(conn, r, retried=attempts > 1) for r in rs]
 
         return await self.conn.run(go)
 
-    def _add_params(self, task: Task, max_tasks: int) -> dict[str, Any]:
+    def _add_params(self, r: _Add) -> dict[str, Any]:
         return {
             "queue": self.queue,
-            "max": max_tasks,
-            "id": task.id,
-            "status": task.status,
-            "key": task.dedup_key,
-            "record": task.model_dump_json(),
+            "max": r.max_tasks,
+            "id": r.task.id,
+            "status": r.task.status,
+            "key": r.key,
+            "record": r.task.model_dump_json(),
             "channel": self.conn.channel,
             "payload": self.payload,
         }
