@@ -58,8 +58,17 @@ class TaskStore(Protocol):
         ...
 
     async def get(self, task_id: str) -> Task | None: ...
+    async def some(self, task_ids: Sequence[str]) -> dict[str, Task]:
+        """Those of `task_ids` that exist, in one read where the bus can."""
+        ...
+
     async def tasks(self) -> list[Task]:
         """Every task, in enqueue order."""
+        ...
+
+    async def live(self) -> list[Task]:
+        """The tasks that are `queued` or `running`, in enqueue order: what a runner's round
+        reads, without reading every finished task of a long queue again."""
         ...
 
     async def update(self, task_id: str, only_from: Sequence[str], **changes: Any) -> Task | None:

@@ -219,6 +219,28 @@ class FileTaskStore:
     async def get(self, task_id: str) -> Task | None:
         return self._read(self._task_path(task_id))
 
+    async def some(self, task_ids: Sequence[str]) -> dict[str, Task]:
+        found = {}
+        for task_id in task_ids:
+            if (t := self._read(self._task_path(task_id))) is not None:
+                found[t.id] = t
+        return found
+
+    async def live(self) -> list[Task]:
+        """A task with a handoff is finished whatever its record says: only the others are
+        read (their records cached by stat), from the two folders' names."""
+        with os.scandir(self.root / "handoffs") as it:
+            handoffs = {entry.name for entry in it}
+        tasks = []
+        with os.scandir(self.root / "tasks") as it:
+            for entry in it:
+                if entry.name.endswith(".json") and entry.name not in handoffs:
+                    t = self._read(Path(entry.path), handoffs)
+                    if t is not None and t.status in ("queued", "running"):
+                        tasks.append(t)
+        tasks.sort(key=lambda t: (t.seq, t.created_at, t.id))
+        return tasks
+
     async def tasks(self) -> list[Task]:
         tasks = []
         with os.scandir(self.root / "handoffs") as it:

@@ -248,6 +248,18 @@ async def test_a_process_in_no_flight_cannot_complete_as_a_flight_of_this_host(b
     assert (await q.store.get(tid)).status == "running" and await q.store.handoff(tid) is None
 
 
+async def test_live_reads_the_queued_and_running_tasks_in_order_and_some_reads_by_id(bus, tmp_path):
+    q = make_queue(bus, tmp_path)
+    ids = [await seed(q, t) for t in ("a", "b", "c", "d", "e")]
+    await q.store.update(ids[1], ("queued",), status="running", agent_id="x")
+    await complete_task(q, "orchestrator", task_id=ids[2], status="done", handoff=HANDOFF)
+    await complete_task(q, "orchestrator", task_id=ids[3], status="failed", handoff=HANDOFF)
+    await q.store.update(ids[4], ("queued",), status="skipped")
+    assert [(t.id, t.status) for t in await q.store.live()] == [(ids[0], "queued"), (ids[1], "running")]
+    found = await q.store.some([ids[2], ids[3], "no-such-task"])
+    assert {i: t.status for i, t in found.items()} == {ids[2]: "done", ids[3]: "failed"}
+
+
 async def test_dedup_markers_of_an_older_bus_plain_files_still_hold(file_bus, tmp_path):
     """Markers are symbolic links now; a marker an older bus wrote as a file still guards,
     and is replaced whole once its task failed."""
