@@ -12,7 +12,8 @@ Rows, for each bus:
   on the bus (the runner woke, read the queue, rendered the prompt with the handoffs and
   registered the agent). "process up" adds marking the task running (naming the agent),
   and the supervisor starting and recording the agent's pid (a Python process start:
-  spawn's own cost, as for `spawn_agent`).
+  spawn's own cost, as for `spawn_agent`). Again (half the samples) in a queue that holds
+  5,000 finished tasks before the chain: a runner's round must not read them all.
 - enqueue+complete throughput: N tasks enqueued, then each completed with a handoff, in one
   process, one call after another; the same split over 4 processes at once (fsyncs of
   concurrent writers share journal commits on ext4); and over 4 processes that each make
@@ -54,6 +55,7 @@ TYPES = parse_task_types('[types.step]\nprompt = "Do step {n}."\n')
 HANDOFF = {"goals": "the step", "did": "did the step", "forNextAgent": "go on"}
 WORKERS = 4
 AT_ONCE = 16  # calls at once in each process, in the last row
+FINISHED = 5000  # finished tasks in the queue, in the second latency row
 
 
 def pct(values: list[float], q: float) -> float:
@@ -90,9 +92,12 @@ async def until_up(bus: Bus, agent_id: str, changes) -> Agent:
         await changes.wait()
 
 
-async def latency(bus: Bus, n: int) -> tuple[list[float], list[float]]:
-    """Dependency done -> dependent's agent registered / its process up, in ms, n samples."""
-    q = TaskQueue.open(bus, f"lat{uuid.uuid4().hex[:8]}", TYPES, Limits(max_tasks=n + 1))
+async def latency(bus: Bus, n: int, finished: int = 0) -> tuple[list[float], list[float]]:
+    """Dependency done -> dependent's agent registered / its process up, in ms, n samples, in a
+    queue that already holds `finished` finished tasks."""
+    q = TaskQueue.open(bus, f"lat{uuid.uuid4().hex[:8]}", TYPES, Limits(max_tasks=n + 1 + finished))
+    if finished:
+        await fill(q, finished)
     ids: list[str] = []
     for i in range(n + 1):
         r = await enqueue_task(q, "bench", type="step", inputs={"n": i}, reason="chain", depends_on=ids[-1:] or None)
@@ -125,6 +130,18 @@ async def latency(bus: Bus, n: int) -> tuple[list[float], list[float]]:
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await run
     return registered, up
+
+
+async def fill(q: TaskQueue, n: int) -> None:
+    """n tasks enqueued and completed, 16 calls at a time."""
+    for start in range(0, n, 16):
+        tasks = await asyncio.gather(
+            *(
+                enqueue_task(q, "bench", type="step", inputs={"n": f"old-{i}"}, reason="r")
+                for i in range(start, min(n, start + 16))
+            )
+        )
+        await asyncio.gather(*(complete_task(q, "bench", task_id=t.id, status="done", handoff=HANDOFF) for t in tasks))
 
 
 async def throughput(bus: Bus, queue: str, n: int, at_once: int = 1) -> float:
@@ -194,6 +211,8 @@ async def measure(url: str, quick: bool) -> dict[str, str]:
         n_lat = 5 if quick else 40
         n_tp = 100 if quick else 2000
         registered, up = await latency(bus, n_lat)
+        finished = 200 if quick else FINISHED
+        big, _ = await latency(bus, n_lat // 2, finished)
         await throughput(bus, f"warm{uuid.uuid4().hex[:6]}", 20)
         one = await throughput(bus, f"tp{uuid.uuid4().hex[:8]}", n_tp)
     finally:
@@ -203,6 +222,9 @@ async def measure(url: str, quick: bool) -> dict[str, str]:
     return {
         "done -> agent registered p50/p99 (ms)": f"{pct(registered, 0.5):.1f} / {pct(registered, 0.99):.1f}",
         "done -> agent process up p50/p99 (ms)": f"{pct(up, 0.5):.1f} / {pct(up, 0.99):.1f}",
+        f"done -> agent registered, {finished:,} tasks finished before, p50/p99 (ms)": (
+            f"{pct(big, 0.5):.1f} / {pct(big, 0.99):.1f}"
+        ),
         "enqueue+complete, 1 process (tasks/s)": f"{one:,.0f}",
         f"enqueue+complete, {WORKERS} processes (tasks/s)": f"{par:,.0f}",
         f"enqueue+complete, {WORKERS} processes x {AT_ONCE} calls at once (tasks/s)": f"{par_at_once:,.0f}",
