@@ -184,11 +184,18 @@ class FileTaskStore:
         """Point the dedup marker of `key` at `task_id` (under the lock: no other writer)."""
         marker = self.root / "dedup" / key
         try:
-            os.symlink(task_id, marker)
-        except FileExistsError:  # a failed task's, or a crashed writer's: replaced whole
-            tmp = self.root / "tmp" / f"dedup.{new_id()}"
-            os.symlink(task_id, tmp)
-            os.rename(tmp, marker)
+            try:
+                os.symlink(task_id, marker)
+            except FileExistsError:  # a failed task's, or a crashed writer's: replaced whole
+                tmp = self.root / "tmp" / f"dedup.{new_id()}"
+                os.symlink(task_id, tmp)
+                try:
+                    os.rename(tmp, marker)
+                except OSError:
+                    self._discard(tmp)
+                    raise
+        except OSError as e:
+            raise self.bus.write_failed(e, f"the dedup marker of task {task_id}") from e
 
     # ------------------------------------------------------------------ the store
     async def add(self, task: Task, max_tasks: int) -> Conflict | None:
@@ -207,10 +214,10 @@ class FileTaskStore:
                     return Conflict("budget", count=count)
                 if (other := self._live_with_key(key)) is not None:
                     return Conflict("dedup", existing=other.id)
+                self._mark(key, task.id)  # first: a marker whose task never came is no conflict
                 os.pwrite(lock, str(count + 1).encode().ljust(20), 0)
                 self._publish(tmp, dest)
                 published = True
-                self._mark(key, task.id)
         finally:
             if not published:
                 self._discard(tmp)

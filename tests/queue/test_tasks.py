@@ -10,7 +10,7 @@ import pytest
 from qtools import HANDOFF, guard_events, handoff, make_queue
 
 from wavewait.core.bus import open_bus
-from wavewait.core.errors import BadInput, ForgedSender
+from wavewait.core.errors import BadInput, BusError, ForgedSender
 from wavewait.core.model import Agent, HandoffRecord
 from wavewait.core.proc import hostname
 from wavewait.core.tasks import (
@@ -246,6 +246,21 @@ async def test_a_process_in_no_flight_cannot_complete_as_a_flight_of_this_host(b
     with pytest.raises(ForgedSender, match="is a flight supervised on this host"):
         await complete_task(q, "flight-1", task_id=tid, status="done", handoff=HANDOFF)
     assert (await q.store.get(tid)).status == "running" and await q.store.handoff(tid) is None
+
+
+async def test_a_dedup_marker_that_cannot_be_written_refuses_the_enqueue_and_publishes_nothing(file_bus, tmp_path):
+    q = make_queue(file_bus, tmp_path)
+    first = await seed(q, "a")
+    key = (await q.store.get(first)).dedup_key
+    await complete_task(q, "orchestrator", task_id=first, status="failed", handoff=HANDOFF)
+    marker = Path(file_bus.url) / "queues" / "q1" / "dedup" / key
+    marker.mkdir()  # not a marker: a folder in its place
+    with pytest.raises(BusError, match="could not write the dedup marker"):
+        await seed(q, "a")
+    assert [t.id for t in await q.store.tasks()] == [first]
+    assert not list((marker.parent.parent / "tmp").iterdir())
+    marker.rmdir()
+    assert await seed(q, "a") != first
 
 
 async def test_live_reads_the_queued_and_running_tasks_in_order_and_some_reads_by_id(bus, tmp_path):
