@@ -466,8 +466,9 @@ async def enqueue_task(
             f"task {parent.id} is at depth {parent.depth}, the limit is {q.limits.max_depth} (--max-depth); do "
             "the work in this task, or say in forNextAgent what is left",
         )  # fmt: skip
+    found = await q.store.some(deps) if deps else {}  # one read for all of them
     for i, dep in enumerate(deps):
-        if await q.store.get(dep) is None:
+        if dep not in found:
             raise await _trip(
                 q, caller, owner, "unknown_dependency", type,
                 f"dependsOn[{i}]: no task {dep!r} in queue {q.name!r}; list_tasks shows the ids",
