@@ -15,6 +15,9 @@ changed (a liveness sweep and a rare rescan are the only timers). Each round:
    agent's record is on the bus and before its process starts: whoever reads a running
    task can read its agent, and the agent can complete its task from its first step.
 
+A round reads the live tasks (`queued`, `running`) and what they depend on; a finished task
+never changes, so it is read once (a long queue's round costs what is live, not all it held).
+
 It ends when nothing is `queued` or `running`. All state is on the bus, so a runner that
 was killed and started again resumes where it stopped: live agents are left to finish.
 """
@@ -35,7 +38,7 @@ from .bus import Changes
 from .errors import BadInput, BudgetSpent, WavewaitError
 from .model import Agent, FlightBudget, now
 from .spawning import SpawnRequest
-from .tasks import Task, TaskQueue, task_prompt
+from .tasks import FINISHED, Task, TaskQueue, task_prompt
 
 DEFAULT_MAX_PARALLEL = 4
 RESCAN_EVERY = 5.0  # a backstop for change events the kernel dropped
@@ -124,6 +127,7 @@ class Runner:
         self.report = report or (lambda _: None)
         self.flight_budget = flight_budget  # the wave's budget is kept by whoever set it
         self.started = 0
+        self._finished: dict[str, Task] = {}  # finished tasks read once (`_view`)
 
     def _env(self, task: Task) -> dict[str, str]:
         env = self.base_env | self.q.limits.env() | {"WAVEWAIT_QUEUE": self.q.name, "WAVEWAIT_TASK_ID": task.id}
@@ -160,7 +164,7 @@ class Runner:
             agent_changes.close()
 
     async def _report_watching(self) -> None:
-        tasks = await self.q.store.tasks()
+        tasks = await self.q.store.live()
         count = {s: sum(1 for t in tasks if t.status == s) for s in ("running", "queued")}
         self.report(f"queue {self.q.name}: {count['running']} running, {count['queued']} queued; watching for changes")
 
@@ -181,9 +185,24 @@ class Runner:
                     tg.start_soon(one, c)
         return woke
 
+    async def _view(self) -> dict[str, Task]:
+        """The queue as a round needs it: the live tasks (read each round), and what they
+        depend on, transitively (a prompt carries its upstream's handoffs). A finished task
+        never changes, so one read once is kept: a round of a long queue reads what is live,
+        not every task it ever held."""
+        live = {t.id: t for t in await self.q.store.live()}
+        tasks = self._finished | live
+        missing = {d for t in live.values() for d in t.depends_on if d not in tasks}
+        while missing:  # one read per level of dependencies not seen yet
+            found = await self.q.store.some(sorted(missing))
+            tasks |= found
+            self._finished |= {t.id: t for t in found.values() if t.status in FINISHED}
+            missing = {d for t in found.values() for d in t.depends_on if d not in tasks}
+        return tasks
+
     async def _round(self) -> list[str] | None:
         """One pass over the queue; None when it is finished, else the running tasks' agents."""
-        tasks = {t.id: t for t in await self.q.store.tasks()}
+        tasks = await self._view()
         await self._reap([t for t in tasks.values() if t.status == "running"], tasks)
         await self._skip(tasks)
         running = sum(1 for t in tasks.values() if t.status == "running")

@@ -29,14 +29,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from .bus import Bus
 from .bus import TaskStore as TaskStore
 from .errors import BadInput, ForgedSender
-from .identity import check_sender
+from .identity import check_sender, flight_of_process
 from .ids import check_id, new_id
 from .limits import MAX_ID_LEN, shown
 from .model import FINISHED as FINISHED
 from .model import STATUSES as STATUSES
+from .model import Agent, Item
 from .model import Handoff as Handoff
 from .model import HandoffRecord as HandoffRecord
-from .model import Item
 from .model import Task as Task
 from .model import TaskStatus as TaskStatus
 
@@ -466,8 +466,9 @@ async def enqueue_task(
             f"task {parent.id} is at depth {parent.depth}, the limit is {q.limits.max_depth} (--max-depth); do "
             "the work in this task, or say in forNextAgent what is left",
         )  # fmt: skip
+    found = await q.store.some(deps) if deps else {}  # one read for all of them
     for i, dep in enumerate(deps):
-        if await q.store.get(dep) is None:
+        if dep not in found:
             raise await _trip(
                 q, caller, owner, "unknown_dependency", type,
                 f"dependsOn[{i}]: no task {dep!r} in queue {q.name!r}; list_tasks shows the ids",
@@ -520,27 +521,56 @@ async def complete_task(
             "{taskId}: this process is bound to no task (WAVEWAIT_TASK_ID is unset); pass {taskId}", fields=("taskId",)
         )
     check_id(target, "taskId")
-    me = await q.bus.get_agent(check_id(caller, "agent"))
-    await check_sender(q.bus, caller, me)
-    if me is not None and me.supervisor_pid is not None:  # a flight completes only its own task
-        task = await q.task(target)
-        if task.agent_id != me.id:
-            raise ForgedSender(
-                f"taskId: task {task.id} is not the task of flight {me.name} ({me.id})"
-                + (f" but of {task.agent_id}" if task.agent_id else "")
-                + "; a flight completes only the task it runs; nothing was changed"
-            )
+    check_id(caller, "agent")
     # one compare-and-set, no read before it: the store files the handoff under the task's type
     record = HandoffRecord.model_validate(
         checked.model_dump(by_alias=True) | {"taskId": target, "type": "", "status": status}
     )
-    done = await q.store.complete(target, record, ("queued", "running"))
+    done = await _complete_as(q, caller, target, record)
     if done is None:
         current = await q.task(target)  # no such task, or finished already
         raise TaskError(f"taskId: task {current.id} is already {current.status}; a task is completed once")
     if bound == done.id:  # the task's own agent finished its job: idle (docs/words.md)
         await q.bus.transition(caller, "idle", ("running",))
     return Completed(task_id=done.id, status=record.status)
+
+
+_OPEN: tuple[TaskStatus, ...] = ("queued", "running")
+
+
+async def _complete_as(q: TaskQueue, caller: str, target: str, record: HandoffRecord) -> Task | None:
+    """Complete `target` as `caller`, who must back the claim (`check_sender`), and, if it is
+    a flight, complete only its own task. The common cases cost the one compare-and-set, with
+    who may complete as its conditions: this process's flight is known without a read
+    (`flight_of_process`, cached), and "`caller` is no flight" is checked by the store in the
+    same step. Only when that step refuses is the caller's record read, to say why."""
+    mine = await flight_of_process(q.bus)
+    if mine is not None and mine.id == caller:  # one of the flight's own processes
+        done = await q.store.complete(target, record, _OPEN, run_by=caller)
+        if done is None:
+            await _own_task(q, mine, target)
+        return done
+    if mine is None:  # a process inside no flight: as anyone who is no flight, at once
+        done = await q.store.complete(target, record, _OPEN, not_flight=caller)
+        if done is not None:
+            return done
+    me = await q.bus.get_agent(caller)
+    await check_sender(q.bus, caller, me)  # refuses a claim this process cannot back
+    if me is None or me.supervisor_pid is None:
+        return None  # no flight: the compare-and-set found the task missing or finished
+    await _own_task(q, me, target)  # a flight on another host, with its credential
+    return await q.store.complete(target, record, _OPEN, run_by=caller)
+
+
+async def _own_task(q: TaskQueue, flight: Agent, target: str) -> None:
+    """Refuse (`ForgedSender`) a flight completing a task that is not the one it runs."""
+    task = await q.task(target)
+    if task.agent_id != flight.id:
+        raise ForgedSender(
+            f"taskId: task {task.id} is not the task of flight {flight.name} ({flight.id})"
+            + (f" but of {task.agent_id}" if task.agent_id else "")
+            + "; a flight completes only the task it runs; nothing was changed"
+        )
 
 
 async def upstream(q: TaskQueue, task: Task, known: dict[str, Task] | None = None) -> list[Task]:

@@ -58,17 +58,37 @@ class TaskStore(Protocol):
         ...
 
     async def get(self, task_id: str) -> Task | None: ...
+    async def some(self, task_ids: Sequence[str]) -> dict[str, Task]:
+        """Those of `task_ids` that exist, in one read where the bus can."""
+        ...
+
     async def tasks(self) -> list[Task]:
         """Every task, in enqueue order."""
+        ...
+
+    async def live(self) -> list[Task]:
+        """The tasks that are `queued` or `running`, in enqueue order: what a runner's round
+        reads, without reading every finished task of a long queue again."""
         ...
 
     async def update(self, task_id: str, only_from: Sequence[str], **changes: Any) -> Task | None:
         """Change a task if its status is in `only_from`; None when nothing changed."""
         ...
 
-    async def complete(self, task_id: str, handoff: HandoffRecord, only_from: Sequence[str]) -> Task | None:
+    async def complete(
+        self,
+        task_id: str,
+        handoff: HandoffRecord,
+        only_from: Sequence[str],
+        *,
+        run_by: str | None = None,
+        not_flight: str | None = None,
+    ) -> Task | None:
         """Store the handoff (under the task's own type, whatever `handoff.type` says) and set
-        the status, if the status is in `only_from`: one atomic compare-and-set."""
+        the status, if the status is in `only_from`: one atomic compare-and-set. `run_by`: only
+        if the task's agent is that one; `not_flight`: only while no flight (an agent record
+        with a supervisor) has that id. Both are conditions of the same compare-and-set, so a
+        completer's checks cost no read before it (core/tasks.py, `complete_task`)."""
         ...
 
     async def handoff(self, task_id: str) -> HandoffRecord | None: ...

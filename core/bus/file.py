@@ -271,7 +271,7 @@ class FileBus(Facade[FileInbox, FileUpkeep]):
         return str(self.root / "logs" / f"{check_id(agent_id, 'agent')}.log")
 
     def tasks(self, queue: str) -> FileTaskStore:
-        return FileTaskStore(self.dir, queue)
+        return FileTaskStore(self.dir, queue, self.agents.get)
 
     async def close(self) -> None:
         self.waits.close()

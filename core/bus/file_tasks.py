@@ -4,7 +4,9 @@
     queues/<queue>/handoffs/<id>.json   handoffs, written once, the same way; a task with a
                                         handoff is finished: its status is the handoff's,
                                         whatever its record says (completing writes one file)
-    queues/<queue>/dedup/<key>          the id of the live task with that dedup key
+    queues/<queue>/dedup/<key>          the id of the live task with that dedup key (a symbolic
+                                        link whose target is the id: one call to write or
+                                        read; a plain file holding it, as older buses wrote, is read too)
     queues/<queue>/lock                 flock: one writer at a time; holds the task count
     queues/<queue>/tmp/                 files being written
 
@@ -30,7 +32,9 @@ import contextlib
 import fcntl
 import logging
 import os
+import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -38,8 +42,8 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from .. import watch
-from ..ids import check_id, new_id
-from ..model import FINISHED, Conflict, HandoffRecord, Task, now
+from ..ids import check_id, is_id, new_id
+from ..model import FINISHED, Agent, Conflict, HandoffRecord, Task, now
 from .fs import BusDir
 
 log = logging.getLogger(__name__)
@@ -49,15 +53,22 @@ T = TypeVar("T")
 class FileTaskStore:
     """One queue's folder inside a directory bus (handed out by `FileBus.tasks`)."""
 
-    def __init__(self, bus: BusDir, queue: str) -> None:
+    def __init__(self, bus: BusDir, queue: str, agent: Callable[[str], Agent | None]) -> None:
+        """`agent` reads an agent's record (the bus's own reader): `complete`'s `not_flight`."""
         self.queue = check_id(queue, "queue")
         self.bus = bus
+        self._agent = agent
         self.root = bus.root / "queues" / queue
         for sub in ("", "tasks", "handoffs", "dedup", "tmp"):
             (self.root / sub).mkdir(mode=0o700, parents=True, exist_ok=True)
         self._cache: dict[str, tuple[tuple[int, int, int], Task]] = {}
         self._handoffs: dict[str, tuple[tuple[int, int, int], HandoffRecord]] = {}
         self._writers = 0  # writes of this store under way (see _off_loop)
+        # the lock file, opened once: a flock belongs to the open file, which this process's
+        # threads share, so they take turns at `_threads` before taking it
+        self._lock_fd = os.open(self.root / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        weakref.finalize(self, os.close, self._lock_fd)
+        self._threads = threading.Lock()
 
     # ------------------------------------------------------------------ files
     def _prepare(self, dest: Path, record: BaseModel) -> Path:
@@ -67,6 +78,7 @@ class FileTaskStore:
         return tmp
 
     def _publish(self, tmp: Path, dest: Path) -> None:
+        """Rename `tmp` into place; on failure it is removed and the error is a `BusError`."""
         try:
             os.rename(tmp, dest)
         except OSError as e:
@@ -94,12 +106,12 @@ class FileTaskStore:
 
     @contextlib.contextmanager
     def _lock(self) -> Iterator[int]:
-        fd = os.open(self.root / "lock", os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield fd
-        finally:
-            os.close(fd)
+        with self._threads:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+            try:
+                yield self._lock_fd
+            finally:
+                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
 
     def _count(self, lock: int) -> int:
         raw = os.pread(lock, 32, 0).strip()
@@ -149,13 +161,41 @@ class FileTaskStore:
         self._cache[path.name] = (key, task)
         return task
 
-    def _live_with_key(self, key: str) -> Task | None:
+    def _marker(self, key: str) -> str | None:
+        """The task id the dedup marker of `key` names (None: no marker, or not an id)."""
+        path = self.root / "dedup" / key
         try:
-            existing = (self.root / "dedup" / key).read_text().strip()
+            existing = os.readlink(path)
         except FileNotFoundError:
             return None
+        except OSError:  # a plain file, as older buses wrote it
+            try:
+                existing = path.read_text().strip()
+            except (OSError, UnicodeDecodeError):
+                return None
+        return existing if is_id(existing) else None
+
+    def _live_with_key(self, key: str) -> Task | None:
+        existing = self._marker(key)
         task = self._read(self._task_path(existing)) if existing else None
         return task if task is not None and task.status != "failed" else None
+
+    def _mark(self, key: str, task_id: str) -> None:
+        """Point the dedup marker of `key` at `task_id` (under the lock: no other writer)."""
+        marker = self.root / "dedup" / key
+        try:
+            try:
+                os.symlink(task_id, marker)
+            except FileExistsError:  # a failed task's, or a crashed writer's: replaced whole
+                tmp = self.root / "tmp" / f"dedup.{new_id()}"
+                os.symlink(task_id, tmp)
+                try:
+                    os.rename(tmp, marker)
+                except OSError:
+                    self._discard(tmp)
+                    raise
+        except OSError as e:
+            raise self.bus.write_failed(e, f"the dedup marker of task {task_id}") from e
 
     # ------------------------------------------------------------------ the store
     async def add(self, task: Task, max_tasks: int) -> Conflict | None:
@@ -164,11 +204,8 @@ class FileTaskStore:
     def _add(self, task: Task, max_tasks: int) -> Conflict | None:
         key = task.dedup_key
         dest = self._task_path(task.id)
-        fd = os.open(self.root / "lock", os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            task.seq = self._count(fd) + 1  # read before the lock: see the module's docstring
-        finally:
-            os.close(fd)
+        task.seq = self._count(self._lock_fd) + 1  # read before the lock: see the module's docstring
+        published = False
         tmp = self._prepare(dest, task)
         try:
             with self._lock() as lock:
@@ -177,17 +214,39 @@ class FileTaskStore:
                     return Conflict("budget", count=count)
                 if (other := self._live_with_key(key)) is not None:
                     return Conflict("dedup", existing=other.id)
+                self._mark(key, task.id)  # first: a marker whose task never came is no conflict
                 os.pwrite(lock, str(count + 1).encode().ljust(20), 0)
                 self._publish(tmp, dest)
-                marker = self.root / "tmp" / f"dedup.{new_id()}"
-                marker.write_text(task.id)
-                os.rename(marker, self.root / "dedup" / key)
+                published = True
         finally:
-            self._discard(tmp)  # gone once published
+            if not published:
+                self._discard(tmp)
         return None
 
     async def get(self, task_id: str) -> Task | None:
         return self._read(self._task_path(task_id))
+
+    async def some(self, task_ids: Sequence[str]) -> dict[str, Task]:
+        found = {}
+        for task_id in task_ids:
+            if (t := self._read(self._task_path(task_id))) is not None:
+                found[t.id] = t
+        return found
+
+    async def live(self) -> list[Task]:
+        """A task with a handoff is finished whatever its record says: only the others are
+        read (their records cached by stat), from the two folders' names."""
+        with os.scandir(self.root / "handoffs") as it:
+            handoffs = {entry.name for entry in it}
+        tasks = []
+        with os.scandir(self.root / "tasks") as it:
+            for entry in it:
+                if entry.name.endswith(".json") and entry.name not in handoffs:
+                    t = self._read(Path(entry.path), handoffs)
+                    if t is not None and t.status in ("queued", "running"):
+                        tasks.append(t)
+        tasks.sort(key=lambda t: (t.seq, t.created_at, t.id))
+        return tasks
 
     async def tasks(self) -> list[Task]:
         tasks = []
@@ -214,6 +273,7 @@ class FileTaskStore:
         if seen is None or seen.status not in only_from:
             return None
         changed = Task.model_validate(seen.model_dump() | changes | {"updated_at": now()})
+        published = False
         tmp = self._prepare(path, changed)
         try:
             with self._lock():
@@ -225,42 +285,65 @@ class FileTaskStore:
                     changed = Task.model_validate(current.model_dump() | changes | {"updated_at": now()})
                     tmp = self._prepare(path, changed)
                 self._publish(tmp, path)
+                published = True
                 if changed.status == "failed":  # a failed task may be enqueued again
                     self._drop_dedup(changed)
                 return changed
         finally:
-            self._discard(tmp)
+            if not published:
+                self._discard(tmp)
 
-    async def complete(self, task_id: str, handoff: HandoffRecord, only_from: Sequence[str]) -> Task | None:
-        return await self._off_loop(self._complete, task_id, handoff, only_from)
+    async def complete(
+        self,
+        task_id: str,
+        handoff: HandoffRecord,
+        only_from: Sequence[str],
+        *,
+        run_by: str | None = None,
+        not_flight: str | None = None,
+    ) -> Task | None:
+        return await self._off_loop(self._complete, task_id, handoff, only_from, run_by, not_flight)
 
-    def _complete(self, task_id: str, handoff: HandoffRecord, only_from: Sequence[str]) -> Task | None:
+    def _complete(
+        self,
+        task_id: str,
+        handoff: HandoffRecord,
+        only_from: Sequence[str],
+        run_by: str | None,
+        not_flight: str | None,
+    ) -> Task | None:
         """One file, the handoff, is the completion (the task's record is not rewritten): written
         and flushed outside the lock, renamed into place under it if the task may still end."""
         path = self._task_path(task_id)
         dest = self.root / "handoffs" / path.name
         seen = self._read(path)
-        if seen is None or seen.status not in only_from:
+        if seen is None or seen.status not in only_from or (run_by is not None and seen.agent_id != run_by):
+            return None
+        if not_flight is not None and (a := self._agent(not_flight)) is not None and a.supervisor_pid is not None:
             return None
         record = handoff.model_copy(update={"task_id": seen.id, "type": seen.type})
+        published = False
         tmp = self._prepare(dest, record)
         try:
             with self._lock():
                 task = self._read(path)
                 if task is None or task.status not in only_from or os.path.lexists(dest):
                     return None
+                if run_by is not None and task.agent_id != run_by:
+                    return None
                 self._publish(tmp, dest)
+                published = True
                 if record.status == "failed":  # a failed task may be enqueued again
                     self._drop_dedup(task)
         finally:
-            self._discard(tmp)
+            if not published:
+                self._discard(tmp)
         return task.model_copy(update={"status": record.status, "updated_at": record.completed_at})
 
     def _drop_dedup(self, task: Task) -> None:
-        marker = self.root / "dedup" / task.dedup_key
-        with contextlib.suppress(FileNotFoundError):
-            if marker.read_text().strip() == task.id:
-                marker.unlink()
+        if self._marker(task.dedup_key) == task.id:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.root / "dedup" / task.dedup_key)
 
     @staticmethod
     def _key(path: Path) -> tuple[int, int, int]:

@@ -29,6 +29,12 @@ class Batcher(Generic[Q, R]):
     oldest item would pick the same row, and one of them would get nothing while a second
     item waits): a request whose key is already in the statement waits for the next one.
     `keys` is the same for a request with several (a fan-in's claim: one per sender).
+
+    `inline`: a request that finds nothing running runs in its caller's task, not in a task
+    of its own (which costs a task and a turn of the loop per call, a fifth of a lone
+    enqueue's time); cancelling its caller cancels its statement, as a plain call's would.
+    Only for statements whose caller needs nothing settled after a cancel (the task
+    queue's: each a compare-and-set that a retry reads back), not for a wait's claims.
     """
 
     def __init__(
@@ -38,6 +44,7 @@ class Batcher(Generic[Q, R]):
         key: Callable[[Q], Hashable] | None = None,
         *,
         keys: Callable[[Q], Iterable[Hashable]] | None = None,
+        inline: bool = False,
     ) -> None:
         if (key is None) == (keys is None):
             raise TypeError("give key or keys")
@@ -45,11 +52,15 @@ class Batcher(Generic[Q, R]):
         self._keys: Callable[[Q], Iterable[Hashable]] = keys if keys is not None else (lambda r: (key(r),))  # type: ignore[misc]
         self._queue: list[tuple[Q, asyncio.Future[R]]] = []
         self._runner: asyncio.Task[None] | None = None
+        self._inline = inline
+        self._alone = False  # a request runs in its caller's task (inline)
 
     async def __call__(self, request: Q) -> R:
+        if self._inline and not self._alone and not self._queue and (self._runner is None or self._runner.done()):
+            return await self._run_alone(request)
         future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
         self._queue.append((request, future))
-        if self._runner is None or self._runner.done():
+        if not self._alone and (self._runner is None or self._runner.done()):
             self._runner = asyncio.create_task(self._run(), name="wavewait-pg-batch")
         try:
             return await asyncio.shield(future)
@@ -61,6 +72,17 @@ class Batcher(Generic[Q, R]):
             if not future.cancelled():
                 future.exception()  # retrieved: its error is the caller's no more
             raise
+
+    async def _run_alone(self, request: Q) -> R:
+        """A request that found nothing running, in its caller's task; what queued meanwhile
+        runs after it, as one statement."""
+        self._alone = True
+        try:
+            return await self._one(request)
+        finally:
+            self._alone = False
+            if self._queue and (self._runner is None or self._runner.done()):
+                self._runner = asyncio.create_task(self._run(), name="wavewait-pg-batch")
 
     async def _run(self) -> None:
         while self._queue:

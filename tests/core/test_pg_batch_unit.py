@@ -82,3 +82,33 @@ async def test_a_cancelled_caller_returns_only_after_its_statement_ended():
     with pytest.raises(asyncio.CancelledError):
         await call
     assert s.runs == [["claim"]]
+
+
+async def test_inline_a_lone_request_runs_in_its_callers_task_and_what_queued_meanwhile_shares_the_next():
+    s = Statements()
+    batcher: Batcher[str, str] = Batcher(s.one, s.many, key=lambda r: r.split(":")[0], inline=True)
+    tasks_before = len(asyncio.all_tasks())
+    first = asyncio.create_task(batcher("a:1"))
+    await settle()
+    assert s.runs == [["a:1"]] and len(asyncio.all_tasks()) == tasks_before + 1  # no task of its own
+    calls = [asyncio.create_task(batcher(r)) for r in ("a:2", "b:1", "c:1")]
+    await settle()
+    assert s.runs == [["a:1"]]  # they queue behind it
+    s.go.set()
+    assert await asyncio.gather(first, *calls) == [f"done {r}" for r in ("a:1", "a:2", "b:1", "c:1")]
+    assert s.runs == [["a:1"], ["a:2", "b:1", "c:1"]]
+
+
+async def test_inline_a_cancelled_lone_caller_cancels_its_statement_and_the_queue_still_runs():
+    s = Statements()
+    batcher: Batcher[str, str] = Batcher(s.one, s.many, key=lambda r: r, inline=True)
+    first = asyncio.create_task(batcher("a"))
+    await settle()
+    second = asyncio.create_task(batcher("b"))
+    await settle()
+    first.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    s.go.set()
+    assert await second == "done b"
+    assert s.runs == [["a"], ["b"]]

@@ -18,12 +18,13 @@ from psycopg import sql
 
 from wavewait.core import messages, wait
 from wavewait.core.admission import sweep
-from wavewait.core.bus import open_bus
+from wavewait.core.bus import open_bus, pg_tasks
 from wavewait.core.bus.pg_schema import SCHEMA_VERSION
 from wavewait.core.bus.postgres import PostgresBus, split_url
 from wavewait.core.errors import BusError
 from wavewait.core.ids import new_id
 from wavewait.core.model import Item
+from wavewait.core.tasks import Task, task_store
 
 from conftest import Background, env_for, register_crew, until, wavewait_cmd
 
@@ -390,3 +391,37 @@ async def test_a_wait_on_many_targets_rereads_a_slice_of_them_at_each_rescan(mon
     assert fan.status == "complete" and [t.message for t in fan.results] == [f"report of {f}" for f in flights]
     rereads = asked[first:]
     assert rereads and max(rereads) <= 4, asked
+
+
+async def test_task_tables_of_version_1_are_migrated_and_their_tasks_kept():
+    """The task tables take their own migrations (pg_tasks.MIGRATIONS): a queue written at
+    version 1 gets the index of the live tasks on first use, and its tasks read as before."""
+    with fresh_schema_url() as url:
+        schema = split_url(url)[1]
+        bus = await open_bus(url)
+        try:
+            with psycopg.connect(PG_URL, autocommit=True) as conn:
+                conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+                conn.execute("CREATE TABLE task_schema_version (version integer PRIMARY KEY, applied_at timestamptz)")
+                for statement in pg_tasks.MIGRATIONS[1]:
+                    conn.execute(statement)
+                conn.execute("INSERT INTO task_schema_version VALUES (1, now())")
+                old = Task(id=new_id(), queue="q1", type="build", seq=1)
+                conn.execute(
+                    "INSERT INTO tasks VALUES ('q1', %s, 1, 'queued', %s, %s::jsonb)",
+                    [old.id, old.dedup_key, old.model_dump_json()],
+                )
+                conn.execute("INSERT INTO task_queues VALUES ('q1', 1)")
+            pg_tasks._ready.discard(url)
+            store = task_store(bus, "q1")
+            assert [t.id for t in await store.live()] == [old.id]
+            with psycopg.connect(PG_URL, autocommit=True) as conn:
+                conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+                versions = [r[0] for r in conn.execute("SELECT version FROM task_schema_version ORDER BY 1")]
+                indexes = [
+                    r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE schemaname = %s", [schema])
+                ]
+            assert versions == [1, pg_tasks.TASKS_SCHEMA_VERSION] == [1, 2]
+            assert "tasks_live" in indexes
+        finally:
+            await bus.close()

@@ -18,7 +18,7 @@ from pg.pgtools import PG_URL, drop_schema, new_schema, next_wait, require_pg, w
 
 from wavewait.core.bus.postgres import PostgresBus
 from wavewait.core.ids import new_id
-from wavewait.core.model import Item
+from wavewait.core.model import HandoffRecord, Item
 from wavewait.core.tasks import Task, task_store
 
 pytestmark = pytest.mark.anyio
@@ -209,3 +209,33 @@ async def test_claims_sharing_out_one_inbox_whose_answer_was_lost_each_keep_thei
         assert bodies(await bus.peek("box")) == ["box4"]
         for r, g in zip(recs, got, strict=True):  # what each was told it holds is what it takes
             assert bodies(await bus.take("box", r.id, "x", end=True)) == bodies(g)
+
+
+async def test_enqueues_and_completions_sharing_a_statement_whose_answer_was_lost_are_each_made_once():
+    """Enqueues (and completions) that one process makes at once share a statement; when its
+    answer is lost, each is read back on its own: none is made twice, none reported refused,
+    and the budget is spent once per task."""
+    async with bus_behind_proxy() as (bus, proxy):
+        store = task_store(bus, "q1")
+        tasks = [Task(id=new_id(), queue="q1", type="build", inputs={"n": i}) for i in range(6)]
+        await store.tasks()  # its tables are made: the six arrive together
+        proxy.arm("WITH ORDINALITY AS r(id, status, key, record, o)")
+        added = await asyncio.gather(*(store.add(t, max_tasks=6) for t in tasks))
+        assert proxy.cuts == 1
+        assert added == [None] * 6
+        assert sorted(t.seq for t in await store.tasks()) == list(range(1, 7))
+        assert await store.add(Task(id=new_id(), queue="q1", type="build", inputs={"n": 9}), max_tasks=6) is not None
+        proxy.arm("AS r(id, status, from_, run_by")
+        records = [
+            HandoffRecord.model_validate(
+                {"goals": "g", "did": f"did {t.id}", "forNextAgent": "n", "taskId": t.id, "type": "", "status": "done"}
+            )
+            for t in tasks
+        ]
+        done = await asyncio.gather(
+            *(store.complete(t.id, r, ("queued",)) for t, r in zip(tasks, records, strict=True))
+        )
+        assert proxy.cuts == 2
+        assert [d.id if d else None for d in done] == [t.id for t in tasks]
+        for t in tasks:
+            assert (await store.handoff(t.id)).did == f"did {t.id}"

@@ -1,4 +1,5 @@
-"""Concurrent enqueues from separate processes: the budget and dedup guards still hold."""
+"""Concurrent enqueues from separate processes, and many at once in each (sharing statements
+on PostgreSQL, worker threads on the directory bus): the budget and dedup guards still hold."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import anyio
 import pytest
 from qtools import guard_events, handoff, make_queue, types_file
 
+from wavewait.core.model import HandoffRecord
 from wavewait.core.tasks import TaskError, complete_task, enqueue_task, list_tasks
 
 from conftest import env_for
@@ -20,12 +22,16 @@ ENQUEUER = str(Path(__file__).with_name("enqueuer.py"))
 PROCESSES = 6
 
 
-async def race(bus, tmp_path: Path, prefixes: list[str], count: int, max_tasks: int) -> list[dict]:
+async def race(bus, tmp_path: Path, prefixes: list[str], count: int, max_tasks: int, at_once: int = 1) -> list[dict]:
     """Start one enqueuer per prefix, open their start gate at once, collect their counts."""
     env = env_for(bus, WAVEWAIT_TASK_TYPES=str(types_file(tmp_path)), WAVEWAIT_MAX_TASKS=str(max_tasks))
     procs = [
         subprocess.Popen(
-            [sys.executable, ENQUEUER, p, str(count)], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+            [sys.executable, ENQUEUER, p, str(count), str(at_once)],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
         )
         for p in prefixes
     ]
@@ -46,22 +52,59 @@ async def race(bus, tmp_path: Path, prefixes: list[str], count: int, max_tasks: 
     return out
 
 
-async def test_concurrent_enqueues_never_exceed_the_budget(bus, tmp_path):
+@pytest.mark.parametrize("at_once", [1, 10])
+async def test_concurrent_enqueues_never_exceed_the_budget(bus, tmp_path, at_once):
     q = make_queue(bus, tmp_path, max_tasks=25)
-    out = await race(bus, tmp_path, [f"p{i}" for i in range(PROCESSES)], 20, max_tasks=25)
+    out = await race(bus, tmp_path, [f"p{i}" for i in range(PROCESSES)], 20, max_tasks=25, at_once=at_once)
     assert sum(o["enqueued"] for o in out) == 25
     assert sum(o["guards"].get("budget", 0) for o in out) == PROCESSES * 20 - 25
     assert len((await list_tasks(q))["tasks"]) == 25
     assert len(await guard_events(bus)) == PROCESSES * 20 - 25
 
 
-async def test_concurrent_duplicates_are_enqueued_once(bus, tmp_path):
+@pytest.mark.parametrize("at_once", [1, 10])
+async def test_concurrent_duplicates_are_enqueued_once(bus, tmp_path, at_once):
     q = make_queue(bus, tmp_path, max_tasks=1000)
-    out = await race(bus, tmp_path, ["same"] * PROCESSES, 20, max_tasks=1000)
+    out = await race(bus, tmp_path, ["same"] * PROCESSES, 20, max_tasks=1000, at_once=at_once)
     assert sum(o["enqueued"] for o in out) == 20
     assert sum(o["guards"].get("dedup", 0) for o in out) == (PROCESSES - 1) * 20
     topics = sorted(t["inputs"]["topic"] for t in (await list_tasks(q))["tasks"])
     assert topics == sorted(f"same-{i}" for i in range(20))
+
+
+async def test_completions_at_once_each_get_their_own_answer(bus, tmp_path):
+    """Completions of one process that share a statement (PostgreSQL) are each a
+    compare-and-set of their own: a task finished already, a task of another agent and a
+    missing one are refused, the others stored, each handoff under its own task."""
+    q = make_queue(bus, tmp_path, max_tasks=100)
+    ids = [
+        (await enqueue_task(q, "orchestrator", type="research", inputs={"topic": f"t{i}"}, reason="r")).id
+        for i in range(20)
+    ]
+    await q.store.update(ids[1], ("queued",), status="running", agent_id="someone")
+    assert await q.store.complete(ids[2], HandoffRecord.model_validate(_record(ids[2], "first")), ("queued",))
+    answers: dict[str, object] = {}
+
+    async def one(tid: str, run_by: str | None) -> None:
+        record = HandoffRecord.model_validate(_record(tid, f"did {tid}"))
+        answers[tid] = await q.store.complete(tid, record, ("queued", "running"), run_by=run_by)
+
+    async with anyio.create_task_group() as tg:
+        for tid in [*ids, "no-such-task"]:
+            tg.start_soon(one, tid, "someone-else" if tid == ids[1] else None)
+    refused = {tid for tid, a in answers.items() if a is None}
+    assert refused == {ids[1], ids[2], "no-such-task"}
+    for tid in set(ids) - refused:
+        h = await q.store.handoff(tid)
+        assert h is not None and (h.did, h.type) == (f"did {tid}", "research") and answers[tid].id == tid
+    assert (await q.store.handoff(ids[2])).did == "first" and await q.store.handoff(ids[1]) is None
+    assert {t.id: t.status for t in await q.store.tasks()} == {
+        tid: "running" if tid == ids[1] else "done" for tid in ids
+    }
+
+
+def _record(task_id: str, did: str) -> dict[str, object]:
+    return handoff(did=did) | {"taskId": task_id, "type": "", "status": "done"}
 
 
 async def test_concurrent_claims_and_completions_of_one_task_each_succeed_once(bus, tmp_path):

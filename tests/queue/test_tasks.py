@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 from qtools import HANDOFF, guard_events, handoff, make_queue
 
 from wavewait.core.bus import open_bus
-from wavewait.core.errors import BadInput
+from wavewait.core.errors import BadInput, BusError, ForgedSender
+from wavewait.core.model import Agent, HandoffRecord
+from wavewait.core.proc import hostname
 from wavewait.core.tasks import (
     GuardTripped,
     TaskError,
@@ -213,6 +216,84 @@ def test_every_handoff_text_field_is_required_non_empty_and_bounded(value, messa
 
 def test_a_handoff_text_of_exactly_16_kib_is_accepted():
     assert len(check_handoff(HANDOFF | {"did": "x" * 16384}).did) == 16384
+
+
+async def test_the_stores_completion_holds_who_may_complete_in_its_compare_and_set(bus, tmp_path):
+    """`run_by` completes only the task of that agent; `not_flight` only while no flight has
+    that id: refused, the task is as it was and has no handoff (core/tasks.py, _complete_as)."""
+    q = make_queue(bus, tmp_path)
+    tid = await seed(q)
+    await q.store.update(tid, ("queued",), status="running", agent_id="runner-1")
+    flight = Agent(id="flight-1", name="flight-1", supervisor_pid=os.getpid(), host="elsewhere")
+    await bus.put_agent(flight)
+    await bus.put_agent(Agent(id="person", name="person"))  # an agent that is nobody's flight
+    record = HandoffRecord.model_validate(HANDOFF | {"taskId": tid, "type": "", "status": "done"})
+    assert await q.store.complete(tid, record, ("queued", "running"), run_by="runner-2") is None
+    assert await q.store.complete(tid, record, ("queued", "running"), not_flight="flight-1") is None
+    assert (await q.store.get(tid)).status == "running" and await q.store.handoff(tid) is None
+    done = await q.store.complete(tid, record, ("queued", "running"), run_by="runner-1", not_flight="person")
+    assert done is not None and done.status == "done" and (await q.store.get(tid)).status == "done"
+    other = await seed(q, "db")
+    done = await q.store.complete(other, record.model_copy(update={"task_id": other}), ("queued",), not_flight="nobody")
+    assert done is not None and (await q.store.handoff(other)).type == "research"
+
+
+async def test_a_process_in_no_flight_cannot_complete_as_a_flight_of_this_host(bus, tmp_path):
+    q = make_queue(bus, tmp_path)
+    tid = await seed(q)
+    await bus.put_agent(Agent(id="flight-1", name="flight-1", supervisor_pid=os.getpid(), host=hostname()))
+    await q.store.update(tid, ("queued",), status="running", agent_id="flight-1")
+    with pytest.raises(ForgedSender, match="is a flight supervised on this host"):
+        await complete_task(q, "flight-1", task_id=tid, status="done", handoff=HANDOFF)
+    assert (await q.store.get(tid)).status == "running" and await q.store.handoff(tid) is None
+
+
+async def test_a_dedup_marker_that_cannot_be_written_refuses_the_enqueue_and_publishes_nothing(file_bus, tmp_path):
+    q = make_queue(file_bus, tmp_path)
+    first = await seed(q, "a")
+    key = (await q.store.get(first)).dedup_key
+    await complete_task(q, "orchestrator", task_id=first, status="failed", handoff=HANDOFF)
+    marker = Path(file_bus.url) / "queues" / "q1" / "dedup" / key
+    marker.mkdir()  # not a marker: a folder in its place
+    with pytest.raises(BusError, match="could not write the dedup marker"):
+        await seed(q, "a")
+    assert [t.id for t in await q.store.tasks()] == [first]
+    assert not list((marker.parent.parent / "tmp").iterdir())
+    marker.rmdir()
+    assert await seed(q, "a") != first
+
+
+async def test_live_reads_the_queued_and_running_tasks_in_order_and_some_reads_by_id(bus, tmp_path):
+    q = make_queue(bus, tmp_path)
+    ids = [await seed(q, t) for t in ("a", "b", "c", "d", "e")]
+    await q.store.update(ids[1], ("queued",), status="running", agent_id="x")
+    await complete_task(q, "orchestrator", task_id=ids[2], status="done", handoff=HANDOFF)
+    await complete_task(q, "orchestrator", task_id=ids[3], status="failed", handoff=HANDOFF)
+    await q.store.update(ids[4], ("queued",), status="skipped")
+    assert [(t.id, t.status) for t in await q.store.live()] == [(ids[0], "queued"), (ids[1], "running")]
+    found = await q.store.some([ids[2], ids[3], "no-such-task"])
+    assert {i: t.status for i, t in found.items()} == {ids[2]: "done", ids[3]: "failed"}
+
+
+async def test_dedup_markers_of_an_older_bus_plain_files_still_hold(file_bus, tmp_path):
+    """Markers are symbolic links now; a marker an older bus wrote as a file still guards,
+    and is replaced whole once its task failed."""
+    q = make_queue(file_bus, tmp_path)
+    tid = await seed(q, "a")
+    store = q.store
+    task = await store.get(tid)
+    marker = Path(file_bus.url) / "queues" / "q1" / "dedup" / task.dedup_key
+    assert os.readlink(marker) == tid
+    marker.unlink()
+    marker.write_text(tid + "\n")  # as an older bus wrote it
+    with pytest.raises(GuardTripped, match=f"dedup: task {tid}"):
+        await seed(q, "a")
+    await complete_task(q, "orchestrator", task_id=tid, status="failed", handoff=HANDOFF)
+    assert not marker.exists()  # a failed task's marker is dropped, file or link
+    marker.write_text(tid)  # a leftover of a crashed writer, naming the failed task
+    again = await seed(q, "a")
+    assert os.readlink(marker) == again
+    assert not list((marker.parent.parent / "tmp").iterdir())
 
 
 async def test_a_bad_handoff_leaves_the_task_as_it_was(bus, tmp_path):
