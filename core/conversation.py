@@ -58,6 +58,25 @@ async def tell(bus: Bus, token: str, message: object, *, by: str, interrupt: boo
     return {"agent_id": agent.id, "name": agent.name} | answer
 
 
+async def interrupt_turn(bus: Bus, token: str, *, by: str) -> dict[str, Any]:
+    """End the flight's running turn without telling it anything (the TUI's key on its screen):
+    its turn is not a report; it is `idle` then, and a tell starts its next turn. The answer:
+    `agent_id`, `name`, `interrupted` (False: no turn was running) and `turn`."""
+    agent = await agents.resolve_agent(bus, token, "agent")
+    refuse_why(agent)
+    if agent.status != "running":
+        return {"agent_id": agent.id, "name": agent.name, "interrupted": False, "turn": agent.turn}
+    item = transcript.tell_item(agent.id, "", by, only=True)
+    await bus.deliver(item)
+    try:
+        answer = await _answer(bus, agent.id, item.id, resume_ended=False)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            await _withdraw(bus, agent.id, item.id)
+        raise
+    return {"agent_id": agent.id, "name": agent.name} | answer
+
+
 def refuse_why(agent: Agent) -> None:
     """A flight that cannot be told: no conversation, closed for good, or not started."""
     if agent.conversation is None:
@@ -104,9 +123,10 @@ async def refuse_spent(bus: Bus, agent: Agent) -> None:
         raise BadInput(f"{{agent}}: {agent.name} ({agent.id[:8]}) takes no more turns: {why}", fields=("agent",))
 
 
-async def _answer(bus: Bus, agent_id: str, item_id: str) -> dict[str, Any]:
+async def _answer(bus: Bus, agent_id: str, item_id: str, *, resume_ended: bool = True) -> dict[str, Any]:
     """Where the tell went, once its supervisor said so; a flight whose agent ended with the
-    tell still waiting is resumed here first (its new supervisor takes it)."""
+    tell still waiting is resumed here first (its new supervisor takes it), or, for an
+    interrupt (`resume_ended=False`), there was nothing left to interrupt."""
     key = transcript.resolution_key(item_id)
     changes = await bus.subscribe(inboxes=[transcript.tells_inbox(agent_id)], agents=[agent_id])
     deadline = time.monotonic() + ANSWER_WAIT
@@ -116,11 +136,14 @@ async def _answer(bus: Bus, agent_id: str, item_id: str) -> dict[str, Any]:
             if said is not None:
                 if "error" in said:
                     raise BadInput(f"{{agent}}: the agent's host refused it, so it was not told: {said['error']}")
-                return {"told": said["told"], "turn": said["turn"]}
+                return said
             agent = await bus.get_agent(agent_id)
             if agent is None:
                 raise WavewaitError(f"the flight {agent_id} is gone from the bus; the tell was not given")
             waiting = any(r.id == item_id for r in await bus.pending(transcript.tells_inbox(agent_id)))
+            if agent.finished and waiting and not resume_ended:
+                await _withdraw(bus, agent_id, item_id)
+                return {"interrupted": False, "turn": agent.turn}
             if agent.finished and waiting:
                 await resume(bus, agent)
             elif agent.pending or agent.status == "idle":

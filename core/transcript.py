@@ -44,15 +44,18 @@ def resolution_key(item_id: str) -> str:
     return f"tell.{item_id}"
 
 
-def tell_item(agent_id: str, text: str, by: str, *, now_: bool = False, prompt: bool = False) -> Item:
-    """A tell for the flight's supervisor: `now_` interrupts its running turn first."""
+def tell_item(
+    agent_id: str, text: str, by: str, *, now_: bool = False, prompt: bool = False, only: bool = False
+) -> Item:
+    """A tell for the flight's supervisor: `now_` interrupts its running turn first; `only`: that
+    is all (an interrupt without a message)."""
     return Item(
         id=new_id(),
         type=TELL,
         to=tells_inbox(agent_id),
         sender=by,
         body=text,
-        data={"now": now_, "prompt": prompt},
+        data={"now": now_ or only, "prompt": prompt} | ({"only": True} if only else {}),
     )
 
 

@@ -342,11 +342,18 @@ class Talk:
         """Give one tell to the agent: where it went, or None when the agent is ending."""
         if self.closed_stdin or self.ended:
             return None
+        cut = False
         if item.data.get("now") and self.driver.running:
             self.turn_change.clear()
             if not await self._write(self.driver.interrupt()):
                 return None
             await self._until(lambda: not self.driver.running, INTERRUPT_GRACE)
+            cut = not self.driver.running
+            await transcript.append(
+                self.bus, self.agent.id, [Entry("note", f"interrupted by {item.sender}", self.driver.turn)]
+            )
+        if item.data.get("only"):  # an interrupt alone: nothing to tell
+            return {"interrupted": cut, "turn": self.driver.turn}
         was_running = self.driver.running
         self.failed = None
         self.turn_change.clear()
