@@ -383,11 +383,12 @@ async def close_without_admission(bus: Bus, agent: Agent, reason: str = "closed"
         ended_at=now(),
         launch_env=None,
         closed_for_good=True,  # a conversation it held ends: a later tell is refused (docs/conversations.md)
+        resume_env=None,
     )
     if closed is None:
         current = await bus.get_agent(agent.id)
         if current is not None and current.status == "closed" and not current.closed_for_good:
-            current = await bus.update_agent(agent.id, closed_for_good=True, reason=reason) or current
+            current = await bus.update_agent(agent.id, closed_for_good=True, reason=reason, resume_env=None) or current
         if current is not None and current.status == "dead":
             raise BadInput(
                 f"{{agentId}}: {agent.name} ({agent.id[:8]}) is dead, not open; nothing to close", fields=("agentId",)

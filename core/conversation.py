@@ -223,5 +223,6 @@ async def resume(bus: Bus, agent: Agent) -> Agent:
         return await bus.get_agent(agent.id) or agent
     words = [w.replace("{session}", agent.session_id) for w in agent.resume_args or []]
     command = [*(agent.command or []), *words]
-    env = agents.flight_env(bus, dict(os.environ), agent.id, agent.parent_id or "orchestrator")
+    # as it was spawned (its session is found by its own HOME), not as the teller runs
+    env = agents.flight_env(bus, dict(agent.resume_env or os.environ), agent.id, agent.parent_id or "orchestrator")
     return await agents.launch(bus, started, env, command=command)

@@ -108,6 +108,8 @@ async def plan(bus: Bus, request: SpawnRequest) -> LaunchPlan:
     record, child_env = agents.record_of(
         bus, name, command, wave=wave, parent_id=parent, env=env, cwd=folder, agent_id=flight_id
     )
+    if first is not None:
+        fields["resume_env"] = child_env
     return LaunchPlan(
         record.model_copy(update=fields), child_env, settings, worktree=use_worktree, base=base, prompt=first
     )

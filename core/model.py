@@ -150,6 +150,10 @@ class Agent(Record):
     turn: int = 0
     keep_open: float = 0.0
     resume_args: list[str] | None = None  # added to `command` to resume `{session}`
+    #: the environment its agent was started in (as `launch_env`, its credential never in it),
+    #: kept while it can be resumed: the resumed CLI finds its session by HOME, CLAUDE_CONFIG_DIR
+    #: or CODEX_HOME and talks to the same model as before, whoever tells it; gone at `close`
+    resume_env: dict[str, str] | None = None
     closed_for_good: bool = False
 
     @property

@@ -7,14 +7,16 @@ scripted MODEL received (tests/hosts/modelserver.py), and what wavewait answered
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hostkit import CLAUDE, VENV_BIN, install, until
+from hostkit import CLAUDE, VENV_BIN, driver, install, make_project, until
 from modelserver import Call, ModelServer, Say, Turn
 from test_coding_wave import git, user_setup
 
@@ -63,7 +65,7 @@ def talker(turn: Turn) -> Call | Say:
 class Wave:
     """A repository, the pinned Claude Code as the `claude` preset, a bus, and the CLI."""
 
-    def __init__(self, tmp_path: Path, model_url: str) -> None:
+    def __init__(self, tmp_path: Path, model_url: str, bus: str | None = None) -> None:
         exe = install(CLAUDE)
         self.home = tmp_path / "home"
         self.repo = self.home / "project"
@@ -78,7 +80,7 @@ class Wave:
             f'[presets.claude]\nprogram = {json.dumps(str(exe))}\nextra_args = ["--allowedTools", "Bash(python3:*)"]\n'
         )
         self.env = user_setup(self.home, model_url) | {
-            "WAVEWAIT_BUS": str(tmp_path / "bus"),
+            "WAVEWAIT_BUS": bus or str(tmp_path / "bus"),
             "WAVEWAIT_PRESETS": str(presets),
         }
 
@@ -160,9 +162,22 @@ def test_a_tell_now_interrupts_the_running_turn(tmp_path: Path) -> None:
     assert not m.failures, m.failures
 
 
-def test_a_tell_resumes_a_flight_that_reported_and_ended(tmp_path: Path) -> None:
+@pytest.fixture(params=["file", "postgres"])
+def bus_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """The bus the wave runs on: a directory, or a fresh PostgreSQL schema (the conversation and
+    the tells travel on it like everything else)."""
+    if request.param == "file":
+        yield str(tmp_path / "bus")
+        return
+    from pg.pgtools import fresh_schema_url
+
+    with fresh_schema_url() as url:
+        yield url
+
+
+def test_a_tell_resumes_a_flight_that_reported_and_ended(tmp_path: Path, bus_url: str) -> None:
     with ModelServer(talker) as m:
-        w = Wave(tmp_path, m.url)
+        w = Wave(tmp_path, m.url, bus_url)
         a = w.spawn("resumed", "FLIGHT<resumed> write the plan")
         first = wait_report(w, a)
         assert first["message"] == "resumed heard: write the plan"
@@ -196,4 +211,91 @@ def test_a_fan_in_over_three_told_flights_returns_their_next_reports(tmp_path: P
         out = w.json("wait", "120", *ids, timeout=150)
         assert out["status"] == "complete"
         assert [r["message"] for r in out["results"]] == [f"f{i} heard: second" for i in range(3)]
+    assert not m.failures, m.failures
+
+
+def test_tells_waiting_for_an_ended_flight_are_given_in_order_when_it_resumes(tmp_path: Path) -> None:
+    with ModelServer(talker) as m:
+        w = Wave(tmp_path, m.url)
+        a = w.spawn("ordered", "FLIGHT<ordered> first")
+        wait_report(w, a)
+        until(lambda: w.agent(a)["status"] == "closed", 60, "its agent ends after its turn")
+        # two tells at once: the first is kept on the bus before the second is given
+        first = subprocess.Popen(
+            [str(VENV_BIN / "wavewait"), "tell", a, "FLIGHT<ordered> one"],
+            env=w.env,
+            cwd=w.repo,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        until(
+            lambda: "FLIGHT<ordered> one" in w.run("transcript", a).stdout or first.poll() is not None,
+            60,
+            "the first tell given",
+        )
+        second = w.json("tell", a, "FLIGHT<ordered> two")
+        out, err = first.communicate(timeout=120)
+        assert first.returncode == 0, err
+        # the second went wherever the flight then was: into the resumed turn, its next turn, or a
+        # resume of its own once that turn ended the conversation (keep-open 0)
+        assert json.loads(out)["told"] == "resumed" and second["turn"] >= 2
+        until(lambda: any("two" in t for t in user_texts(m.turns[-1])), 60, "the model got the second tell")
+        texts = user_texts(m.turns[-1])
+        assert texts.index("FLIGHT<ordered> one") < texts.index("FLIGHT<ordered> two"), texts
+        users = [e["text"] for e in w.transcript(a) if e["kind"] == "user"]
+        assert users == ["FLIGHT<ordered> first", "FLIGHT<ordered> one", "FLIGHT<ordered> two"]
+    assert not m.failures, m.failures
+
+
+def test_a_tell_to_a_flight_whose_supervisor_died_resumes_it(tmp_path: Path) -> None:
+    with ModelServer(talker) as m:
+        w = Wave(tmp_path, m.url)
+        a = w.spawn("orphan", "FLIGHT<orphan> first", "--keep-open", "300")
+        wait_report(w, a)
+        record = w.agent(a)
+        assert record["status"] == "idle"
+        supervisor = int(
+            subprocess.run(["ps", "-o", "ppid=", "-p", str(record["pid"])], capture_output=True, text=True).stdout
+        )
+        os.kill(supervisor, 9)  # its supervisor dies; its record still says idle
+        said = w.json("tell", a, "FLIGHT<orphan> still there?")
+        assert said["told"] == "resumed"
+        assert wait_report(w, a)["message"] == "orphan heard: still there?"
+        assert "FLIGHT<orphan> first" in user_texts(m.turns[-1])
+        w.json("close", a)
+    assert not m.failures, m.failures
+
+
+def test_an_orchestrating_claude_code_tells_its_flight_with_tell_agent_and_waits_for_its_next_report(
+    tmp_path: Path,
+) -> None:
+    """The orchestrator is Claude Code itself, set up as --print-config says; its model calls
+    tell_agent, then wait on the flight; the flight, resumed, answers the told text."""
+    plan: list[tuple[str, dict[str, Any]]] = []
+    orchestrate = driver(lambda done: plan[len(done)] if len(done) < len(plan) else None)
+
+    def script(turn: Turn) -> Call | Say:
+        return orchestrate(turn) if "ORCHESTRATE" in json.dumps(turn.body) else talker(turn)
+
+    with ModelServer(script) as m:
+        w = Wave(tmp_path, m.url)
+        a = w.spawn("worker", "FLIGHT<worker> first")
+        wait_report(w, a)
+        until(lambda: w.agent(a)["status"] == "closed", 60, "its agent ends after its turn")
+        plan += [
+            ("tell_agent", {"agent": a, "message": "FLIGHT<worker> add the tests"}),
+            ("wait", {"timeout": 120, "from_agents": [a]}),
+        ]
+        (tmp_path / "orch").mkdir()
+        p = make_project(CLAUDE, tmp_path / "orch")
+        p.bus = Path(w.env["WAVEWAIT_BUS"])
+        p.env |= {"WAVEWAIT_PRESETS": w.env["WAVEWAIT_PRESETS"]}
+        p.configure(m.url)
+        done = p.run("ORCHESTRATE: tell the worker to add the tests, then wait for it.")
+        assert done.returncode == 0, done.stderr
+        results = [t.results for t in m.turns if "ORCHESTRATE" in json.dumps(t.body)][-1]
+        told, waited = [json.loads(r) for r in results if r.lstrip().startswith("{")][-2:]
+        assert (told["agent_id"], told["told"], told["turn"]) == (a, "resumed", 2)
+        assert waited["results"][0]["message"] == "worker heard: add the tests"
     assert not m.failures, m.failures
