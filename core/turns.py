@@ -355,6 +355,7 @@ class Talk:
         if item.data.get("only"):  # an interrupt alone: nothing to tell
             return {"interrupted": cut, "turn": self.driver.turn}
         was_running = self.driver.running
+        before = self.driver.turn
         self.failed = None
         self.turn_change.clear()
         lines, told = self.driver.tell(item.body)
@@ -372,10 +373,16 @@ class Talk:
         by = "prompt" if item.data.get("prompt") else item.sender
         await transcript.append(self.bus, self.agent.id, [Entry("user", item.body, turn, by=by)])
         if not was_running:  # it starts a turn: said once the host started it, or refused it
-            await self._until(lambda: self.driver.running or self.failed is not None, START_GRACE)
-            if self.failed is not None or (not self.driver.running and self.ended):
-                return {"error": self.failed or "the agent ended before its turn started", "turn": turn}
-            turn = self.driver.turn
+
+            def started() -> bool:  # since the write (a quick agent may have ended that turn already)
+                return self.driver.turn > before
+
+            await self._until(lambda: started() or self.failed is not None, START_GRACE)
+            if self.failed is not None:
+                return {"error": self.failed, "turn": turn}
+            if not started():  # its agent ended first: the tell stays on the bus for its resume
+                return None
+            turn = before + 1
         if self.resumed and not item.data.get("prompt"):
             self.resumed = False
             told = "resumed"

@@ -41,6 +41,7 @@ QUICK: dict[str, tuple[str, ...]] = {
         "--load-rate=100",
     ),
     "bench_startup.py": (),
+    "bench_talk.py": (),
     "bench_tasks_poll.py": (),
     "bench_tui.py": (),
     "soak.py": (),
@@ -49,11 +50,12 @@ QUICK: dict[str, tuple[str, ...]] = {
 #: the scripts that take `--bus` (a directory by default): run on PostgreSQL too
 TAKES_BUS = {"bench_mcp.py", "soak.py", "transcript_mcp.py"}
 #: the scripts that measure both buses in one run (PostgreSQL as WAVEWAIT_TEST_PG names it)
-BOTH_IN_ONE = {"bench_pg.py", "bench_queue.py", "bench_scale.py"}
+BOTH_IN_ONE = {"bench_pg.py", "bench_queue.py", "bench_scale.py", "bench_talk.py"}
 #: scripts not run here, and why
 NOT_HERE = {
     "newcomer.py": "installs a fresh clone from the package registry (minutes); tests/newcomer runs the installed case",
     "guard.py": "run by .ci/run as a step of its own",
+    "talk_standin.py": "not a bench: the stand-in agent bench_talk.py starts",
 }
 
 CASES = [(s, "both" if s in BOTH_IN_ONE else "directory") for s in QUICK] + [(s, "postgres") for s in sorted(TAKES_BUS)]
