@@ -226,7 +226,8 @@ def claude_rows(folder: Path, resumes: int) -> dict[str, Any]:
                     await until(bus, b.id, lambda r: r.status == "closed")
                     seen = len(m.rec.times)
                     t0 = time.time()
-                    await conversation.tell(bus, b.id, f"again {i}", by="bench")
+                    said = await conversation.tell(bus, b.id, f"again {i}", by="bench")
+                    await until(bus, b.id, lambda r, turn=said["turn"]: r.turn >= turn and r.status != "running")
                     firsts.append((m.rec.times[seen] - t0) * 1000)
                 return {"memory": memory, "resume": firsts}
             finally:
