@@ -180,6 +180,51 @@ def race(stage: Stage) -> None:
     stage.script = script
 
 
+ROUND_TWO_REPO = {
+    "tests/test_app.py": "def test_app():\n    assert True\n",
+    "api.py": "def check(name):\n    return name\n",
+    "cli.py": "FLAGS = []\n",
+    "README.md": "# app\n",
+}
+#: what each flight of docs/conversations.md's round two writes, by round (its prompt, then a tell)
+ROUND_TWO_FILES = {
+    "api": (
+        "api.py",
+        "def check(name):\n    return name.strip()\n",
+        "def check(name):\n    if not name.strip():\n        raise ValueError('empty name')\n    return name.strip()\n",
+    ),
+    "cli": ("cli.py", "FLAGS = ['--verbose']\n", None),
+    "docs": (
+        "README.md",
+        "# app\n\nInput checks; --verbose.\n",
+        "# app\n\nInput checks; --verbose (off by default).\n",
+    ),
+}
+ROUND_TWO_TELLS = ("Also reject empty names", "Mention the new flag's default")
+FLIGHT_DIR = re.compile(r"Primary working directory: ([^\s\\\"]+/fix/(api|cli|docs)-[0-9a-f]+)")
+
+
+def round_two(stage: Stage) -> None:
+    """docs/conversations.md, "Round two": a repository with api.py, cli.py and README.md
+    whose tests pass (the merge's check), and a scripted model for the three flights: each
+    writes its file and reports `NAME: round N done`, round 2 once the recipe told it more."""
+    stage.repo(ROUND_TWO_REPO)
+
+    def script(turn: Any) -> Any:
+        from modelserver import Call, Say
+
+        found = FLIGHT_DIR.search(json.dumps(turn.body))
+        assert found, "Claude Code's request names no worktree of the wave"
+        worktree, name = found.groups()
+        n = 2 if any(t in json.dumps(turn.body) for t in ROUND_TWO_TELLS) else 1
+        if turn.results and n == sum(1 for _ in re.finditer(r'"tool_result"', json.dumps(turn.body))):
+            return Say(f"{name}: round {n} done")
+        path, *contents = ROUND_TWO_FILES[name]
+        return Call("Write", {"file_path": f"{worktree}/{path}", "content": contents[n - 1] or contents[0]})
+
+    stage.script = script
+
+
 def deadline(cond: Callable[[], bool], seconds: float, what: str) -> None:
     """Wait for `cond` on a short beat, failing after `seconds` (never a fixed sleep)."""
     beat = threading.Event()
@@ -219,6 +264,7 @@ SETUPS: dict[str, Callable[[Stage], None]] = {
     "refactor-wave": refactor_wave,
     "race": race,
     "claude-project": claude_project,
+    "round-two": round_two,
 }
 
 
