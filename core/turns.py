@@ -37,6 +37,7 @@ from .talk import Driver, Entry, Step, TurnEnd, driver_for
 log = logging.getLogger("wavewait.turns")
 
 INTERRUPT_GRACE = 30.0  # seconds a `now` tell waits for the interrupted turn to end
+STEER_GRACE = 30.0  # seconds a tell waits for the host's answer to a steer
 START_GRACE = 120.0  # seconds a tell to an idle agent waits for its turn to start (a resume loads the session)
 
 
@@ -81,6 +82,7 @@ class Talk:
         self._write_lock = asyncio.Lock()
         self._thread: threading.Thread | None = None
         self._idle_at: float | None = None
+        self.fell_back = False  # the host moved the tell being given to the next turn
         self.telling = False  # a tell is being given: the conversation does not end under it
         self.owed = 0  # tells the host holds for its next turns: the flight is not idle between them
 
@@ -199,8 +201,9 @@ class Talk:
             await transcript.append(self.bus, self.agent.id, [Entry("note", step.failed, self.driver.turn)])
         if step.ended is not None:
             await self._turn_ended(step.ended)
-        if step.started is not None or step.ended is not None or step.failed:
-            self.turn_change.set()
+        if any(e.data.get("told") == "next_turn" for e in step.entries):
+            self.fell_back = True  # a steer came too late for its turn: it starts the next one
+        self.turn_change.set()
 
     def _last_activity(self, e: Entry) -> None:
         """What it was last doing, for a death's reason, whatever the host's protocol."""
@@ -370,6 +373,11 @@ class Talk:
             if was_running
             else self.driver.turn + 1
         )
+        if told == "in_turn":  # where the host answers a steer, the answer says where it went
+            self.fell_back = False
+            await self._until(lambda: self.driver.unanswered == 0, STEER_GRACE)
+            if self.fell_back:
+                told, turn = "next_turn", self.driver.turn + (0 if self.driver.running else 1)
         by = "prompt" if item.data.get("prompt") else item.sender
         await transcript.append(self.bus, self.agent.id, [Entry("user", item.body, turn, by=by)])
         if not was_running:  # it starts a turn: said once the host started it, or refused it

@@ -62,6 +62,12 @@ class Driver(Protocol):
     turn: int
     running: bool
 
+    @property
+    def unanswered(self) -> int:
+        """Tells written into the running turn that the host has not yet taken or refused
+        (Codex answers each `turn/steer`; Claude Code takes a mid-turn message silently: 0)."""
+        ...
+
     def open(self, session_id: str | None, cwd: str) -> list[bytes]:
         """The lines that start the conversation (a new one, or `session_id` resumed)."""
         ...

@@ -66,6 +66,10 @@ class ClaudeDriver:
         self.interrupting = False  # an interrupt was asked: the turn's end is not a report
         self._said = ""  # the turn's last text, should its result carry none
 
+    @property
+    def unanswered(self) -> int:
+        return 0  # a mid-turn message is taken silently
+
     def open(self, session_id: str | None, cwd: str) -> list[bytes]:
         return []  # the prompt comes as the first tell; a resume is on the command line
 

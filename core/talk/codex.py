@@ -121,6 +121,10 @@ class CodexDriver:
         self._asked[n] = _Ask(method, text)
         return _line({"id": n, "method": method, "params": params})
 
+    @property
+    def unanswered(self) -> int:
+        return self._steering
+
     def open(self, session_id: str | None, cwd: str) -> list[bytes]:
         self._cwd = cwd.rstrip("/")
         caps = {"experimentalApi": False, "requestAttestation": False, "optOutNotificationMethods": list(QUIET)}

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hostkit import CLAUDE, VENV_BIN, driver, install, make_project, until
+from hostkit import CLAUDE, CODEX, VENV_BIN, driver, install, make_project, until
 from modelserver import Call, ModelServer, Say, Turn
 from test_coding_wave import git, user_setup
 
@@ -298,4 +298,58 @@ def test_an_orchestrating_claude_code_tells_its_flight_with_tell_agent_and_waits
         told, waited = [json.loads(r) for r in results if r.lstrip().startswith("{")][-2:]
         assert (told["agent_id"], told["told"], told["turn"]) == (a, "resumed", 2)
         assert waited["results"][0]["message"] == "worker heard: add the tests"
+    assert not m.failures, m.failures
+
+
+# --------------------------------------------------------------------------- Codex
+def codex_talker(turn: Turn) -> Call | Say:
+    """`talker` for Codex (the Responses API's input items): the newest user text that came
+    after the last tool output is acted on; after a tool output alone it says `NAME slept`."""
+    items = [i for i in turn.body.get("input", []) if isinstance(i, dict)]
+    said_at, said = -1, ""
+    for n, i in enumerate(items):
+        if i.get("type") == "message" and i.get("role") == "user":
+            for part in i.get("content") or []:
+                text = part.get("text", "") if isinstance(part, dict) else ""
+                if MARK.search(text):
+                    said_at, said = n, own(text)
+    name = MARK.search(said).group(1) if MARK.search(said) else "?"
+    out_at = max((n for n, i in enumerate(items) if i.get("type") == "function_call_output"), default=-1)
+    if out_at > said_at:
+        return Say(f"{name} slept")
+    if (n := SLEEP.search(said)) is not None:
+        return Call("exec_command", {"cmd": f"sleep {n.group(1)}", "yield_time_ms": 60000})
+    return Say(f"{name} heard: {MARK.sub('', said).strip()}")
+
+
+def codex_wave(tmp_path: Path, model_url: str) -> Wave:
+    w = Wave(tmp_path, model_url)
+    presets = Path(w.env["WAVEWAIT_PRESETS"])
+    presets.write_text(f"[presets.codex]\nprogram = {json.dumps(str(install(CODEX)))}\n")
+    return w
+
+
+def test_a_codex_flight_is_steered_in_turn_told_a_next_turn_and_resumed(tmp_path: Path) -> None:
+    with ModelServer(codex_talker) as m:
+        w = codex_wave(tmp_path, m.url)
+        run = lambda name, prompt, *flags: w.run(  # noqa: E731
+            "spawn", "-q", name, "--wave", "talk", "--preset", "codex", *flags, "--", prompt
+        ).stdout.strip()
+        a = run("cx", "FLIGHT<cx> SLEEP5", "--keep-open", "120")
+        until(lambda: any(e["kind"] == "tool" for e in w.transcript(a)), 90, "its turn runs its command")
+        said = w.json("tell", a, "FLIGHT<cx> also check the docs")
+        assert (said["told"], said["turn"]) == ("in_turn", 1)  # turn/steer, answered
+        assert wait_report(w, a)["message"] == "cx heard: also check the docs"
+        said = w.json("tell", a, "FLIGHT<cx> and the changelog")
+        assert (said["told"], said["turn"]) == ("next_turn", 2)
+        assert wait_report(w, a)["message"] == "cx heard: and the changelog"
+        w.json("close", a)
+        b = run("cy", "FLIGHT<cy> first")
+        assert wait_report(w, b)["message"] == "cy heard: first"
+        until(lambda: w.agent(b)["status"] == "closed", 60, "its agent ends after its turn")
+        said = w.json("tell", b, "FLIGHT<cy> second")
+        assert (said["told"], said["turn"]) == ("resumed", 2)  # thread/resume
+        assert wait_report(w, b)["message"] == "cy heard: second"
+        body = json.dumps(m.turns[-1].body)
+        assert "FLIGHT<cy> first" in body and "FLIGHT<cy> second" in body
     assert not m.failures, m.failures
