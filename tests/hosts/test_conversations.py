@@ -6,6 +6,7 @@ scripted MODEL received (tests/hosts/modelserver.py), and what wavewait answered
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -352,4 +353,30 @@ def test_a_codex_flight_is_steered_in_turn_told_a_next_turn_and_resumed(tmp_path
         assert wait_report(w, b)["message"] == "cy heard: second"
         body = json.dumps(m.turns[-1].body)
         assert "FLIGHT<cy> first" in body and "FLIGHT<cy> second" in body
+    assert not m.failures, m.failures
+
+
+def test_a_host_that_refuses_the_resume_is_an_error_naming_it_and_the_message_is_not_told(tmp_path: Path) -> None:
+    from wavewait.core.bus.file import FileBus
+
+    with ModelServer(talker) as m:
+        w = Wave(tmp_path, m.url)
+        a = w.spawn("lost", "FLIGHT<lost> first")
+        wait_report(w, a)
+        until(lambda: w.agent(a)["status"] == "closed", 60, "its agent ends after its turn")
+        bogus = "00000000-0000-4000-8000-000000000000"  # a session its host never had
+
+        async def forget() -> None:
+            bus = FileBus(w.env["WAVEWAIT_BUS"])
+            await bus.update_agent(a, session_id=bogus)
+            await bus.close()
+
+        asyncio.run(forget())
+        asked = len(m.turns)
+        p = w.run("tell", a, "FLIGHT<lost> second")
+        assert p.returncode == 2, (p.stdout, p.stderr)
+        assert f"No conversation found with session ID: {bogus}" in p.stderr and "not told" in p.stderr
+        assert len(m.turns) == asked  # the model never got it
+        assert "FLIGHT<lost> second" not in [e["text"] for e in w.transcript(a) if e["kind"] == "agent"]
+        assert w.agent(a)["status"] == "dead"  # its host ended it: said in its reason
     assert not m.failures, m.failures
