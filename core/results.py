@@ -113,6 +113,7 @@ class TargetResult(BaseModel):
     message_id: str | None = None  # the message's id: a duplicate has the same one
     reason: str | None = None  # why a target is dead, for people
     output: str | None = None  # a join's check that failed: its last lines
+    turn: int | None = None  # the conversation's turn this report ends (docs/conversations.md)
     # a coding flight's (docs/coding-waves.md): its branch, what it changed, what it spent
     branch: str | None = None
     changes: ChangeSummary | None = None
@@ -128,7 +129,7 @@ class TargetResult(BaseModel):
         for fact in (self.changes, self.usage):
             if fact is not None:
                 n += FIELD_CHARS + len(fact.model_dump_json())
-        return n
+        return n + (FIELD_CHARS if self.turn is not None else 0)
 
 
 def flight_facts(agent: Agent) -> dict[str, Any]:

@@ -300,6 +300,7 @@ class FanInCondition(Condition[FanIn]):
             message=item.body,
             message_id=item.id,
             output=output,
+            turn=turn if isinstance(turn := item.data.get("turn"), int) else None,
         )
         self.met_flights += word == "received"
         self.asked += word == "needs_input"

@@ -136,6 +136,7 @@ def test_a_tell_during_a_running_turn_goes_into_it_and_one_while_idle_is_the_nex
         assert (said["told"], said["turn"]) == ("next_turn", 2)
         second = wait_report(w, a)
         assert second["message"] == "steered heard: and the changelog"
+        assert (first["turn"], second["turn"]) == (1, 2)  # each report says the turn it ends
         assert user_texts(m.turns[-1])[-1] == "FLIGHT<steered> and the changelog"
         kinds = [(e["kind"], e["turn"]) for e in w.transcript(a)]
         assert ("user", 1) in kinds and ("tool", 1) in kinds and ("user", 2) in kinds and ("agent", 2) in kinds
