@@ -7,6 +7,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from rich.text import Text
+from textual import events
+from textual.widgets import RichLog
 
 from ..state import money, one_line, role_styles, tokens
 from .followlog import FollowLog
@@ -56,12 +58,21 @@ def _usage(u: Mapping[str, Any]) -> str:
 
 
 class TalkLog(FollowLog):
-    """The entries of a flight's transcript, as they come (`add`); `roles` set from above."""
+    """The entries of a flight's transcript, as they come (`add`); `roles` set from above.
+
+    A RichLog wraps a line once, at the width it has when the line comes: here the lines are
+    kept (the last KEPT) and wrapped again when the width changes (a resize, the first layout
+    of its tab), so a message reads whole at 80 columns and uses the width of 200.
+    """
+
+    KEPT = 2000  # lines kept to wrap again, as many as the bus keeps entries
 
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__(wrap=True, markup=False, highlight=False, **kwargs)
+        super().__init__(wrap=True, markup=False, highlight=False, min_width=1, **kwargs)
         self.roles: Mapping[str, str] = role_styles({})
         self.last_seq = 0  # the newest entry shown: the next read follows from it
+        self._texts: list[Text] = []
+        self._wrapped_at = 0  # the width the lines shown were wrapped to
 
     def add(self, entries: Iterable[Mapping[str, Any]]) -> None:
         for e in entries:
@@ -69,4 +80,26 @@ class TalkLog(FollowLog):
             if seq and seq <= self.last_seq:
                 continue  # shown already (a read that crossed a batch)
             self.last_seq = max(self.last_seq, seq)
-            self.write(entry_text(e, self.roles))
+            text = entry_text(e, self.roles)
+            self._texts.append(text)
+            self.write(text, width=self._width())
+        del self._texts[: -self.KEPT]
+
+    def _width(self) -> int | None:
+        """The width to wrap to: the view's (the console's may be another), once it is known."""
+        return self.scrollable_content_region.width or None if self._size_known else None
+
+    def on_resize(self, event: events.Resize) -> None:
+        super().on_resize(event)
+        self.call_after_refresh(self._rewrap)
+
+    def _rewrap(self) -> None:
+        width = self.scrollable_content_region.width
+        if not width or width == self._wrapped_at:
+            return
+        self._wrapped_at = width
+        RichLog.clear(self)  # not FollowLog's: a person scrolled up stays locked
+        for text in self._texts:
+            RichLog.write(self, text, width=width, scroll_end=False)
+        if self.following:
+            self.scroll_end(animate=False, immediate=True, x_axis=False)
