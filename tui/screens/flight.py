@@ -52,8 +52,6 @@ class FlightScreen(ModalScreen[None]):
         super().__init__()
         self.bus, self.me, self.agent_id, self.clock, self.received = bus, me, agent_id, clock, received
         self.talks = talks  # it holds a conversation: shown first, with a line to tell it
-        if talks:
-            self.AUTO_FOCUS = "#talk-line"
         self.flight_name = agent_id[:8]  # its name, once read
         self._log_size = -1
         self._diff_of: object = None  # the changes the diff shown was made for
@@ -95,6 +93,7 @@ class FlightScreen(ModalScreen[None]):
         if self.talks:
             self.query_one("#talk-said").display = False
             self.query_one(TabbedContent).hide_tab("tab-diff")
+            self.query_one("#talk-line", Input).focus()  # the line that tells it, as the main screen's
             self.follow_talk()
         self.follow()
         self.tail_log()
