@@ -80,6 +80,9 @@ class Talk:
         self.closed_stdin = False
         self._lines: asyncio.Queue[bytes | None] = asyncio.Queue()
         self._write_lock = asyncio.Lock()
+        #: held while a line of the agent is read, and while a tell is written and kept: so
+        #: the told message is in the transcript, with its turn, before what the agent answers
+        self._order = asyncio.Lock()
         self._thread: threading.Thread | None = None
         self._idle_at: float | None = None
         self.fell_back = False  # the host moved the tell being given to the next turn
@@ -154,8 +157,9 @@ class Talk:
     async def _read(self) -> None:
         while (line := await self._lines.get()) is not None:
             try:
-                self._live(line)
-                await self._on(self.driver.feed(line))
+                async with self._order:
+                    self._live(line)
+                    await self._on(self.driver.feed(line))
             except Exception as e:  # keep reading: the end must still be recorded
                 self.log.write(f"\nwavewait supervise: could not record a line of the conversation: {e!r}\n".encode())
         self.ended = True
@@ -357,29 +361,25 @@ class Talk:
             )
         if item.data.get("only"):  # an interrupt alone: nothing to tell
             return {"interrupted": cut, "turn": self.driver.turn}
-        was_running = self.driver.running
-        before = self.driver.turn
-        self.failed = None
-        self.turn_change.clear()
-        lines, told = self.driver.tell(item.body)
-        if not await self._write(lines):
-            return None
-        if was_running and told == "next_turn":
-            self.owed += 1
-        turn = (
-            self.driver.turn
-            if told == "in_turn"
-            else self.driver.turn + self.owed
-            if was_running
-            else self.driver.turn + 1
-        )
+        async with self._order:
+            was_running, before = self.driver.running, self.driver.turn
+            self.failed = None
+            self.turn_change.clear()
+            lines, told = self.driver.tell(item.body)
+            if not await self._write(lines):
+                return None
+            if was_running and told == "next_turn":
+                self.owed += 1
+            turn = before if told == "in_turn" else before + self.owed if was_running else before + 1
+            by = "prompt" if item.data.get("prompt") else item.sender
+            if told != "in_turn":
+                await transcript.append(self.bus, self.agent.id, [Entry("user", item.body, turn, by=by)])
         if told == "in_turn":  # where the host answers a steer, the answer says where it went
             self.fell_back = False
-            await self._until(lambda: self.driver.unanswered == 0, STEER_GRACE)
+            await self._until(lambda: self.driver.unanswered == 0, STEER_GRACE)  # its lines read meanwhile
             if self.fell_back:
                 told, turn = "next_turn", self.driver.turn + (0 if self.driver.running else 1)
-        by = "prompt" if item.data.get("prompt") else item.sender
-        await transcript.append(self.bus, self.agent.id, [Entry("user", item.body, turn, by=by)])
+            await transcript.append(self.bus, self.agent.id, [Entry("user", item.body, turn, by=by)])
         if not was_running:  # it starts a turn: said once the host started it, or refused it
 
             def started() -> bool:  # since the write (a quick agent may have ended that turn already)

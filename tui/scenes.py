@@ -39,6 +39,8 @@ IDS = {
     "docs": "c0de0003000000000000000000000013",
     "cli": "c0de0004000000000000000000000014",
     "api": "c0de0005000000000000000000000015",
+    # a Claude Code flight spoken to (docs/conversations.md)
+    "fixer": "7a1c0001000000000000000000000021",
 }
 MIRROR_WAIT = "9f8e7d6c000000000000000000000009"
 
@@ -225,6 +227,61 @@ async def put_mirror(bus: Bus) -> None:
     )
 
 
+#: a conversation as its supervisor keeps it (core/transcript.py): kind, turn, by, text, data
+TALK: list[tuple[str, int, str | None, str, dict[str, Any]]] = [
+    ("user", 1, "prompt", "Make the parser accept trailing commas; add a test.", {}),
+    ("turn", 1, None, "turn 1 started", {}),
+    ("tool", 1, None, "Read src/parser.py", {"tool": "Read"}),
+    ("result", 1, None, "def parse(tokens):\n    items = []\n    ...", {"error": False}),
+    ("tool", 1, None, "Edit src/parser.py", {"tool": "Edit"}),
+    ("tool", 1, None, "Bash python -m pytest -q tests/test_parser.py", {"tool": "Bash"}),
+    ("result", 1, None, "1 failed, 11 passed in 0.41s", {"error": True}),
+    ("agent", 1, None, "Trailing commas parse now; the new test passes, one old test expected an error.", {}),
+    (
+        "turn",
+        1,
+        None,
+        "turn 1 success",
+        {"status": "success", "usage": {"input_tokens": 18_400, "output_tokens": 1_250, "cost_usd": 0.0921}},
+    ),
+    ("user", 2, "orchestrator", "Keep the old test: a comma alone is still an error.", {}),
+    ("turn", 2, None, "turn 2 started", {}),
+    ("tool", 2, None, "Edit tests/test_parser.py", {"tool": "Edit"}),
+]
+
+
+async def put_talk(bus: Bus) -> None:
+    """fixer, a Claude Code flight in its second turn, told by the person after its first."""
+    await register(bus, "orchestrator")
+    await put_flight(
+        bus,
+        "fixer",
+        1,
+        preset="claude",
+        conversation="claude",
+        events="claude",
+        session_id="5e551000-0000-4000-8000-000000000001",
+        turn=2,
+        usage=Usage(input_tokens=18_400, output_tokens=1_250, cost_usd=0.0921, turns=1),
+        last_message="Trailing commas parse now; the new test passes, one old test expected an error.",
+        last_message_at=T0 + 20,
+    )
+    agent_id = IDS["fixer"]
+    for n, (kind, turn, by, text, data) in enumerate(TALK):
+        fields = {"kind": kind, "turn": turn, "data": data} | ({"by": by} if by else {})
+        await bus.deliver(
+            Item(
+                id=f"7a1c00000000000000000000000002{n:02d}",
+                type="transcript",
+                to=f"{agent_id}.talk",
+                sender=agent_id,
+                body=text,
+                sent_at=T0 + 2 + n,
+                data=fields,
+            )
+        )
+
+
 async def until(cond: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
     import anyio
 
@@ -370,6 +427,19 @@ async def flight_detail(pilot: AppPilot) -> None:
     await pilot.pause()
 
 
+async def talk(pilot: AppPilot) -> None:
+    """The flight's screen of fixer: its conversation, the line that tells it at the foot."""
+    await ready(pilot, 1)
+    main_of(pilot).open_flight(IDS["fixer"])
+    await pilot.pause()
+    shown = f"[2]   ↳ {TALK[-1][3]}"
+    await until(
+        lambda: shown in str([s.text for s in pilot.app.screen.query_one("#flight-talk", RichLog).lines]),
+        "the conversation",
+    )
+    await pilot.pause()
+
+
 async def empty(pilot: AppPilot) -> None:
     await ready(pilot, 0)
 
@@ -399,6 +469,7 @@ SCENES: dict[str, Scene] = {
     "coding-wave": (put_coding_wave, coding),
     "coding-wave-80": (put_coding_wave, coding),
     "demo-at-80x24": (put_demo_moment, demo_moment),
+    "talk-80": (put_talk, talk),
 }
 #: scenes of `wavewait demo`'s screen (its guide above the command line), over the scene's records
 OPTIONS: dict[str, dict[str, Any]] = {"demo-at-80x24": {"demo": DemoPlan(seed=None)}}
@@ -410,4 +481,5 @@ SIZES: dict[str, tuple[int, int]] = {
     "coding-wave-80": (80, 24),
     "demo-at-80x24": (80, 24),
     "help-80": (80, 24),
+    "talk-80": (80, 24),
 }

@@ -117,6 +117,9 @@ class FlightView:
     spent: str = ""  # and its cost column: `1.2k $0.0123`
     changed_brief: str = ""  # the same for a narrow terminal: `+12 −3`
     spent_brief: str = ""  # and `$0.01` (money where reported, else tokens)
+    #: how it can be told (docs/conversations.md): "" no conversation (`/send` instead),
+    #: "open", or "closed" (closed for good with `/close`)
+    talk: str = ""
 
     def stalled(self, t: float) -> bool:
         """Running and silent for QUIET_AFTER seconds: dimmed, a visible stall."""
@@ -226,6 +229,7 @@ def flight_view(agent: Agent, received: bool) -> FlightView:
         spent=spent_cell(agent),
         changed_brief=changed_brief(agent),
         spent_brief=spent_brief(agent),
+        talk="" if agent.conversation is None else "closed" if agent.closed_for_good else "open",
     )
 
 

@@ -84,6 +84,13 @@ def test_coding_wave_at_80x24(snap_compare, snap_bus):
     assert snap(snap_compare, snap_bus, "coding-wave-80")
 
 
+def test_a_flights_conversation_at_80x24(snap_compare, snap_bus):
+    """A Claude Code flight's screen: its conversation (the prompt, a tell and who told it, tool
+    calls on a line, results cut short, a turn's end with the usage so far), the line that tells
+    it at the foot and its keys; its messages and raw log a tab away."""
+    assert snap(snap_compare, snap_bus, "talk-80")
+
+
 def test_needs_input(snap_compare, snap_bus):
     assert snap(snap_compare, snap_bus, "needs-input")
 

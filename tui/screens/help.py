@@ -23,6 +23,8 @@ KEYS = (
     ("↑ / ↓", "command history"),
     ("i", "interrupt the selected wait of another process"),
     ("c", "copy the selected flight's last message"),
+    ("t", "tell the selected flight something: starts /tell ID on the command line"),
+    ("ctrl+s", "on a flight's screen: interrupt its running turn (its input line tells it)"),
     ("ctrl+l", "show or hide the event log"),
     ("ctrl+p", "command palette (every slash command is there)"),
     ("F1", "help for the focused part, beside it (F1 again hides it); /help shows this page"),

@@ -90,13 +90,14 @@ received. **F1** shows the help of the focused part.
         Binding("slash", "focus_command", "Command", show=False),  # from a panel: start a command
         # one press reaches the panel from anywhere (Tab walks every part), and back from it
         Binding(
-            "shift+tab", "focus_flights", "Flights", tooltip="The flights panel: a, d, Enter, c, m act on a flight"
+            "shift+tab", "focus_flights", "Flights", tooltip="The flights panel: a, d, Enter, c, m, t act on a flight"
         ),
         Binding("shift+tab", "focus_line", "Command line", tooltip="Back to the command line"),
         # the panel's keys pressed elsewhere (the scrollback, the mirror) say where they work
         Binding("a", "panel_key('a')", show=False),
         Binding("d", "panel_key('d')", show=False),
         Binding("enter", "panel_key('Enter')", show=False),
+        Binding("t", "panel_key('t')", show=False),
     ]
 
     def __init__(self) -> None:
@@ -421,7 +422,9 @@ received. **F1** shows the help of the focused part.
 
     def action_panel_key(self, key: str) -> None:
         """a, d or Enter where no part takes it: they act on the flight selected in the panel."""
-        what = {"a": "allows a flight's request", "d": "denies a flight's request"}.get(key, "opens a flight")
+        what = {"a": "allows a flight's request", "d": "denies a flight's request", "t": "tells a flight"}.get(
+            key, "opens a flight"
+        )
         self.host.notice(f"{key} {what} in the flights panel: Shift+Tab goes there, ↑/↓ select")
 
     def action_interrupt(self) -> None:
@@ -461,6 +464,9 @@ received. **F1** shows the help of the focused part.
         else:
             self.prefill(f"/reply {short(event.agent_id)} deny ")
 
+    def on_flights_table_tell_requested(self, event: FlightsTable.TellRequested) -> None:
+        self.prefill(f"/tell {short(event.agent_id)} ")
+
     def on_flights_table_merge_view_requested(self, event: FlightsTable.MergeViewRequested) -> None:
         self.run_command(f"/merge {event.wave} --watch")
 
@@ -479,7 +485,8 @@ received. **F1** shows the help of the focused part.
             self.say(Text(f"{agent.name} asks: {agent.question}", style=self.host.roles["needs_input"]))
             return
         received = any(v.id == agent_id and v.reported for v in self.flight_views())
-        self.app.push_screen(FlightScreen(self.bus, self.me, agent_id, self.host.settings.clock, received))
+        talks = agent is not None and agent.conversation is not None
+        self.app.push_screen(FlightScreen(self.bus, self.me, agent_id, self.host.settings.clock, received, talks))
 
     # ------------------------------------------------------------------ commands
     def run_command(self, line: str) -> None:

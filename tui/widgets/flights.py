@@ -13,6 +13,7 @@ from textual.coordinate import Coordinate
 from textual.message import Message
 from textual.widgets.data_table import CellDoesNotExist
 
+from ...core.ids import short
 from ..messages import Toast
 from ..state import FlightView, role_styles
 from .cell_cache import ContentCachedTable
@@ -68,12 +69,16 @@ that do not fit are left out: the message first, then the time since the last me
 - **a** / **d** on a flight that needs input (a Claude flight's permission request): allow it
   at once, or start `/reply ID deny ` so you can say why.
 - **m** opens the merge view of the flight's wave (`/merge WAVE --watch`).
+- **t** tells a Claude Code or Codex flight something: it starts `/tell ID ` on the command
+  line (a flight without a conversation takes `/send ID MESSAGE` instead); Enter on it shows
+  its conversation live, with a line to tell it at the foot.
 """
     BINDINGS = [
         Binding("c", "copy_last", "Copy message", show=False),
         Binding("a", "answer('allow')", "Allow", show=False),
         Binding("d", "answer('deny')", "Deny", show=False),
         Binding("m", "merge_view", "Merge view", show=False),
+        Binding("t", "tell", "Tell", tooltip="Tell the selected flight something (/tell ID …)"),
     ]
 
     class AnswerRequested(Message):
@@ -292,6 +297,30 @@ that do not fit are left out: the message first, then the time since the last me
             self.post_message(Toast("select a flight that needs input to allow or deny", severity="warning"))
             return
         self.post_message(self.AnswerRequested(v.id, answer))
+
+    class TellRequested(Message):
+        """t on a flight that holds a conversation: the screen starts `/tell ID ` for it."""
+
+        def __init__(self, agent_id: str) -> None:
+            super().__init__()
+            self.agent_id = agent_id
+
+    def action_tell(self) -> None:
+        """t: tell the selected flight; one without a conversation is sent messages instead."""
+        agent_id = self.selected_id()
+        v = self._shown.get(agent_id) if agent_id else None
+        if v is None:
+            self.post_message(Toast("select a flight to tell it something", severity="warning"))
+        elif v.talk == "open":
+            self.post_message(self.TellRequested(v.id))
+        else:
+            why = "was closed with /close: its conversation ended" if v.talk else "holds no conversation"
+            self.post_message(
+                Toast(
+                    f"{v.name} {why}, so it cannot be told; /send {short(v.id)} MESSAGE puts a message in its inbox",
+                    severity="warning",
+                )
+            )
 
     class MergeViewRequested(Message):
         def __init__(self, wave: str) -> None:
