@@ -224,6 +224,12 @@ class Interactive:
 
     def start(self, timeout: float = 90) -> None:
         """Start the UI and return once wavewait's tools were listed to it."""
+        # where the CLI keeps a person's approval of a project's `.mcp.json` server now (it reads
+        # the one in ~/.claude.json above as legacy, and asks again without this)
+        user_settings = self.p.home / ".claude" / "settings.json"
+        user_settings.parent.mkdir(parents=True, exist_ok=True)
+        if not user_settings.exists():
+            user_settings.write_text(json.dumps({"enabledMcpjsonServers": ["wavewait"]}))
         exe = install(self.p.host)
         cmd = shlex.join([str(exe), *self.p.args, "--debug-file", str(self.debug)])
         env = [x for k, v in (self.p.host_env() | {"TERM": "xterm-256color"}).items() for x in ("-e", f"{k}={v}")]
