@@ -392,6 +392,9 @@ def test_recipe(recipe: recipes.Recipe, bus: str, tmp_path: Path) -> None:
             if kind := recipe.one("host"):
                 host(stage, kind)
             done = run(recipe, stage)
+            if keep := os.environ.get("WAVEWAIT_RECIPE_OUTPUT"):  # what the page's block printed, to quote
+                Path(keep).mkdir(parents=True, exist_ok=True)
+                (Path(keep) / f"{recipe.id} [{bus}].txt".replace("/", "_")).write_text(done.stdout + done.stderr)
             check(recipe, stage, done)
         finally:
             stop_flights(stage)
