@@ -354,6 +354,15 @@ def test_a_codex_flight_is_steered_in_turn_told_a_next_turn_and_resumed(tmp_path
         assert wait_report(w, b)["message"] == "cy heard: second"
         body = json.dumps(m.turns[-1].body)
         assert "FLIGHT<cy> first" in body and "FLIGHT<cy> second" in body
+        # --now: turn/interrupt cuts a 90 s command; the told text starts the next turn
+        c = run("cz", "FLIGHT<cz> SLEEP90", "--keep-open", "60")
+        until(lambda: any(e["kind"] == "tool" for e in w.transcript(c)), 90, "its long command runs")
+        t0 = time.monotonic()
+        said = w.json("tell", c, "FLIGHT<cz> stop that", "--now")
+        assert (said["told"], said["turn"]) == ("next_turn", 2)
+        assert wait_report(w, c)["message"] == "cz heard: stop that"
+        assert time.monotonic() - t0 < 60, "the 90 s command was not cut"
+        w.json("close", c)
     assert not m.failures, m.failures
 
 
