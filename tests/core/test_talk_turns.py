@@ -55,3 +55,25 @@ async def test_an_interrupt_ends_a_long_turn_and_the_next_tell_starts_the_next(b
 async def _status(bus, agent_id: str, status: str, turn: int | None = None) -> bool:
     a = await bus.get_agent(agent_id)
     return a.status == status and (turn is None or a.turn == turn)
+
+
+async def test_a_tell_from_another_host_reaches_the_flights_supervisor_over_postgresql(tmp_path, monkeypatch):
+    """Two hosts on one PostgreSQL bus: the flight runs on host-a (its supervisor there), the
+    tell is given on host-b. It travels on the bus; host-a's supervisor takes it; the answer and
+    the conversation come back over the bus."""
+    from pg.pgtools import pg_bus
+
+    async with pg_bus() as bus:
+        monkeypatch.setenv("WAVEWAIT_HOST", "host-a")  # the spawn and its supervisor
+        a = await start_talker(bus, tmp_path, "far", "hello")
+        try:
+            await until(lambda: _status(bus, a.id, "idle"), 30, "the prompt's turn to end")
+            monkeypatch.setenv("WAVEWAIT_HOST", "host-b")  # the teller, elsewhere
+            said = await conversation.tell(bus, a.id, "from afar", by="orchestrator")
+            assert (said["told"], said["turn"]) == ("next_turn", 2)
+            await until(lambda: _status(bus, a.id, "idle", turn=2), 30, "the told turn to end")
+            lines = [transcript.line(transcript.entry_view(i)) for i in await transcript.read(bus, a.id)]
+            assert "[2] agent: You said: from afar" in lines, lines
+        finally:
+            monkeypatch.setenv("WAVEWAIT_HOST", "host-a")
+            await admission.kill(bus, await bus.get_agent(a.id), by="orchestrator")
