@@ -168,6 +168,7 @@ BUILTIN: dict[str, Preset] = {
             "acceptEdits",
             "--input-format",
             "stream-json",
+            "--replay-user-messages",  # each user message echoed as it is taken: where a tell went
             "{model_args}",
             "{extra}",
             "{mcp}",

@@ -86,6 +86,7 @@ class Talk:
         self._thread: threading.Thread | None = None
         self._idle_at: float | None = None
         self.fell_back = False  # the host moved the tell being given to the next turn
+        self.fell_into = 0  # that turn's number
         self.telling = False  # a tell is being given: the conversation does not end under it
         self.owed = 0  # tells the host holds for its next turns: the flight is not idle between them
 
@@ -183,6 +184,11 @@ class Talk:
         self.reader.last_error = self.live.last_error or self.reader.last_error
 
     async def _on(self, step: Step) -> None:
+        if any(e.data.get("told") == "next_turn" for e in step.entries):
+            self.fell_back = True  # a tell came too late for its turn: it starts the next one
+            self.fell_into = self.driver.turn + (0 if self.driver.running else 1)
+            if not self.driver.running:
+                self.owed = max(self.owed, 1)  # its end is not idle: the next turn (one, for all) is due
         if step.write:
             await self._write(step.write)
         if step.session_id and step.session_id != self.reader.session_id:
@@ -205,8 +211,6 @@ class Talk:
             await transcript.append(self.bus, self.agent.id, [Entry("note", step.failed, self.driver.turn)])
         if step.ended is not None:
             await self._turn_ended(step.ended)
-        if any(e.data.get("told") == "next_turn" for e in step.entries):
-            self.fell_back = True  # a steer came too late for its turn: it starts the next one
         self.turn_change.set()
 
     def _last_activity(self, e: Entry) -> None:
@@ -378,7 +382,7 @@ class Talk:
             self.fell_back = False
             await self._until(lambda: self.driver.unanswered == 0, STEER_GRACE)  # its lines read meanwhile
             if self.fell_back:
-                told, turn = "next_turn", self.driver.turn + (0 if self.driver.running else 1)
+                told, turn = "next_turn", self.fell_into
             await transcript.append(self.bus, self.agent.id, [Entry("user", item.body, turn, by=by)])
         if not was_running:  # it starts a turn: said once the host started it, or refused it
 

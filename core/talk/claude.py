@@ -5,7 +5,9 @@
   for each user message, read for as long as stdin is open. A message written while a turn
   runs is taken into that turn (Claude Code puts it beside the next tool result, "how Claude
   Code surfaces messages the user sends mid-turn"); one written in the turn's last model
-  request starts the next turn instead. `{"type": "control_request",
+  request starts the next turn instead. With `--replay-user-messages` the CLI echoes each user
+  message when it takes it (`"isReplay": true`, with the `uuid` we gave it): echoed before the
+  turn's `result`, it went into that turn; else it starts the next one. `{"type": "control_request",
   "request_id": ID, "request": {"subtype": "interrupt"}}` ends the running turn: its tool call
   is cut, and its `result` comes with `subtype: error_during_execution`.
 - Out: each turn starts with `{"type": "system", "subtype": "init", "session_id"}` and ends
@@ -65,17 +67,26 @@ class ClaudeDriver:
         self.running = False
         self.interrupting = False  # an interrupt was asked: the turn's end is not a report
         self._said = ""  # the turn's last text, should its result carry none
+        self._tools = 0  # the turn's tool calls still running: a message told now is taken into it
+        self._echo: dict[str, int] = {}  # uuid -> the running turn a message was told into, until echoed
 
     @property
     def unanswered(self) -> int:
-        return 0  # a mid-turn message is taken silently
+        """Messages told into a turn that is between tool calls (its model is answering): the
+        echo or the turn's end says whether the turn took them."""
+        return len(self._echo)
 
     def open(self, session_id: str | None, cwd: str) -> list[bytes]:
         return []  # the prompt comes as the first tell; a resume is on the command line
 
     def tell(self, text: str) -> tuple[list[bytes], Told]:
-        line = _line({"type": "user", "message": {"role": "user", "content": text}})
-        return [line], "in_turn" if self.running else "next_turn"
+        uid = str(uuid.uuid4())
+        line = _line({"type": "user", "message": {"role": "user", "content": text}, "uuid": uid})
+        if not self.running:
+            return [line], "next_turn"
+        if not self._tools:  # no tool runs: the model may be giving its last answer; the echo says
+            self._echo[uid] = self.turn
+        return [line], "in_turn"
 
     def interrupt(self) -> list[bytes]:
         if not self.running:
@@ -94,11 +105,13 @@ class ClaudeDriver:
         step = Step(session_id=e["session_id"] if isinstance(e.get("session_id"), str) else None)
         kind = e.get("type")
         if kind == "system" and e.get("subtype") == "init" and not self.running:
-            self.running, self.interrupting, self._said = True, False, ""
+            self.running, self.interrupting, self._said, self._tools = True, False, "", 0
             self.turn += 1
             step.started = self.turn
         elif kind == "assistant":
             self._assistant(_dict(e.get("message")), step)
+        elif kind == "user" and e.get("isReplay"):
+            self._echoed(str(e.get("uuid")), step)
         elif kind == "user":
             self._tool_results(_dict(e.get("message")), step)
         elif kind == "result" and not self.running:  # no turn started: it refused the conversation
@@ -106,7 +119,15 @@ class ClaudeDriver:
             step.failed = f"Claude Code refused it: {errors or e.get('subtype') or 'no turn started'}"
         elif kind == "result":
             step.ended = self._result(e)
+            for uid in list(self._echo):  # not taken by the turn that ended: each starts a next one
+                self._echoed(uid, step)
         return step
+
+    def _echoed(self, uid: str, step: Step) -> None:
+        told_into = self._echo.pop(uid, None)
+        if told_into is not None and not (self.running and self.turn == told_into):
+            note = "the turn was giving its last answer when the message came: it starts the next turn"
+            step.entries.append(Entry("note", note, self.turn, data={"told": "next_turn"}))
 
     def _assistant(self, msg: dict[str, Any], step: Step) -> None:
         for block in msg.get("content") or []:
@@ -115,6 +136,7 @@ class ClaudeDriver:
                 self._said = b["text"]
                 step.entries.append(Entry("agent", short(b["text"], TEXT_KEPT), self.turn))
             elif b.get("type") == "tool_use":
+                self._tools += 1
                 name = str(b.get("name", "?"))
                 step.entries.append(Entry("tool", tool_line(name, b.get("input")), self.turn, data={"tool": name}))
 
@@ -123,11 +145,12 @@ class ClaudeDriver:
         for block in content if isinstance(content, list) else []:
             b = _dict(block)
             if b.get("type") == "tool_result":
+                self._tools = max(0, self._tools - 1)
                 text = short(result_text(b.get("content")), RESULT_KEPT)
                 step.entries.append(Entry("result", text, self.turn, data={"error": bool(b.get("is_error"))}))
 
     def _result(self, e: dict[str, Any]) -> TurnEnd:
-        self.running = False
+        self.running, self._tools = False, 0
         subtype = str(e.get("subtype", ""))
         if self.interrupting:
             status = "interrupted"

@@ -11,6 +11,7 @@ import json
 import os
 import re
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +25,7 @@ from test_coding_wave import git, user_setup
 pytestmark = [pytest.mark.hosts, pytest.mark.timeout(600)]
 MARK = re.compile(r"FLIGHT<([a-z0-9-]+)>")
 SLEEP = re.compile(r"SLEEP(\d+)")
+answering, released = threading.Event(), threading.Event()  # a slow last answer is under way; let it go
 
 
 def _texts(message: dict[str, Any]) -> list[str]:
@@ -56,6 +58,10 @@ def talker(turn: Turn) -> Call | Say:
     if not fresh:
         return Say(f"{name} slept")
     said = own(fresh[-1])
+    if "SLOWANSWER" in said:  # the model takes its time over its last answer: a tell meanwhile misses the turn
+        answering.set()
+        released.wait(30)
+        return Say(f"{name} answered slowly")
     if (n := SLEEP.search(said)) is not None:
         # not `sleep N` alone: Claude Code refuses a standalone long sleep
         wait = f"python3 -c 'import time; time.sleep({n.group(1)})'"
@@ -390,3 +396,39 @@ def test_a_host_that_refuses_the_resume_is_an_error_naming_it_and_the_message_is
         assert "FLIGHT<lost> second" not in [e["text"] for e in w.transcript(a) if e["kind"] == "agent"]
         assert w.agent(a)["status"] == "dead"  # its host ended it: said in its reason
     assert not m.failures, m.failures
+
+
+def test_a_tell_while_the_model_gives_its_last_answer_is_told_the_next_turn(tmp_path: Path) -> None:
+    """Claude Code takes a message into the running turn at its next model request; one written
+    while the model gives its last answer starts the next turn: its echo says so, and the tell's
+    answer is `next_turn`, not a guess."""
+    answering.clear()
+    released.clear()
+    with ModelServer(talker) as m:
+        w = Wave(tmp_path, m.url)
+        a = w.spawn("late", "FLIGHT<late> SLOWANSWER", "--keep-open", "120")
+        until(answering.is_set, 90, "the model giving its last answer")
+        teller = subprocess.Popen(
+            [str(VENV_BIN / "wavewait"), "tell", a, "FLIGHT<late> one more"],
+            env=w.env,
+            cwd=w.repo,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        # its supervisor took the tell (a short wait of its own): it writes it at once; whether the
+        # model's answer then comes before or after, the turn that takes it is the next
+        until(lambda: teller.poll() is not None or _taking(w, a), 60, "the supervisor taking the tell")
+        released.set()
+        out, err = teller.communicate(timeout=120)
+        assert teller.returncode == 0, err
+        said = json.loads(out)
+        assert (said["told"], said["turn"]) == ("next_turn", 2), said
+        assert wait_report(w, a)["message"] == "late answered slowly"
+        assert wait_report(w, a)["message"] == "late heard: one more"
+        w.json("close", a)
+    assert not m.failures, m.failures
+
+
+def _taking(w: Wave, agent_id: str) -> bool:
+    return any(x["tool"] == "tell" and x["waiter"] == agent_id for x in w.json("waits")["waits"])
