@@ -66,6 +66,9 @@ log = logging.getLogger(__name__)
 GRACE = 2.0
 #: seconds between looks at whether the client has read a response still unread after the grace
 READ_POLL = 0.1
+#: seconds the settler lets go by between its steps at least: the responses whose grace ended
+#: meanwhile are settled together (under load, one step per response cost more than the ack)
+SETTLE_STEP = 0.05
 #: seconds an ended connection is remembered: the client side of a closed TCP connection
 #: keeps its port in TIME_WAIT for 60 s, so its key is not reused sooner
 ENDED_KEPT = 60.0
@@ -211,7 +214,7 @@ class Deliveries:
                     self._tg.start_soon(self._finish, held)
             # nothing wakes on a client's read of a pipe (it is writable long before it is
             # drained): a response past its grace and still unread is looked at again
-            wait = READ_POLL if self._reading else self._due[0][0] - now if self._due else math.inf
+            wait = READ_POLL if self._reading else max(SETTLE_STEP, self._due[0][0] - now) if self._due else math.inf
             self._wake = anyio.Event()
             with anyio.move_on_after(wait):
                 await self._wake.wait()
