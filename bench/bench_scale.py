@@ -413,7 +413,11 @@ async def role_saturate(a: argparse.Namespace) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("WAVEWAIT_")}
     # cold (no warm process): the server is this process's child, whose /proc is read
     env |= {"WAVEWAIT_BUS": a.bus, "WAVEWAIT_WARM": "0"}
-    params = StdioServerParameters(command=sys.executable, args=["-m", "wavewait", "mcp"], env=env)
+    # started outside the checkout: `python -m` puts its folder first on sys.path, ahead of
+    # --code's PYTHONPATH
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "wavewait", "mcp"], env=env, cwd=tempfile.gettempdir()
+    )
     async with Client(params) as c:
 
         async def unchecked(name: str, result: Any) -> None:
