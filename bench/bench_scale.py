@@ -8,6 +8,7 @@
     python bench/bench_scale.py --profile /tmp/prof  # the waiting children under cProfile
     python bench/bench_scale.py --series 30          # the load row's course, every 30 s
     python bench/bench_scale.py --only one-inbox --duration 30   # 200 waits on one inbox
+    python bench/bench_scale.py --only saturation --duration 20  # 200 re-issued MCP waits, and the core's
     WAVEWAIT_TEST_PG=postgresql://...                # the server (default postgres@127.0.0.1/test)
 
 Every measured process is a child (`--role ...`), so `--code DIR` (a folder holding a
@@ -37,6 +38,12 @@ Rows (goals from issue 13):
   one inbox: send -> return p50/p99 (goal <= 50 ms files, <= 100 ms PostgreSQL), not received
   by the end / duplicated (goal 0), the waiting process's CPU per message and its ratio to
   the baseline's (goal <= 1.5x); `--only one-inbox` runs these rows alone;
+- saturation (issue 43): `--waits` (200) `wait` calls held by one `wavewait mcp` over the MCP
+  SDK's client on stdio, each re-issued when it returns, on a backlog of `--backlog` messages
+  with 4 writers offering `--load-rate` messages/s for `--duration` s: delivered msg/s, the
+  server's CPU per message (its /proc, children included), and the same for the core's `wait`
+  (held, then acknowledged) in one process on the same bus, with their ratio (goal <= 2x);
+  every message received once; `--only saturation` runs it alone;
 - idle CPU of one process holding 100 waits (goal <= 1 % of a core);
 - a message sent -> the blocked `wait` returns at a real MCP client over stdio, p50 / p99
   (bench_mcp.py, goal <= 2 / 5 ms files, <= 3 / 8 ms PostgreSQL), and its parts;
@@ -326,6 +333,108 @@ async def role_listen(a: argparse.Namespace) -> None:
     await bus.close()
 
 
+def proc_cpu(pid: int) -> float:
+    """CPU seconds of process `pid` and of its children it waited for (utime, stime, cutime, cstime)."""
+    with open(f"/proc/{pid}/stat") as f:
+        rest = f.read().rsplit(")", 1)[1].split()
+    return sum(int(x) for x in rest[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def child_pids() -> list[int]:
+    """The processes this one started (a `wavewait mcp` under the SDK's stdio client)."""
+    me, out = str(os.getpid()), []
+    for pid in os.listdir("/proc"):
+        try:
+            if pid.isdigit() and open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1] == me:
+                out.append(int(pid))
+        except (OSError, IndexError):
+            continue
+    return out
+
+
+async def role_saturate(a: argparse.Namespace) -> None:
+    """`a.n` next-message waits on the inbox `orchestrator`, each re-issued when it returns:
+    the core's `wait` in this process (`--face core`, held and then acknowledged, as the MCP
+    face waits), or `wait` calls to one `wavewait mcp` over the MCP SDK's client on stdio
+    (`--face mcp`). Lines on stdin: `mark` prints what was received so far and the measured
+    process's CPU (this one, or the server with its children); `stop` ends and prints the ids
+    received more than once."""
+    from collections import Counter
+
+    ids: Counter[str] = Counter()
+    stop = asyncio.Event()
+
+    def got(message: str | None) -> None:
+        if message:
+            ids[json.loads(message)["id"]] += 1
+
+    async def control(measured: Any) -> None:
+        print(json.dumps({"ready": True}), flush=True)
+        while line := (await asyncio.to_thread(sys.stdin.readline)).strip():
+            out = {"received": sum(ids.values()), "distinct": len(ids), "cpu": measured(), "t": time.time()}
+            if line == "stop":
+                stop.set()
+                out["doubled"] = sorted(k for k, n in ids.items() if n > 1)[:20]
+            print(json.dumps(out), flush=True)
+            if line == "stop":
+                return
+
+    async def loops(one: Any) -> None:
+        async def loop() -> None:
+            while not stop.is_set():
+                await one()
+
+        tasks = [asyncio.create_task(loop()) for _ in range(a.n)]
+        await control_task
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    if a.face == "core":
+        from wavewait.core import wait
+        from wavewait.core.bus import open_bus
+
+        bus = await open_bus(a.bus)
+
+        async def core_one() -> None:
+            c = wait.Control(hold=True)
+            r = await wait.wait_next(bus, "orchestrator", a.timeout, control=c)
+            if c.delivery is not None:
+                await c.delivery.ack()
+            got(r.message if r.status == "received" else None)
+
+        control_task = asyncio.create_task(control(cpu))
+        await loops(core_one)
+        await bus.close()
+        return
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WAVEWAIT_")}
+    # cold (no warm process): the server is this process's child, whose /proc is read
+    env |= {"WAVEWAIT_BUS": a.bus, "WAVEWAIT_WARM": "0"}
+    # started outside the checkout: `python -m` puts its folder first on sys.path, ahead of
+    # --code's PYTHONPATH
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "wavewait", "mcp"], env=env, cwd=tempfile.gettempdir()
+    )
+    async with Client(params) as c:
+
+        async def unchecked(name: str, result: Any) -> None:
+            """The client's jsonschema pass over each result is its own cost, not the server's."""
+
+        c.session.validate_tool_result = unchecked  # type: ignore[method-assign]
+        (server,) = child_pids()
+
+        async def mcp_one() -> None:
+            r = await c.call_tool("wait", {"timeout": a.timeout})
+            sc = r.structured_content or {}
+            got(sc.get("message") if sc.get("status") == "received" else None)
+
+        control_task = asyncio.create_task(control(lambda: proc_cpu(server)))
+        await loops(mcp_one)
+
+
 ROLES = {
     "listen": role_listen,
     "fanin": role_fanin,
@@ -333,6 +442,7 @@ ROLES = {
     "send": role_send,
     "consume": role_consume,
     "idle": role_idle,
+    "saturate": role_saturate,
 }
 
 
@@ -527,6 +637,72 @@ class Run:
         await self.drop(kind, url, bus)
         r["sent"] = sent
         return r
+
+    async def saturation(self, kind: str, face: str) -> dict[str, Any]:
+        """`--waits` re-issued waits (`face` core or mcp) on one inbox, given a backlog of
+        `--backlog` messages and then 4 writers offering `--load-rate` messages/s for
+        `--duration` s; then drained. Delivered msg/s over the writers' window, the measured
+        process's CPU per message over the whole run, and every id checked received once."""
+        from wavewait.core.ids import new_id
+        from wavewait.core.model import Item
+
+        a = self.args
+        url, bus = await self.fresh_bus(kind)
+        await self.register(bus, ["orchestrator", "sender"])
+        argv = ["--role", "saturate", "--face", face, "--bus", url, "--n", str(a.waits), "--timeout", "30"]
+        p = self.child(*argv)
+        assert p.stdout is not None and p.stdin is not None
+
+        async def ask(word: str) -> dict[str, Any]:
+            assert p.stdout is not None and p.stdin is not None
+            p.stdin.write(word + "\n")
+            p.stdin.flush()
+            answer: dict[str, Any] = json.loads(await asyncio.to_thread(p.stdout.readline))
+            return answer
+
+        await asyncio.to_thread(p.stdout.readline)  # ready
+        await self.until_waits(bus, a.waits)
+        first = await ask("mark")
+        for i in range(a.backlog):  # written without fsync: set-up, not measured
+            body = json.dumps({"t": time.time(), "id": f"b-{i}"})
+            await bus.deliver(Item(id=new_id(), type="message", to="orchestrator", sender="sender", body=body))
+        per = int(a.load_rate * a.duration / a.senders)
+        argv = ["--role", "send", "--bus", url, "--to", "orchestrator", "--count", str(per)]
+        argv += ["--rate", str(a.load_rate / a.senders), "--seconds", str(a.duration), "--sender", "sender"]
+        senders = [self.child(*argv, "--tag", f"s{k}") for k in range(a.senders)]
+        for s in senders:
+            assert s.stdin is not None
+            s.stdin.write("go\n")
+            s.stdin.flush()
+        sent = a.backlog
+        for s in senders:
+            out, _ = await asyncio.to_thread(s.communicate, timeout=a.duration * 3 + 120)
+            sent += json.loads(out.strip().splitlines()[-1])["sent"]
+        window = await ask("mark")
+        queued = len(await bus.pending("orchestrator"))
+        end = time.monotonic() + max(120.0, 10 * a.duration)  # drain: until every message came
+        while (last := await ask("mark"))["distinct"] < sent and time.monotonic() < end:
+            await asyncio.sleep(0.5)
+        # the acknowledgements (the MCP face's come 2 s after each reply) are the message's cost
+        # too: measured until the process is quiet, then the ids are checked
+        await asyncio.sleep(2.5)
+        while (now := await ask("mark"))["cpu"] - last["cpu"] > 0.02 and time.monotonic() < end:
+            last = now
+            await asyncio.sleep(0.5)
+        last = now
+        final = await ask("stop")
+        await asyncio.to_thread(p.wait, 120)
+        await self.drop(kind, url, bus)
+        got = last["received"] - first["received"]
+        return {
+            "rate": (window["received"] - first["received"]) / (window["t"] - first["t"]),
+            "cpu_ms": 1000 * (last["cpu"] - first["cpu"]) / max(1, got),
+            "queued": queued,
+            "sent": sent,
+            "lost": sent - final["distinct"],
+            "doubled": final["received"] - final["distinct"],
+            "examples": final["doubled"],
+        }
 
     async def throughput(self, kind: str, fsync: bool, batch: int = 1) -> tuple[float, float]:
         a = self.args
@@ -771,6 +947,19 @@ async def main(args: argparse.Namespace) -> None:
                 await run.load(kind, "next-one-inbox"),
                 args,
             )
+        if "saturation" in args.only:
+            m, c = await run.saturation(kind, "mcp"), await run.saturation(kind, "core")
+            head = (
+                f"saturation, {args.waits} re-issued waits, {args.load_rate:,.0f} msg/s offered, {args.duration:.0f} s"
+            )
+            put(f"{head}: MCP delivered msg/s (queued at the end)", kind, f"{m['rate']:.0f} ({m['queued']:,})")
+            put(f"{head}: MCP server CPU ms/message", kind, f"{m['cpu_ms']:.3f}")
+            put(f"{head}: core delivered msg/s (queued at the end)", kind, f"{c['rate']:.0f} ({c['queued']:,})")
+            put(f"{head}: core CPU ms/message", kind, f"{c['cpu_ms']:.3f}")
+            put(f"{head}: MCP / core CPU per message (goal <= 2x)", kind, f"{m['cpu_ms'] / c['cpu_ms']:.2f}x")
+            for face, r in (("MCP", m), ("core", c)):
+                bad = f"; e.g. {', '.join(r['examples'][:3])}" if r["examples"] else ""
+                put(f"{head}: {face} lost / doubled", kind, f"{r['lost']} / {r['doubled']} (of {r['sent']:,}){bad}")
         if "throughput" in args.only:
             # each row: taken end to end / what the 4 senders managed to send, messages/s
             got, sent = await run.throughput(kind, True)
@@ -833,7 +1022,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seconds", type=float, default=0.0, help="a sender stops after this many seconds")
     p.add_argument("--quick", action="store_true")
     p.add_argument("--buses", default="files,pg")
-    p.add_argument("--only", default="fanin,load,one-inbox,throughput,idle,mcp,tui")
+    p.add_argument("--only", default="fanin,load,one-inbox,saturation,throughput,idle,mcp,tui")
     p.add_argument("--small", type=int, default=100)
     p.add_argument("--flights", type=int, default=10_000)
     p.add_argument("--waits", type=int, default=200)
@@ -843,6 +1032,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--senders-from", default="", help="a sender sends as one of these (random)")
     p.add_argument("--load-rate", type=float, default=1000.0)
     p.add_argument("--senders", type=int, default=4)
+    p.add_argument("--backlog", type=int, default=2000, help="saturation: messages queued before the writers start")
+    p.add_argument("--face", choices=("core", "mcp"), default="core", help="role saturate: whose wait")
     p.add_argument("--duration", type=float, default=60.0, help="seconds under load (the issue: 600)")
     p.add_argument("--messages", type=int, default=20_000, help="messages in the throughput row")
     p.add_argument("--idle-window", type=float, default=10.0)
@@ -856,7 +1047,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--rounds", type=int, default=30)
     args = p.parse_args(argv)
     if args.quick:  # its sizes, where none was given
-        quick = {"flights": 1000, "duration": 20.0, "messages": 5000, "idle_window": 5.0}
+        quick = {"flights": 1000, "duration": 20.0, "messages": 5000, "idle_window": 5.0, "backlog": 200}
         for name, value in quick.items():
             if getattr(args, name) == p.get_default(name):
                 setattr(args, name, value)

@@ -52,7 +52,8 @@ class Server:
         self.waiting: dict[int, asyncio.Future[dict[str, Any]]] = {}
 
     async def start(self) -> None:
-        env = {**os.environ, "WAVEWAIT_BUS": str(self.bus)}
+        # cold (no warm process): the process started here is the server whose /proc is read
+        env = {**os.environ, "WAVEWAIT_BUS": str(self.bus), "WAVEWAIT_WARM": "0"}
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",

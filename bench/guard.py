@@ -7,7 +7,7 @@ A busy machine must not fail it, and a real regression must: each latency row is
 calibration measured around it in the same run (a child's pipe round trip and a fixed piece of
 JSON work: what scheduling and the interpreter's speed cost on this machine now), and that
 ratio is compared with the ratio docs/performance.md gives. A unitless row (CPU per report at
-2,000 flights ÷ at 100) is compared as it is. Each row is measured at the face users call
+2,000 flights ÷ at 100; the MCP face's CPU per delivered message ÷ the core's) is compared as it is. Each row is measured at the face users call
 (through a real MCP client over stdio where the row is about the MCP face), by the bench
 modules' own functions.
 """
@@ -149,6 +149,17 @@ async def rows(cal: Calibration) -> list[Row]:
             raise RuntimeError(f"200 waits on one inbox: {r['received'] - r['distinct']} duplicated")
         return float(r["p99"]) * 1000
 
+    async def mcp_ratio() -> float:
+        """The MCP face's CPU per delivered message ÷ the core's, each face in a process of its
+        own under the same load: 200 re-issued waits, a backlog and 4 writers offering 1,000/s."""
+        argv = ["--waits", "200", "--duration", "5", "--load-rate", "1000", "--backlog", "1000"]
+        sat = bench_scale.Run(bench_scale.parse(argv))
+        mcp, core = await sat.saturation("files", "mcp"), await sat.saturation("files", "core")
+        for face, r in (("MCP", mcp), ("core", core)):
+            if r["lost"] or r["doubled"]:
+                raise RuntimeError(f"saturation, {face}: {r['lost']} lost, {r['doubled']} doubled of {r['sent']}")
+        return float(mcp["cpu_ms"] / core["cpu_ms"])
+
     async def tools_list() -> float:
         env = {k: v for k, v in os.environ.items() if not k.startswith("WAVEWAIT_")}
         env["WAVEWAIT_BUS"] = bus = tempfile.mkdtemp(prefix="guard-")
@@ -168,6 +179,8 @@ async def rows(cal: Calibration) -> list[Row]:
     what = "200 next-message waits on one inbox, 100 msg/s: p99 (files)"
     await add("one-inbox-p99", what, one_inbox, 99)
     await add("tools-list", "spawn → `tools/list` answered (as Codex opens), p50", tools_list)
+    what = "CPU per delivered message, 200 re-issued waits: MCP server ÷ the core's `wait` (files)"
+    await add("mcp-ratio", what, mcp_ratio, None)
     return out
 
 

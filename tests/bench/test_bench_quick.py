@@ -27,12 +27,13 @@ QUICK: dict[str, tuple[str, ...]] = {
     "bench_mcp.py": (),
     "bench_pg.py": (),
     "bench_queue.py": (),
-    # its --quick (1,000 flights, 20 s under load) is a run by hand. Here: the fan-in, load
-    # and idle rows, small. Left out: one-inbox (three more load runs) and throughput (a
-    # hundred processes), whose figures only a quiet machine gives; mcp and tui, which run
-    # bench_mcp.py and bench_tui.py, run here on their own
+    # its --quick (1,000 flights, 20 s under load) is a run by hand. Here: the fan-in, load,
+    # saturation (an MCP server and the core under 10 re-issued waits) and idle rows, small.
+    # Left out: one-inbox (three more load runs) and throughput (a hundred processes), whose
+    # figures only a quiet machine gives; mcp and tui, which run bench_mcp.py and
+    # bench_tui.py, run here on their own
     "bench_scale.py": (
-        "--only=fanin,load,idle",
+        "--only=fanin,load,saturation,idle",
         "--flights=100",
         "--small=20",
         "--duration=1",

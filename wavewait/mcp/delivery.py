@@ -37,9 +37,11 @@ its answer's connection closed (docs/reliability.md).
 from __future__ import annotations
 
 import asyncio
+import heapq
 import itertools
 import json
 import logging
+import math
 import os
 import re
 import sys
@@ -64,6 +66,9 @@ log = logging.getLogger(__name__)
 GRACE = 2.0
 #: seconds between looks at whether the client has read a response still unread after the grace
 READ_POLL = 0.1
+#: seconds the settler lets go by between its steps at least: the responses whose grace ended
+#: meanwhile are settled together (under load, one step per response cost more than the ack)
+SETTLE_STEP = 0.05
 #: seconds an ended connection is remembered: the client side of a closed TCP connection
 #: keeps its port in TIME_WAIT for 60 s, so its key is not reused sooner
 ENDED_KEPT = 60.0
@@ -81,9 +86,10 @@ class _Held:
     connection: str  # `connection_key` of the request's connection
     request_id: str
     peer: str  # the TCP connection it came on (HTTP), whose end also ends it
-    written: anyio.Event = field(default_factory=anyio.Event)
-    cancelled: anyio.Event = field(default_factory=anyio.Event)
+    written: float | None = None  # when its response reached the client's pipe (monotonic)
+    cancelled: bool = False  # the client gave the request up (set through `Deliveries._give_up`)
     line: int | None = None  # on stdio, the SDK line its response went out on
+    serial: int = -1  # its key among the held (`Deliveries.hold`)
     #: `tools/list` requests (`_request_key`) asked once it was out
     followups: set[str] = field(default_factory=set)
     unlisted: bool = False  # its connection had not listed the tools when this was held
@@ -109,6 +115,14 @@ class Deliveries:
         self.wire: Wire | None = None  # on stdio: what the client has read
         self._held: dict[int, _Held] = {}
         self._serial = itertools.count()
+        # what the settler (`_settle`) has to do, so that no step costs O(held): the held
+        # responses not yet written, by request id (stdio); the written ones, by when their
+        # grace ends; the ones past it whose line the client has not read yet; the given up
+        self._unwritten: dict[str, list[_Held]] = {}
+        self._due: list[tuple[float, int]] = []
+        self._reading: list[int] = []
+        self._urgent: list[int] = []
+        self._wake = anyio.Event()
         self._tg: TaskGroup | None = None
         self._stopped = False  # `running` has ended: the session is over
         #: connections that ended lately (key → when, oldest first): a call whose wait finished
@@ -127,6 +141,7 @@ class Deliveries:
         settled (`_end_session`), and return only once the bus has them."""
         async with anyio.create_task_group() as tg:
             self._tg = tg
+            tg.start_soon(self._settle)
             try:
                 yield self
             finally:
@@ -147,52 +162,88 @@ class Deliveries:
             await delivery.ack()
             return
         serial = next(self._serial)
+        held.serial = serial
         self._held[serial] = held
         if _request_key(held.connection, held.request_id) in self._cancelled_ids:
-            held.cancelled.set()  # its cancel came in while the tool was finishing
+            self._give_up(held)  # its cancel came in while the tool was finishing
         held.unlisted = held.connection not in self._listed
-        if not self.writes_reported:
-            held.written.set()
-        self._tg.start_soon(self._settle, serial, held)
+        if self.writes_reported:
+            self._unwritten.setdefault(held.request_id, []).append(held)
+        else:
+            self._written(held)
 
-    async def _settle(self, serial: int, held: _Held) -> None:
-        """Acknowledge once the grace after the write has passed with no cancel and, on stdio,
-        the client has read the response (a slow reader's reply, or one held in the front while
-        the pipe is full, is not taken yet); release on a cancel. When the session ends first
-        (stdin closed, a signal), this task is cancelled and the delivery is left to
-        `_end_session`, which settles it by what the client read."""
-        async with anyio.create_task_group() as tg:
+    def _written(self, held: _Held) -> None:
+        """Its response is out: its grace runs from now."""
+        held.written = now = time.monotonic()
+        if not self._due:
+            self._wake.set()
+        heapq.heappush(self._due, (now + self.grace, held.serial))
 
-            async def on_cancel() -> None:
-                await held.cancelled.wait()
-                tg.cancel_scope.cancel()
+    def _give_up(self, held: _Held) -> None:
+        """The client gave the request up: what it carried goes back at the settler's next step."""
+        if not held.cancelled:
+            held.cancelled = True
+            self._urgent.append(held.serial)
+            self._wake.set()
 
-            tg.start_soon(on_cancel)
-            await held.written.wait()
-            await anyio.sleep(self.grace)
-            # nothing wakes on a client's read of a pipe (it is writable long before it is drained)
-            while not await self._taken(held):  # noqa: ASYNC110
-                await anyio.sleep(READ_POLL)
-            tg.cancel_scope.cancel()
-        if self._held.get(serial) is not held:
-            return  # settled already: its connection ended (HTTP)
-        del self._held[serial]
-        if self.wire is not None and held.line is not None:
-            self.wire.forget(held.line)
+    async def _settle(self) -> None:
+        """Settle every held delivery, one step at a time (one task for all of them, not a
+        task group per response): acknowledge a delivery once the grace after its write has
+        passed with no cancel and, on stdio, the client has read its response (a slow reader's
+        reply, or one held in the front while the pipe is full, is not taken yet); release it on
+        a cancel. When the session ends first (stdin closed, a signal), this task is cancelled
+        and what is still held is left to `_end_session`, which settles it by what the client read."""
+        while True:
+            now = time.monotonic()
+            while self._due and self._due[0][0] <= now:
+                self._reading.append(heapq.heappop(self._due)[1])
+            ready: list[int] = []
+            unread: list[int] = []
+            for serial in self._reading:
+                held = self._held.get(serial)
+                if held is None or held.cancelled:
+                    continue  # settled already (its connection ended, HTTP), or given up
+                (ready if self._taken(held) else unread).append(serial)
+            self._reading = unread
+            ready += self._urgent
+            self._urgent = []
+            for serial in ready:
+                if (held := self._drop(serial)) is not None and self._tg is not None:
+                    if self.wire is not None and held.line is not None:
+                        self.wire.forget(held.line)
+                    self._tg.start_soon(self._finish, held)
+            # nothing wakes on a client's read of a pipe (it is writable long before it is
+            # drained): a response past its grace and still unread is looked at again
+            wait = READ_POLL if self._reading else max(SETTLE_STEP, self._due[0][0] - now) if self._due else math.inf
+            self._wake = anyio.Event()
+            with anyio.move_on_after(wait):
+                await self._wake.wait()
+
+    def _drop(self, serial: int) -> _Held | None:
+        """Take a delivery out of the held ones, to be settled by the caller."""
+        held = self._held.pop(serial, None)
+        if held is not None and (same := self._unwritten.get(held.request_id)) and held in same:
+            same.remove(held)
+            if not same:
+                del self._unwritten[held.request_id]
+        return held
+
+    @staticmethod
+    async def _finish(held: _Held) -> None:
         try:
             async with delivering(held.delivery):
-                if held.cancelled.is_set() or (held.awaiting and not held.answered):
+                if held.cancelled or (held.awaiting and not held.answered):
                     raise _GaveUp  # cancelled, or its connection closed and no listing followed
         except _GaveUp:
             pass  # released: the client cancelled the request
 
-    async def _taken(self, held: _Held) -> bool:
-        """Whether the client has read this stdio response (in a thread: a writer blocked on a
-        full pipe holds the wire's lock for a moment). True where that cannot be watched."""
+    def _taken(self, held: _Held) -> bool:
+        """Whether the client has read this stdio response; True where that cannot be watched.
+        False while a writer holds the wire's lock (blocked on a full pipe): the next step looks again."""
         wire, line = self.wire, held.line
         if wire is None or line is None:
             return True
-        return await anyio.to_thread.run_sync(wire.read, line)
+        return wire.read(line, wait=False)
 
     async def _end_session(self) -> None:
         """The session is over: what the client read is acknowledged, the rest goes back."""
@@ -203,7 +254,7 @@ class Deliveries:
         """Acknowledge the held deliveries of ended connections that the client read (`_read`)."""
         read = [(s, h) for s, h in self._held.items() if ended(h) and self._read(h, orderly=orderly)]
         for serial, held in read:
-            del self._held[serial]
+            self._drop(serial)
             await self._ack(held)
 
     async def _ack(self, held: _Held) -> None:
@@ -221,7 +272,7 @@ class Deliveries:
         (or, over HTTP, cancels the listing, or closes its connection before it is answered).
         Over HTTP the response must have been sent whole; with the tools listed before, a
         connection without a session must have been closed, not reset (bytes left unread)."""
-        if held.cancelled.is_set():
+        if held.cancelled:
             return False
         if held.connection != "":
             return held.sent and (held.answered or (not held.unlisted and orderly))
@@ -234,7 +285,7 @@ class Deliveries:
         so each item goes back to its place at the head of its inbox."""
         gone = [(serial, held) for serial, held in self._held.items() if ended(held)]
         for serial, _ in gone:
-            del self._held[serial]
+            self._drop(serial)
         for _, held in gone:
             with anyio.CancelScope(shield=True):
                 try:
@@ -264,7 +315,7 @@ class Deliveries:
     async def _end_connection(self, connection: str, orderly: bool) -> None:
         for held in self._held.values():
             if _listing_on(held, connection):
-                held.cancelled.set()  # a listing that followed it was given up: so was the call
+                self._give_up(held)  # a listing that followed it was given up: so was the call
             elif held.connection == connection and orderly and _may_list_elsewhere(held):
                 held.awaiting = True
         await self._ack_read(lambda held: held.connection == connection and not held.awaiting, orderly=orderly)
@@ -283,29 +334,26 @@ class Deliveries:
                 held.sent = held.sent or held.request_id in request_ids
             held.answered = held.answered or not held.followups.isdisjoint(keys)
 
-    def _matching(self, request_ids: list[object]) -> list[_Held]:
-        """The held deliveries of these responses (stdio: one session, ids are unique)."""
-        wanted = {str(r) for r in request_ids}
-        return [held for held in self._held.values() if held.request_id in wanted]
-
     def response_line(self, request_id: object, line: int) -> None:
-        """The response to `request_id` is SDK line `line`: watch where it ends on the wire."""
-        for held in self._matching([request_id]):
-            if held.line is None and not held.written.is_set():
+        """The response to `request_id` is SDK line `line`: watch where it ends on the wire
+        (stdio: one session, ids are unique)."""
+        for held in self._unwritten.get(str(request_id), ()):
+            if held.line is None:
                 held.line = line
                 if self.wire is not None:
                     self.wire.watch(line)
 
     def flushed(self, request_ids: list[object]) -> None:
         """The flush carrying these responses returned: they reached the client's pipe."""
-        for held in self._matching(request_ids):
-            held.written.set()
+        for rid in request_ids:
+            for held in self._unwritten.pop(str(rid), ()):
+                self._written(held)
 
     def cancelled(self, request_context: Any, request_id: object) -> None:
         connection, rid = connection_key(request_context), str(request_id)
         for held in self._held.values():
             if (held.connection, held.request_id) == (connection, rid):
-                held.cancelled.set()
+                self._give_up(held)
 
     def read_line(self, line: bytes, connection: str = "") -> None:
         """A request from a client before the SDK sees it: a line from stdin (connection ""),
@@ -349,43 +397,84 @@ class Deliveries:
                 or _request_key(connection, key) in held.followups
                 or (unseen and held.line is not None)
             ):
-                held.cancelled.set()
+                self._give_up(held)
 
     @property
     def waiting_for_writes(self) -> bool:
-        return any(not h.written.is_set() for h in self._held.values())
+        return bool(self._unwritten)
 
 
 class ReportingStdout(anyio.AsyncFile[str]):
     """The SDK's stdout on stdio: after each flush, says which responses (by id) went out, and
     counts the SDK's lines, so that each held response's line is known on the client's fd.
     `wire`: the client's fd when this writes to it; None when the front forwards these lines
-    to the client and reports them to its own wire."""
+    to the client and reports them to its own wire. `direct`: `fp` is a pipe of this process's
+    own (the front's), written on the event loop without blocking; else each write and flush
+    runs in a worker thread, as the SDK's stdout does (the client's fd may be shared, and a
+    file descriptor made non-blocking is so for every process holding it)."""
 
-    def __init__(self, fp: TextIO, deliveries: Deliveries, wire: Wire | None = None) -> None:
+    def __init__(self, fp: TextIO, deliveries: Deliveries, wire: Wire | None = None, *, direct: bool = False) -> None:
         super().__init__(fp)
         self.deliveries = deliveries
         self.wire = wire
         self._count = 0  # SDK lines written
         self._lines: list[tuple[object | None, int]] = []  # since the last flush: (response id, bytes)
+        self._fd: int | None = None
+        self._out = bytearray()  # `direct`: written, not yet flushed
+        if direct:
+            self._fd = fp.fileno()
+            os.set_blocking(self._fd, False)
 
     async def write(self, b: str) -> int:
         rid = _response_id(b) if self.deliveries.waiting_for_writes else None
         if rid is not None:
             self.deliveries.response_line(rid, self._count)
         self._count += 1
-        n = await super().write(b)
-        self._lines.append((rid, len(b.encode("utf-8")) if self.wire is not None else 0))
-        return n
+        if self._fd is None:
+            n = await super().write(b)
+            self._lines.append((rid, len(b.encode("utf-8")) if self.wire is not None else 0))
+            return n
+        data = b.encode("utf-8")
+        self._out += data
+        self._lines.append((rid, len(data)))
+        return len(b)
 
     async def flush(self) -> None:
         lines, self._lines = self._lines, []
-        await super().flush()
+        if self._fd is None:
+            await super().flush()
+        else:
+            await _write_all(self._fd, self._out)
         if self.wire is not None:
             with self.wire.lock:
                 for _, size in lines:
                     self.wire.sdk_line(size)
         self.deliveries.flushed([rid for rid, _ in lines if rid is not None])
+
+
+async def _write_all(fd: int, out: bytearray) -> None:
+    """Write `out` to the non-blocking `fd` and empty it, waiting on the event loop while the
+    pipe is full (its reader is behind)."""
+    while out:
+        try:
+            del out[: os.write(fd, out)]
+        except BlockingIOError:
+            await _writable(fd)
+
+
+async def _writable(fd: int) -> None:
+    loop = asyncio.get_running_loop()
+    ready: asyncio.Future[None] = loop.create_future()
+
+    def woken() -> None:
+        if not ready.done():
+            ready.set_result(None)
+
+    loop.add_writer(fd, woken)
+    try:
+        await ready
+    finally:
+        loop.remove_writer(fd)
 
 
 def connection_key(request_context: Any) -> str:
@@ -415,11 +504,7 @@ def _may_list_elsewhere(held: _Held) -> bool:
     tools on its connection, and no listing answered for it yet: the MCP SDK's client lists
     them next (its schema check), on another connection of its pool when that one is busy."""
     return (
-        _host(held.connection) is not None
-        and held.sent
-        and held.unlisted
-        and not held.answered
-        and not held.cancelled.is_set()
+        _host(held.connection) is not None and held.sent and held.unlisted and not held.answered and not held.cancelled
     )
 
 

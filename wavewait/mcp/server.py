@@ -174,6 +174,19 @@ class WaveServer(MCPServer):
             raise
 
 
+def _idle_tracing(middleware: object) -> bool:
+    """The SDK's OpenTelemetry middleware while no tracer provider is installed: it opens a
+    span that goes nowhere around every request (a few percent of a delivered message's CPU).
+    The SDK's documented opt-out is to drop it from `middleware`; with a provider installed
+    (opentelemetry-instrument, say) it stays."""
+    from mcp.server._otel import OpenTelemetryMiddleware
+    from opentelemetry import trace
+
+    return isinstance(middleware, OpenTelemetryMiddleware) and isinstance(
+        trace.get_tracer_provider(), trace.ProxyTracerProvider
+    )
+
+
 def build(bus: Bus, settings: Settings) -> WaveServer:
     """A server whose tools all act on `bus` as `settings.caller`."""
     tasks = TasksExtension(bus, settings.caller)
@@ -184,6 +197,7 @@ def build(bus: Bus, settings: Settings) -> WaveServer:
     register_flight_tools(server, bus, settings)  # read_output, reply, merge_wave
     register_question_tools(server, bus, settings)  # ask, and approve (a claude flight's permission prompts)
     low = server._lowlevel_server  # the SDK's own notification registry; MCPServer has no public one
+    low.middleware = [m for m in low.middleware if not _idle_tracing(m)]
     low.add_notification_handler(
         "notifications/cancelled", CancelledNotificationParams, cancel_handler(server.deliveries)
     )
@@ -236,7 +250,7 @@ async def _serve_stdio(server: WaveServer, front: Front | None) -> None:
                 stdin: object  # None: the SDK reads stdin itself
                 if front is not None:  # its pipe read on the loop too, so a signal stops the server at once
                     server.deliveries.wire = front.wire  # the front writes the client's fd
-                    stdout = ReportingStdout(front.sdk_stdout, server.deliveries)
+                    stdout = ReportingStdout(front.sdk_stdout, server.deliveries, direct=True)
                     stdin = await LoopStdin.open(front.sdk_stdin.fileno()) or anyio.wrap_file(front.sdk_stdin)
                     stack.callback(front.sdk_stdout.close)
                 else:  # the wire stays open until the deliveries are settled: they ask it what was read

@@ -56,9 +56,10 @@ WAIT_TOOLS = frozenset({"wait", "wait_for_event", "wait_agent", "wave_wait_for_s
 #: the poll interval suggested to clients (a wait's result is stored the moment it settles).
 #: Interactive Claude Code polls each backgrounded wait at it and wakes the model at the first
 #: poll after the task completed: the wake comes interval/2 late on average. A `tasks/get`
-#: costs the server about 1 ms of CPU however it is answered (bench/bench_tasks_poll.py: 200
-#: waits at 250 ms, 57 % of a core; at 500 ms, 32 %; at 1,000 ms, 18 %). So: 500 ms while
-#: few tasks run here, longer with more, so their polls stay near POLLS_PER_S in all
+#: cost the server about 1 ms of CPU however it was answered (bench/bench_tasks_poll.py: 200
+#: waits at 250 ms, 57 % of a core; at 500 ms, 32 %; at 1,000 ms, 18 %), 0.3-0.6 ms since
+#: (docs/performance.md). So: 500 ms while few tasks run here, longer with more, so their
+#: polls stay near POLLS_PER_S in all
 POLL_INTERVAL_MS = 500
 POLLS_PER_S = 200
 MODERN = frozenset(MODERN_PROTOCOL_VERSIONS)
@@ -97,11 +98,11 @@ def declared(ctx: ServerRequestContext[Any, Any]) -> bool:
     capabilities; the extension's results have no place on an older wire)."""
     if ctx.protocol_version not in MODERN:
         return False
-    try:
-        require_client_extension(ctx, TASKS)
-    except MCPError:
-        return False
-    return True
+    # what `require_client_extension` checks, without building the error it raises: every
+    # `tools/call` of a wait asks, and most clients do not declare the extension
+    capabilities = ctx.session.client_capabilities
+    extensions = capabilities.extensions if capabilities else None
+    return extensions is not None and TASKS in extensions
 
 
 def poll_interval_ms(running: int) -> int:

@@ -66,13 +66,16 @@ class Wire:
         """Bytes of the front's own went to the fd (with `lock` held, around the write)."""
         self._sent += written
 
-    def read(self, line: int) -> bool:
+    def read(self, line: int, *, wait: bool = True) -> bool:
         """Whether the client has read SDK line `line` (watched) to its end. A line not yet
         written, or a fd whose unread count cannot be had, counts as unread, except a terminal
-        or a file, where what was written is there to read."""
+        or a file, where what was written is there to read. `wait` False (on the event loop):
+        a lock held by a writer makes it unread now, to be asked again."""
         # a writer blocked on a full pipe holds the lock: then what it is writing counts as
         # unread (it is), and a line written but not yet counted too (a duplicate, never a loss)
-        locked = self.lock.acquire(timeout=LOCK_WAIT)
+        locked = self.lock.acquire(timeout=LOCK_WAIT) if wait else self.lock.acquire(blocking=False)
+        if not locked and not wait:
+            return False
         try:
             end, sent = self._ends.get(line), self._sent
             if end is None:
