@@ -20,10 +20,9 @@ from typing import Any
 from . import agents, budgets, transcript
 from .bus import Bus
 from .errors import BadInput, WavewaitError
-from .ids import new_id
 from .limits import check_text
-from .model import Agent, Usage, WaitRecord, now
-from .proc import alive, hostname, pid_start
+from .model import Agent, Usage, now
+from .proc import alive, hostname
 
 MAX_TELL_BYTES = 100 << 10  # a user message, as a preset's prompt (presets.MAX_PROMPT_BYTES)
 ANSWER_WAIT = 180.0  # seconds a tell waits for its supervisor to say where it went (a resume included)
@@ -180,15 +179,7 @@ async def _withdraw(bus: Bus, agent_id: str, item_id: str) -> None:
     refs = [r for r in await bus.pending(inbox) if r.id == item_id]
     if not refs:
         return
-    record = WaitRecord(
-        id=new_id(),
-        waiter=agent_id,
-        kind="next",
-        tool="tell_withdraw",
-        host=hostname(),
-        pid=os.getpid(),
-        pid_start=pid_start(os.getpid()),
-    )
+    record = transcript.short_wait(agent_id, "tell_withdraw")
     await bus.register_wait(record)
     try:
         if await bus.claim(inbox, refs[0], record.id) is not None:

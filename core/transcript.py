@@ -32,6 +32,22 @@ TELL = "tell"
 ENTRY = "transcript"
 
 
+def short_wait(waiter: str, tool: str) -> WaitRecord:
+    """The record of a wait that claims for a moment and ends (a tell given, withdrawn, entries
+    trimmed): the bus's recovery returns its claims if this process dies meanwhile."""
+    me = os.getpid()
+    return WaitRecord(
+        id=new_id(),
+        waiter=waiter,
+        kind="next",
+        tool=tool,
+        host=hostname(),
+        pid=me,
+        pid_start=pid_start(me),
+        started_at=now(),
+    )
+
+
 def tells_inbox(agent_id: str) -> str:
     return f"{agent_id}.tell"
 
@@ -130,16 +146,7 @@ async def trim(bus: Bus, agent_id: str, keep: int = KEPT) -> int:
     extra = len(pending) - keep
     if extra <= 0:
         return 0
-    record = WaitRecord(
-        id=new_id(),
-        waiter=agent_id,
-        kind="next",
-        tool="transcript_trim",
-        host=hostname(),
-        pid=os.getpid(),
-        pid_start=pid_start(os.getpid()),
-        started_at=now(),
-    )
+    record = short_wait(agent_id, "transcript_trim")
     got = await bus.register_wait(record, claim_from=inbox, types=[ENTRY], limit=extra)
     try:
         await bus.take(inbox, record.id, agent_id, end=True)

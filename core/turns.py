@@ -29,9 +29,7 @@ from typing import IO, Any
 from . import flights, messages, transcript, worktrees
 from .agent_events import LINE_LIMIT, EventReader
 from .bus import Bus
-from .ids import new_id
-from .model import Agent, Item, Usage, WaitRecord, now
-from .proc import hostname, pid_start
+from .model import Agent, Item, Usage
 from .talk import Driver, Entry, Step, TurnEnd, driver_for
 
 log = logging.getLogger("wavewait.turns")
@@ -85,6 +83,7 @@ class Talk:
         self._order = asyncio.Lock()
         self._thread: threading.Thread | None = None
         self._idle_at: float | None = None
+        self._kept = 0  # entries kept since the transcript was last trimmed
         self.fell_back = False  # the host moved the tell being given to the next turn
         self.fell_into = 0  # that turn's number
         self.telling = False  # a tell is being given: the conversation does not end under it
@@ -200,15 +199,13 @@ class Talk:
             self.live = EventReader(self.reader.format)
             await self.bus.transition(self.agent.id, "running", ("idle",))
             await self.bus.update_agent(self.agent.id, turn=step.started)
-            await transcript.append(
-                self.bus, self.agent.id, [Entry("turn", f"turn {step.started} started", step.started)]
-            )
+            await self._keep([Entry("turn", f"turn {step.started} started", step.started)])
         if step.entries:
             self._last_activity(step.entries[-1])
-            await transcript.append(self.bus, self.agent.id, step.entries)
+            await self._keep(step.entries)
         if step.failed:
             self.failed = step.failed
-            await transcript.append(self.bus, self.agent.id, [Entry("note", step.failed, self.driver.turn)])
+            await self._keep([Entry("note", step.failed, self.driver.turn)])
         if step.ended is not None:
             await self._turn_ended(step.ended)
         self.turn_change.set()
@@ -246,9 +243,7 @@ class Talk:
         self.reader.usage = usage
         await self.bus.update_agent(self.agent.id, usage=usage)
         said = {"usage": usage.model_dump(exclude_none=True), "status": end.status}
-        await transcript.append(
-            self.bus, self.agent.id, [Entry("turn", f"turn {end.turn} {end.status}", end.turn, data=said)]
-        )
+        await self._keep([Entry("turn", f"turn {end.turn} {end.status}", end.turn, data=said)])
         summary = None
         if self.agent.worktree is not None:
             subject = worktrees.commit_subject(end.text, f"{self.agent.name}: turn {end.turn}")
@@ -299,6 +294,15 @@ class Talk:
         finally:
             changes.close()
 
+    async def _keep(self, entries: list[Entry]) -> None:
+        """Keep entries of the conversation; the oldest go past transcript.KEPT (checked every
+        TRIM_EVERY entries), so the transcript on the bus stays bounded however long it talks."""
+        await transcript.append(self.bus, self.agent.id, entries)
+        self._kept += len(entries)
+        if self._kept >= transcript.TRIM_EVERY:
+            self._kept = 0
+            await transcript.trim(self.bus, self.agent.id)
+
     # ------------------------------------------------------------------ tells
     async def _tells(self) -> None:
         inbox = transcript.tells_inbox(self.agent.id)
@@ -327,16 +331,7 @@ class Talk:
             changes.close()
 
     async def _claim(self, inbox: str) -> tuple[Item, str] | None:
-        record = WaitRecord(
-            id=new_id(),
-            waiter=self.agent.id,
-            kind="next",
-            tool="tell",
-            host=hostname(),
-            pid=os.getpid(),
-            pid_start=pid_start(os.getpid()),
-            started_at=now(),
-        )
+        record = transcript.short_wait(self.agent.id, "tell")
         got = await self.bus.register_wait(record, claim_from=inbox, types=[transcript.TELL], limit=1)
         if not got:
             await self.bus.end_wait(record.id)
@@ -360,9 +355,7 @@ class Talk:
                 return None
             await self._until(lambda: not self.driver.running, INTERRUPT_GRACE)
             cut = not self.driver.running
-            await transcript.append(
-                self.bus, self.agent.id, [Entry("note", f"interrupted by {item.sender}", self.driver.turn)]
-            )
+            await self._keep([Entry("note", f"interrupted by {item.sender}", self.driver.turn)])
         if item.data.get("only"):  # an interrupt alone: nothing to tell
             return {"interrupted": cut, "turn": self.driver.turn}
         async with self._order:
@@ -377,13 +370,13 @@ class Talk:
             turn = before if told == "in_turn" else before + self.owed if was_running else before + 1
             by = "prompt" if item.data.get("prompt") else item.sender
             if told != "in_turn":
-                await transcript.append(self.bus, self.agent.id, [Entry("user", item.body, turn, by=by)])
+                await self._keep([Entry("user", item.body, turn, by=by)])
         if told == "in_turn":  # where the host answers a steer, the answer says where it went
             self.fell_back = False
             await self._until(lambda: self.driver.unanswered == 0, STEER_GRACE)  # its lines read meanwhile
             if self.fell_back:
                 told, turn = "next_turn", self.fell_into
-            await transcript.append(self.bus, self.agent.id, [Entry("user", item.body, turn, by=by)])
+            await self._keep([Entry("user", item.body, turn, by=by)])
         if not was_running:  # it starts a turn: said once the host started it, or refused it
 
             def started() -> bool:  # since the write (a quick agent may have ended that turn already)

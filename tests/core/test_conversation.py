@@ -78,3 +78,17 @@ async def test_a_wave_past_its_budget_takes_no_more_turns(bus):
     await bus.put_agent(record)
     with pytest.raises(BadInput, match="wave 'w1' has spent its budget of 50 tokens"):
         await conversation.tell(bus, record.id, "hello", by="orchestrator")
+
+
+async def test_a_transcript_keeps_its_last_entries_and_pages_back_by_seq(bus):
+    from wavewait.core.talk import Entry
+
+    a = "talk0000000000000000000000000000"
+    await transcript.append(bus, a, [Entry("agent", f"line {i}", 1) for i in range(30)])
+    assert await transcript.trim(bus, a, keep=10) == 20
+    kept = await transcript.read(bus, a, tail=100)
+    assert [i.body for i in kept] == [f"line {i}" for i in range(20, 30)]
+    page = await transcript.read(bus, a, tail=4, before=kept[5].seq)
+    assert [i.body for i in page] == ["line 21", "line 22", "line 23", "line 24"]
+    assert await transcript.trim(bus, a, keep=10) == 0  # nothing more to drop
+    assert [w for w in await bus.list_waits() if w.tool == "transcript_trim"] == []  # its short wait ended
