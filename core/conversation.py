@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import time
 from typing import Any
@@ -24,6 +25,7 @@ from .limits import check_text
 from .model import Agent, Usage, now
 from .proc import alive, hostname
 
+log = logging.getLogger("wavewait.conversation")
 MAX_TELL_BYTES = 100 << 10  # a user message, as a preset's prompt (presets.MAX_PROMPT_BYTES)
 ANSWER_WAIT = 180.0  # seconds a tell waits for its supervisor to say where it went (a resume included)
 RECHECK = 1.0  # seconds between two looks at the flight's record while waiting (a supervisor that died)
@@ -51,8 +53,7 @@ async def tell(bus: Bus, token: str, message: object, *, by: str, interrupt: boo
     try:
         answer = await _answer(bus, agent.id, item.id)
     except BaseException:
-        with contextlib.suppress(Exception):
-            await _withdraw(bus, agent.id, item.id)
+        await _withdraw_or_say(bus, agent.id, item.id)
         raise
     return {"agent_id": agent.id, "name": agent.name} | answer
 
@@ -70,8 +71,7 @@ async def interrupt_turn(bus: Bus, token: str, *, by: str) -> dict[str, Any]:
     try:
         answer = await _answer(bus, agent.id, item.id, resume_ended=False)
     except BaseException:
-        with contextlib.suppress(Exception):
-            await _withdraw(bus, agent.id, item.id)
+        await _withdraw_or_say(bus, agent.id, item.id)
         raise
     return {"agent_id": agent.id, "name": agent.name} | answer
 
@@ -172,6 +172,15 @@ async def _check_supervisor(bus: Bus, agent: Agent) -> None:
         )
 
 
+async def _withdraw_or_say(bus: Bus, agent_id: str, item_id: str) -> None:
+    """`_withdraw` on the way out of a failed tell: its own failure is said, not raised over
+    the tell's (the tell may then still be given later; its supervisor takes it in order)."""
+    try:
+        await _withdraw(bus, agent_id, item_id)
+    except Exception as e:
+        log.warning("could not withdraw the tell %s to %s: %s; it may still be given", item_id, agent_id, e)
+
+
 async def _withdraw(bus: Bus, agent_id: str, item_id: str) -> None:
     """Take back a tell nobody took (a refusal, a timeout, an interrupted caller), so it is not
     given later behind the caller's back: claimed by a short wait of ours, then taken."""
@@ -181,15 +190,16 @@ async def _withdraw(bus: Bus, agent_id: str, item_id: str) -> None:
         return
     record = transcript.short_wait(agent_id, "tell_withdraw")
     await bus.register_wait(record)
+    taken = False
     try:
         if await bus.claim(inbox, refs[0], record.id) is not None:
-            await bus.take(inbox, record.id, "withdrawn", end=True)
-            return
+            await bus.take(inbox, record.id, "withdrawn", end=True)  # the take ends the wait
+            taken = True
     except BaseException:
         await bus.release(inbox, record.id)
         raise
     finally:
-        with contextlib.suppress(Exception):
+        if not taken:
             await bus.end_wait(record.id)
 
 

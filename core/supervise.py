@@ -214,8 +214,12 @@ async def _supervise(bus: Bus, agent_id: str, child: subprocess.Popen[bytes], lo
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(asyncio.shield(talking), 10)
         talking.cancel()
-        with contextlib.suppress(BaseException):
+        try:
             await talking
+        except asyncio.CancelledError:
+            pass  # ended by us, its last lines read
+        except Exception as e:  # the end must still be recorded; what failed is said in the log
+            log.write(f"\nwavewait supervise: the conversation of {agent_id} failed: {e!r}\n".encode())
     ended = {"exit_code": code, "ended_at": now()}
     reader = relay.finish() if relay is not None else None
     why = None

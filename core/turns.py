@@ -137,7 +137,7 @@ class Talk:
             if self.closed_stdin:
                 return
             self.closed_stdin = True
-            with contextlib.suppress(OSError, ValueError):
+            with contextlib.suppress(OSError, ValueError):  # its reader is gone already: nothing to end
                 await asyncio.to_thread(self.stdin.close)
         self.log.write(f"\nwavewait supervise: conversation ended ({why})\n".encode())
 
@@ -339,10 +339,16 @@ class Talk:
         return got[0], record.id
 
     async def _give_back(self, inbox: str, wait_id: str) -> None:
-        with contextlib.suppress(Exception):
+        """The tell back to the head of its inbox, for a resumed agent; if that fails, the
+        wait's end leaves it to the bus's recovery sweep, which returns claims of ended waits."""
+        try:
             await self.bus.release(inbox, wait_id)
-        with contextlib.suppress(Exception):
+        except Exception as e:
+            self.log.write(f"\nwavewait supervise: could not give a tell back ({e!r}); recovery returns it\n".encode())
+        try:
             await self.bus.end_wait(wait_id)
+        except Exception as e:
+            self.log.write(f"\nwavewait supervise: could not end the wait {wait_id}: {e!r}\n".encode())
 
     async def _tell(self, item: Item) -> dict[str, Any] | None:
         """Give one tell to the agent: where it went, or None when the agent is ending."""
