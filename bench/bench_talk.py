@@ -30,28 +30,17 @@ import time
 import uuid
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
+from bench_queue import pct, with_schema  # the queue bench's percentiles and schema URLs
 from psycopg import sql
 
-from wavewait.core import conversation, flights
+from wavewait.core import admission, conversation, flights
 from wavewait.core.bus import Bus, open_bus
 from wavewait.core.model import Agent
 
 PG_URL = os.environ.get("WAVEWAIT_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
 STANDIN = Path(__file__).with_name("talk_standin.py")
-
-
-def pct(values: list[float], q: float) -> float:
-    values = sorted(values)
-    return values[min(len(values) - 1, round(q * (len(values) - 1)))]
-
-
-def with_schema(url: str, schema: str) -> str:
-    parts = urlsplit(url)
-    query = [(k, v) for k, v in parse_qsl(parts.query) if k != "schema"] + [("schema", schema)]
-    return urlunsplit(parts._replace(query=urlencode(query)))
 
 
 def rss_kib(pid: int | None) -> int:
@@ -101,6 +90,24 @@ def logged(log: Path, what: str) -> float:
     return float(found[-1].split(" ", 1)[0])
 
 
+async def start(
+    bus: Bus, name: str, preset: str, presets: Path, env: dict[str, str], cwd: Path, keep_open: float
+) -> Agent:
+    """A flight of `preset` told "hello", without a worktree, the bench its parent."""
+    return await flights.start(
+        bus,
+        name,
+        parent_id="bench",
+        env=env,
+        preset=preset,
+        presets_file=str(presets),
+        prompt="hello",
+        keep_open=keep_open,
+        cwd=str(cwd),
+        worktree=False,
+    )
+
+
 async def open_flight(bus: Bus, folder: Path, name: str, keep_open: float, log: Path) -> Agent:
     presets = folder / "presets.toml"
     presets.write_text(
@@ -108,17 +115,7 @@ async def open_flight(bus: Bus, folder: Path, name: str, keep_open: float, log: 
         'events = "claude"\nconversation = "claude"\nresume_args = ["--resume", "{session}"]\n'
         'mcp = "none"\nworktree = false\n'
     )
-    a = await flights.start(
-        bus,
-        name,
-        parent_id="bench",
-        env=dict(os.environ, STANDIN_LOG=str(log)),
-        preset="standin",
-        presets_file=str(presets),
-        prompt="hello",
-        keep_open=keep_open,
-        cwd=str(folder),
-    )
+    a = await start(bus, name, "standin", presets, dict(os.environ, STANDIN_LOG=str(log)), folder, keep_open)
     return await until(bus, a.id, lambda r: r.turn >= 1 and r.status in ("idle", "closed"))
 
 
@@ -137,8 +134,6 @@ async def open_flight_rows(bus: Bus, folder: Path, n: int) -> dict[str, Any]:
     record = await bus.get_agent(a.id)
     assert record is not None
     memory = (rss_kib(record.supervisor_pid), tree_rss_kib(record.pid))
-    await bus.update_agent(a.id)  # touch: nothing
-    from wavewait.core import admission
 
     await admission.close(bus, record)
     return {"stdin": to_stdin, "answer": to_answer, "memory": memory}
@@ -193,34 +188,12 @@ def claude_rows(folder: Path, resumes: int) -> dict[str, Any]:
         async def go() -> dict[str, Any]:
             bus = await open_bus(str(folder / "bus"))
             try:
-                a = await flights.start(
-                    bus,
-                    "claude",
-                    parent_id="bench",
-                    env=env,
-                    preset="claude",
-                    presets_file=str(presets),
-                    prompt="hello",
-                    keep_open=3600.0,
-                    cwd=str(home),
-                    worktree=False,
-                )
+                a = await start(bus, "claude", "claude", presets, env, home, 3600.0)
                 a = await until(bus, a.id, lambda r: r.turn >= 1 and r.status == "idle")
                 memory = (rss_kib(a.supervisor_pid), tree_rss_kib(a.pid))
-                from wavewait.core import admission
 
                 await admission.close(bus, a)
-                b = await flights.start(
-                    bus,
-                    "claude2",
-                    parent_id="bench",
-                    env=env,
-                    preset="claude",
-                    presets_file=str(presets),
-                    prompt="hello",
-                    cwd=str(home),
-                    worktree=False,
-                )
+                b = await start(bus, "claude2", "claude", presets, env, home, 0.0)
                 firsts = []
                 for i in range(resumes):
                     await until(bus, b.id, lambda r: r.status == "closed")
