@@ -127,7 +127,7 @@ async def follow(bus: Bus, agent_id: str, after: int) -> AsyncIterator[list[Item
     try:
         while True:
             items = sorted(
-                (i for i in await bus.peek(talk_inbox(agent_id)) if i.type == ENTRY and i.seq > after),
+                (i for i in await bus.peek(talk_inbox(agent_id), after) if i.type == ENTRY),
                 key=lambda i: i.seq,
             )
             if items:

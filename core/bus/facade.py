@@ -19,7 +19,7 @@ class InboxRoom(Protocol):
     """The inbox's verbs both buses' inbox rooms (bus/file_inbox.py, bus/pg_inbox.py) have."""
 
     async def pending(self, inbox: str, senders: Collection[str] | None = None) -> list[ItemRef]: ...
-    async def peek(self, inbox: str) -> list[Item]: ...
+    async def peek(self, inbox: str, after: int = 0) -> list[Item]: ...
     async def claim(self, inbox: str, ref: ItemRef, wait_id: str) -> Item | None: ...
     async def claim_many(self, inbox: str, refs: Sequence[ItemRef], wait_id: str) -> list[Item]: ...
     async def claim_each(
@@ -53,8 +53,8 @@ class Facade(Generic[Inbox, Upkeep]):
     async def pending(self, inbox: str, senders: Collection[str] | None = None) -> list[ItemRef]:
         return await self.inbox.pending(inbox, senders)
 
-    async def peek(self, inbox: str) -> list[Item]:
-        return await self.inbox.peek(inbox)
+    async def peek(self, inbox: str, after: int = 0) -> list[Item]:
+        return await self.inbox.peek(inbox, after)
 
     async def claim(self, inbox: str, ref: ItemRef, wait_id: str) -> Item | None:
         return await self.inbox.claim(inbox, ref, wait_id)

@@ -226,9 +226,9 @@ class FileInbox:
             return refs if senders is None else [r for r in refs if r.sender in senders]
         return self.index.read(inbox, senders, lambda: self._scan(f"{self.bus.box(inbox)}/new"))
 
-    async def peek(self, inbox: str) -> list[Item]:
-        new = f"{self.bus.box(inbox)}/new"
-        items = [load(self.bus, f"{new}/{item_name(r)}", r.seq) for r in self._scan(new)]
+    async def peek(self, inbox: str, after: int = 0) -> list[Item]:
+        new = f"{self.bus.box(inbox)}/new"  # listed (names carry the seq), then only the new read
+        items = [load(self.bus, f"{new}/{item_name(r)}", r.seq) for r in self._scan(new) if r.seq > after]
         return [i for i in items if i is not None]
 
     async def claim(self, inbox: str, ref: ItemRef, wait_id: str) -> Item | None:

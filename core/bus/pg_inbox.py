@@ -132,8 +132,8 @@ class PgInbox:
         refs = [ItemRef(seq=s, type=t, sender=f, id=i) for s, t, f, i in rows]
         return refs if senders is None else [r for r in refs if r.sender in senders]
 
-    async def peek(self, inbox: str) -> list[Item]:
-        rows = await self.conn.rows(q.PEEK, [check_id(inbox, "inbox")])
+    async def peek(self, inbox: str, after: int = 0) -> list[Item]:
+        rows = await self.conn.rows(q.PEEK, [check_id(inbox, "inbox"), after])
         return [Item.model_validate(r | {"seq": s}) for s, r in rows]
 
     async def claim(self, inbox: str, ref: ItemRef, wait_id: str) -> Item | None:

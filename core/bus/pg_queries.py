@@ -72,7 +72,7 @@ PENDING_FROM: Final = (
     "(SELECT seq, type, sender, id FROM items WHERE inbox = %s AND claimed_by IS NULL "
     "AND items.sender = s.sender ORDER BY seq LIMIT 1000000) AS i ORDER BY i.seq"
 )
-PEEK: Final = "SELECT seq, record FROM items WHERE inbox = %s AND claimed_by IS NULL ORDER BY seq"
+PEEK: Final = "SELECT seq, record FROM items WHERE inbox = %s AND claimed_by IS NULL AND seq > %s ORDER BY seq"
 CLAIM: Final = (
     "UPDATE items SET claimed_by = %(w)s WHERE seq = (SELECT seq FROM items "
     "WHERE seq = %(seq)s AND inbox = %(inbox)s AND (claimed_by IS NULL OR claimed_by = %(w)s) "

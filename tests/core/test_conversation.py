@@ -90,5 +90,7 @@ async def test_a_transcript_keeps_its_last_entries_and_pages_back_by_seq(bus):
     assert [i.body for i in kept] == [f"line {i}" for i in range(20, 30)]
     page = await transcript.read(bus, a, tail=4, before=kept[5].seq)
     assert [i.body for i in page] == ["line 21", "line 22", "line 23", "line 24"]
+    # a follower reads only what is past its last seq (the bus's peek after a seq)
+    assert [i.body for i in await bus.peek(transcript.talk_inbox(a), kept[-2].seq)] == ["line 29"]
     assert await transcript.trim(bus, a, keep=10) == 0  # nothing more to drop
     assert [w for w in await bus.list_waits() if w.tool == "transcript_trim"] == []  # its short wait ended
