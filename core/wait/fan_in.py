@@ -479,9 +479,26 @@ class FanInCondition(Condition[FanIn]):
         for a_id, item in list(self.checking.items()):
             del self.got[a_id]
             await w.bus.unclaim(w.caller, ItemRef(item.seq, item.type, item.sender, item.id), w.id)
+        await self._as_they_are(w, result)
         if result.status == "needs_input":
             await self._give_back(w, result)
         return result
+
+    async def _as_they_are(self, w: Waiting, result: FanIn) -> None:
+        """The shown entries of flights still running or queued, from their records as they are
+        now. A wait returns on the change it woke for (a question, the K-th report, its
+        deadline), and a death recorded an instant before may not have reached it yet: the
+        person's panel would say `dead` beside a result that says `running`. Only the entries
+        shown are read again (a few hundred at most, in one call), so a fan-in over 100,000
+        flights does not pay for the ones it counts."""
+        shown = {e.agent_id: i for i, e in enumerate(result.results) if e.status in ("running", "queued")}
+        if not shown:
+            return
+        for a_id, agent in (await w.bus.get_agents(list(shown))).items():
+            if agent.state != self.state[a_id].state:
+                self._update(agent)
+                result.results[shown[a_id]] = self._plain(a_id)
+        result.met = self.met()
 
     async def _give_back(self, w: Waiting, result: FanIn) -> None:
         """Reports and events go back to their place in the inbox; their entries say so

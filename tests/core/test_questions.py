@@ -8,7 +8,7 @@ import pytest
 from wavewait.core import agents, messages, wait
 from wavewait.core.errors import BadInput
 
-from conftest import until
+from conftest import has_progress, push_timers_out, until
 from coretools import crew
 
 pytestmark = pytest.mark.anyio
@@ -68,3 +68,37 @@ async def test_answers_that_do_not_fit_are_refused(bus):
     await agents.register(bus, "loner")  # no parent
     with pytest.raises(BadInput, match="no parent"):
         await messages.ask(bus, "loner", "anyone?")
+
+
+async def test_a_join_that_returns_on_a_question_shows_a_death_its_wakes_have_not_brought_yet(bus, monkeypatch):
+    """The join returns on the question it woke for; a flight's death recorded an instant
+    before, whose change has not reached the wait (here: never will), is in the result as the
+    record says, not as the wait last read it (the panel said dead beside a result's running)."""
+    push_timers_out(monkeypatch)  # no rescan, no sweep: only the question's change wakes the join
+    await crew(bus)
+    for name in ("linter", "file-reader"):
+        await bus.update_agent(name, parent_id="orchestrator")
+    if hasattr(bus, "listener"):
+        keep = bus.listener._dispatch
+        monkeypatch.setattr(
+            bus.listener, "_dispatch", lambda p: keep(" ".join(k for k in p.split() if "linter" not in k))
+        )
+    else:
+        keep = bus._changed_paths
+        monkeypatch.setattr(bus, "_changed_paths", lambda paths: keep({p for p in paths if "linter" not in p}))
+    async with anyio.create_task_group() as tg:
+        got: dict[str, wait.FanIn] = {}
+
+        async def join() -> None:
+            got["r"] = await wait.wait_fan_in(bus, "orchestrator", 30, ["linter", "file-reader"])
+
+        tg.start_soon(join)
+        await until(lambda: has_progress(bus, "0/2 received"), what="the join's first step")
+        await bus.update_agent("linter", status="dead", reason="exited with code 1")
+        await messages.ask(bus, "file-reader", "docs/ or the wiki?")
+    r = got["r"]
+    assert r.status == "needs_input"
+    assert [(t.name, t.status, t.reason) for t in r.results] == [
+        ("linter", "dead", "exited with code 1"),
+        ("file-reader", "needs_input", None),
+    ]
