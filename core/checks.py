@@ -7,7 +7,9 @@ join's (in a flight's worktree, docs/joins.md). Three rules, the same for both:
   `WAVEWAIT_MAX_CHECKS` says otherwise), shared by every merge and join of that process: a
   join of 500 flights does not start 500 test suites. A check waits for a slot before it
   starts; its own timeout counts from its start.
-- **Contained.** It runs in a session of its own: its timeout, or its caller ending first,
+- **Contained.** It is started by the process's check runner (core/check_runner.py, a small
+  process of its own, so a check costs the waiting process a line each way, not the start and
+  watch of a process on its event loop), in a session of its own: its timeout, or its caller ending first,
   kills every process of that session (one that starts a session of its own, by `setsid`,
   leaves it). It has ended once it exited and nothing of it holds its output open; what it
   left running in its process group is killed then. Only its last lines are kept
@@ -19,19 +21,19 @@ join's (in a flight's worktree, docs/joins.md). Three rules, the same for both:
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
+import itertools
+import json
 import logging
 import os
-import signal
 import subprocess
+import sys
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import anyio
-import anyio.abc
-from anyio.lowlevel import RunVar
-
-from .proc import session_groups
 
 #: a join's check may run this long unless the caller says otherwise (`--check-timeout`)
 JOIN_TIMEOUT = 600.0
@@ -40,13 +42,10 @@ MERGE_TIMEOUT = 3600.0
 #: what a check's verdict quotes: its last lines, at most this many characters of them
 TAIL_LINES = 40
 TAIL_CHARS = 4000
-KEEP_BYTES = 64 << 10  # of its output while it runs: only the end is ever shown
 #: the variables of the caller's environment a check does not get: wavewait's own
 DROPPED_PREFIX = "WAVEWAIT_"
-SHELL = "/bin/sh"
 
 log = logging.getLogger("wavewait.checks")
-_slots: RunVar[anyio.CapacityLimiter] = RunVar("wavewait_check_slots")
 
 
 @dataclass(frozen=True)
@@ -72,16 +71,6 @@ def max_checks() -> int:
         return os.cpu_count() or 1
 
 
-def slots() -> anyio.CapacityLimiter:
-    """The process's check slots (one limiter per event loop: a process runs one)."""
-    try:
-        return _slots.get()
-    except LookupError:
-        limiter = anyio.CapacityLimiter(max_checks())
-        _slots.set(limiter)
-        return limiter
-
-
 def environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The caller's environment without wavewait's variables (its identity, secret, bus)."""
     return {k: v for k, v in (os.environ if environ is None else environ).items() if not k.startswith(DROPPED_PREFIX)}
@@ -92,55 +81,133 @@ def tail(text: str) -> str:
     return "\n".join(lines)[-TAIL_CHARS:]
 
 
+class _Runner:
+    """This process's check runner (core/check_runner.py), started on its first check: the
+    checks' processes are started and watched there, so a check costs the waiting process's
+    event loop a line written and a line read. A thread of its own reads the replies and hands
+    each to the event loop that asked. It ends with this process (its standard input closes)."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "wavewait.core.check_runner"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=environment(),
+        )
+        self.lock = threading.Lock()
+        self.asked: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Future[dict[str, Any] | None]]] = {}
+        self.ids = itertools.count(1)
+        self.env: dict[str, str] | None = None  # the environment it was last given
+        self.alive = True
+        threading.Thread(target=self._read, name="wavewait-check-replies", daemon=True).start()
+
+    def submit(self, command: str, cwd: str, timeout: float) -> tuple[int, asyncio.Future[dict[str, Any] | None]]:
+        """Start a check; its future is the reply, or None if the runner ended first."""
+        loop = asyncio.get_running_loop()
+        reply: asyncio.Future[dict[str, Any] | None] = loop.create_future()
+        env = environment()  # as it is now: a variable set since the last check reaches this one
+        slots = max_checks()
+        with self.lock:
+            n = next(self.ids)
+            request: dict[str, Any] = {"id": n, "command": command, "cwd": cwd, "timeout": timeout, "slots": slots}
+            if env != self.env:
+                request["env"] = self.env = env
+            self.asked[n] = (loop, reply)
+            self._write(request)
+        return n, reply
+
+    def cancel(self, n: int) -> None:
+        """End check `n`: every process of its session; its reply follows."""
+        with self.lock:
+            if n in self.asked:
+                self._write({"id": n, "cancel": True})
+
+    def _write(self, request: dict[str, Any]) -> None:
+        assert self.process.stdin is not None
+        try:
+            self.process.stdin.write(json.dumps(request).encode() + b"\n")
+            self.process.stdin.flush()
+        except OSError as e:  # it ended: the reader thread settles what was asked
+            log.warning("the check runner (pid %d) is gone: %s", self.process.pid, e)
+            self.alive = False
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            reply = json.loads(line)
+            with self.lock:
+                asked = self.asked.pop(reply["id"], None)
+            if asked is not None:
+                _hand(*asked, reply)
+        with self.lock:
+            self.alive = False
+            left, self.asked = list(self.asked.values()), {}
+        code = self.process.wait()
+        if left or code:
+            log.warning(
+                "the check runner (pid %d) ended with %d, %d checks unanswered", self.process.pid, code, len(left)
+            )
+        for loop, reply in left:
+            _hand(loop, reply, None)
+
+
+def _hand(
+    loop: asyncio.AbstractEventLoop, reply: asyncio.Future[dict[str, Any] | None], value: dict[str, Any] | None
+) -> None:
+    """Settle `reply` on its loop (from the reader thread); a loop closed meanwhile asks no more."""
+    try:
+        loop.call_soon_threadsafe(_settle, reply, value)
+    except RuntimeError:
+        log.debug("a check's reply came after its event loop closed")
+
+
+def _settle(reply: asyncio.Future[dict[str, Any] | None], value: dict[str, Any] | None) -> None:
+    if not reply.done():  # cancelled meanwhile
+        reply.set_result(value)
+
+
+_runner: _Runner | None = None
+_runner_lock = threading.Lock()
+
+
+def runner() -> _Runner:
+    """The process's check runner, started again if it ended (or this is a fork of its owner)."""
+    global _runner
+    with _runner_lock:
+        if _runner is None or not _runner.alive or _runner.pid != os.getpid():
+            _runner = _Runner()
+        return _runner
+
+
 async def run_check(command: str, cwd: str, timeout: float) -> Verdict:
     """Run `command` by `/bin/sh -c` in `cwd` once a slot is free; passed when it exits 0
     within `timeout` seconds of its start. Cancelled, its session is killed before this returns."""
-    async with slots():
-        if not os.path.isdir(cwd):
-            why = f"its folder {cwd} is gone: nothing to check"
-            return Verdict(False, why, why)
-        with anyio.CancelScope(shield=True):  # a cancel mid-start would lose the handle of a running check
-            process = await anyio.open_process(
-                [SHELL, "-c", command],
-                cwd=cwd,
-                env=environment(),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        exited = False
-        try:
-            verdict, exited = await _watch(process, timeout)
-            return verdict
-        finally:
-            _end(process, whole_session=not exited)
-            with anyio.CancelScope(shield=True):
-                await process.wait()
+    checks = runner()
+    n, reply = checks.submit(command, cwd, timeout)
+    try:
+        got = await asyncio.shield(reply)
+    except anyio.get_cancelled_exc_class():
+        checks.cancel(n)
+        with anyio.CancelScope(shield=True):
+            await reply
+        raise
+    return verdict(got, timeout)
 
 
-async def _watch(process: anyio.abc.Process, timeout: float) -> tuple[Verdict, bool]:
-    """Its verdict, read until it and whatever holds its output ended; and whether it did."""
-    out = bytearray()
-    code: int | None = None
-    with anyio.move_on_after(timeout):
-        assert process.stdout is not None
-        async for chunk in process.stdout:
-            out.extend(chunk)
-            del out[:-KEEP_BYTES]
-        code = await process.wait()
-    text = out.decode(errors="replace")
-    if code is None:
-        why = f"the check ran out of its {timeout:g} s and was stopped"
-        return Verdict(False, tail(f"{text.rstrip()}\n({why})"), why), False
+def verdict(reply: dict[str, Any] | None, timeout: float) -> Verdict:
+    """What the runner's reply to a check means (None: the runner ended first)."""
+    if reply is None:
+        why = "the check runner ended before the check did"
+        return Verdict(False, f"{why}: run it again (the log of the waiting process says why)", why)
+    text: str = reply["output"]
+    if reply["cut"] in ("folder", "start"):
+        return Verdict(False, text, text)
+    if reply["cut"] is not None:
+        why = "the check was stopped: its caller ended first"
+        if reply["cut"] == "timeout":
+            why = f"the check ran out of its {timeout:g} s and was stopped"
+        return Verdict(False, tail(f"{text.rstrip()}\n({why})"), why)
+    code = reply["code"]
     why = f"the check exited with {code}"
-    return Verdict(code == 0, tail(text) or f"(no output; exit code {code})", why), True
-
-
-def _end(process: anyio.abc.Process, *, whole_session: bool) -> None:
-    """Kill the check's process group (it leads it: start_new_session); cut short, its whole
-    session: every group a process of it made too (a group's id is not reused while one of it
-    lives). The session is looked up in /proc, milliseconds a check: only when it was cut short."""
-    for group in {process.pid} | (session_groups(process.pid) if whole_session else set()):
-        with contextlib.suppress(ProcessLookupError, PermissionError):  # gone already
-            os.killpg(group, signal.SIGKILL)
+    return Verdict(code == 0, tail(text) or f"(no output; exit code {code})", why)

@@ -11,12 +11,9 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Literal
 
-import anyio
-import anyio.abc
 from pydantic import BaseModel, Field
 
 from .. import freeing
@@ -475,7 +472,7 @@ class FanInCondition(Condition[FanIn]):
         taken when the join returns `needs_input`: the same join, run again once the question
         is answered, takes them again (nothing taken is lost, as on a timeout)."""
         if self.checks is not None:
-            self.checks.cancel()  # the checks end with the wait (wait_fan_in awaits them)
+            await self.checks.end()  # the checks end with the wait, before their reports go back
         for a_id, item in list(self.checking.items()):
             del self.got[a_id]
             await w.bus.unclaim(w.caller, ItemRef(item.seq, item.type, item.sender, item.id), w.id)
@@ -632,16 +629,16 @@ async def wait_fan_in(
     await ensure_registered(bus, caller)
     control = control or Control()
     condition = FanInCondition(agents, budget, join, files)
-    # checks run in a task group; a plain fan-in makes none (making and cancelling one costs per wait)
-    async with anyio.create_task_group() if join.check is not None else nullcontext() as tg:
-        if tg is not None and join.check is not None:
-            condition.checks = JoinChecks(join.check, join.check_timeout, control, tg)
-            condition.checking = condition.checks.running
+    if join.check is not None:
+        condition.checks = JoinChecks(join.check, join.check_timeout, control)
+        condition.checking = condition.checks.running
+    try:
         fan = await run(
             bus, caller, condition, timeout=timeout, on_progress=on_progress, control=control, settings=settings
         )
-        if tg is not None:
-            tg.cancel_scope.cancel()
+    finally:
+        if condition.checks is not None:  # cancelled, the wait did not finish: its checks end here
+            await condition.checks.end()
     if join.stop_rest and fan.status == "complete":
         fan = await stop_rest(
             bus,

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 from contextlib import suppress
 from pathlib import Path
 
@@ -89,3 +91,54 @@ def test_the_bound_is_one_per_core_unless_said(monkeypatch):
     assert checks.max_checks() == len(os.sched_getaffinity(0))
     monkeypatch.setenv("WAVEWAIT_MAX_CHECKS", "3")
     assert checks.max_checks() == 3
+
+
+async def test_a_check_runner_that_died_fails_its_checks_by_name_and_the_next_check_starts_another(tmp_path):
+    started = tmp_path / "started"
+    async with anyio.create_task_group() as tg:
+        got: list[checks.Verdict] = []
+
+        async def check() -> None:
+            got.append(await checks.run_check(f"touch {started}; sleep 300", str(tmp_path), 300))
+
+        tg.start_soon(check)
+        await until(started.exists, 30, "the check started")
+        dead = checks.runner().process
+        dead.kill()
+    assert not got[0].passed and got[0].why == "the check runner ended before the check did", got
+    v = await checks.run_check("echo again", str(tmp_path), 30)
+    assert v.passed and v.output == "again" and checks.runner().process.pid != dead.pid
+
+
+async def test_a_queued_check_cancelled_never_starts(tmp_path, monkeypatch):
+    monkeypatch.setenv("WAVEWAIT_MAX_CHECKS", "1")
+    first = tmp_path / "first"
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(checks.run_check, f"touch {first}; sleep 300", str(tmp_path), 300)
+        await until(first.exists, 30, "the first check started")
+        with anyio.move_on_after(0.2):  # the second waits for the first one's slot: cancelled there
+            await checks.run_check(f"touch {tmp_path / 'second'}", str(tmp_path), 300)
+        tg.cancel_scope.cancel()
+    v = await checks.run_check("true", str(tmp_path), 30)  # the slot is free again
+    assert v.passed and not (tmp_path / "second").exists()
+
+
+def test_the_waiting_process_ending_ends_its_check_runner_and_its_checks(tmp_path):
+    """A process that started a check and ends without waiting for it (its runner's stdin
+    closes) leaves neither the runner nor the check's processes behind."""
+    script = (
+        "import anyio, os, sys\n"
+        "from wavewait.core import checks\n"
+        "async def main():\n"
+        "    async with anyio.create_task_group() as tg:\n"
+        f"        tg.start_soon(checks.run_check, 'echo $$ > {tmp_path}/check.pid; sleep 300', {str(tmp_path)!r}, 300)\n"
+        f"        while not os.path.exists({str(tmp_path / 'check.pid')!r}) or not open({str(tmp_path / 'check.pid')!r}).read():\n"
+        "            await anyio.sleep(0.01)\n"
+        "        print(checks.runner().process.pid, flush=True)\n"
+        "        os._exit(0)\n"
+        "anyio.run(main)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    runner_pid, check_pid = int(out.stdout), int((tmp_path / "check.pid").read_text())
+    anyio.run(until, lambda: not alive(runner_pid) and not alive(check_pid), 10.0, "the runner and its check to end")
