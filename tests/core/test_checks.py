@@ -94,17 +94,27 @@ def test_the_bound_is_one_per_core_unless_said(monkeypatch):
 
 
 async def test_a_check_runner_that_died_fails_its_checks_by_name_and_the_next_check_starts_another(tmp_path):
+    """(A runner KILLed leaves its checks to run out: this one is ended by the test.)"""
     started = tmp_path / "started"
-    async with anyio.create_task_group() as tg:
-        got: list[checks.Verdict] = []
+    try:
+        async with anyio.create_task_group() as tg:
+            got: list[checks.Verdict] = []
 
-        async def check() -> None:
-            got.append(await checks.run_check(f"touch {started}; sleep 300", str(tmp_path), 300))
+            async def check() -> None:
+                got.append(
+                    await checks.run_check(
+                        f"echo $$ > {started}.tmp; mv {started}.tmp {started}; exec sleep 300", str(tmp_path), 300
+                    )
+                )
 
-        tg.start_soon(check)
-        await until(started.exists, 30, "the check started")
-        dead = checks.runner().process
-        dead.kill()
+            tg.start_soon(check)
+            await until(started.exists, 30, "the check started")
+            dead = checks.runner().process
+            dead.kill()
+    finally:
+        if started.exists():
+            with suppress(ProcessLookupError):
+                os.kill(int(started.read_text()), signal.SIGKILL)
     assert not got[0].passed and got[0].why == "the check runner ended before the check did", got
     v = await checks.run_check("echo again", str(tmp_path), 30)
     assert v.passed and v.output == "again" and checks.runner().process.pid != dead.pid
