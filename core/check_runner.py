@@ -12,7 +12,8 @@ One JSON object a line, each way:
   `/bin/sh -c C` in D for at most S seconds from its start, in the environment last given,
   once fewer than K checks run (the bound of the process: queued in order until then);
   `{"id": N, "cancel": true}` ends check N, running or queued (its reply follows);
-- out: `{"id": N, "code": int | null, "output": TEXT, "cut": null | "timeout" | "cancel" |
+- out: `{"id": N, "pid": P}` once check N started (its session's leader: should this runner
+  be KILLed, its caller ends that session), then `{"id": N, "code": int | null, "output": TEXT, "cut": null | "timeout" | "cancel" |
   "folder" | "start"}`, once check N exited and nothing of it holds its output open, or was
   cut short, or could not start (`output` says why); `output` is the end of what it wrote
   (`KEEP_BYTES`), the caller keeps its last lines.
@@ -139,6 +140,7 @@ class Runner:
         assert process.stdout is not None
         out = process.stdout.fileno()
         os.set_blocking(out, False)
+        self._send({"id": req["id"], "pid": process.pid})  # its session, should this runner be KILLed
         check = Check(req["id"], process, os.pidfd_open(process.pid), time.monotonic() + float(req["timeout"]))
         self.checks[check.id] = check
         self.sel.register(out, selectors.EVENT_READ, ("out", check))
@@ -196,7 +198,10 @@ class Runner:
                 os.killpg(group, signal.SIGKILL)
 
     def _reply(self, check_id: int, code: int | None, output: str, cut: str | None) -> None:
-        line = memoryview(json.dumps({"id": check_id, "code": code, "output": output, "cut": cut}).encode() + b"\n")
+        self._send({"id": check_id, "code": code, "output": output, "cut": cut})
+
+    def _send(self, message: dict[str, Any]) -> None:
+        line = memoryview(json.dumps(message).encode() + b"\n")
         while line:
             line = line[os.write(self.stdout, line) :]
 

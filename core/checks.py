@@ -22,10 +22,12 @@ join's (in a flight's worktree, docs/joins.md). Three rules, the same for both:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import logging
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -34,6 +36,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
+
+from .proc import session_groups
 
 #: a join's check may run this long unless the caller says otherwise (`--check-timeout`)
 JOIN_TIMEOUT = 600.0
@@ -100,6 +104,7 @@ class _Runner:
         self.ids = itertools.count(1)
         self.env: dict[str, str] | None = None  # the environment it was last given
         self.raw: dict[bytes, bytes] | None = None  # os.environ's store when it was built
+        self.sessions: dict[int, int] = {}  # the running checks' session leaders, by id
         self.alive = True
         threading.Thread(target=self._read, name="wavewait-check-replies", daemon=True).start()
 
@@ -143,17 +148,26 @@ class _Runner:
         for line in self.process.stdout:
             reply = json.loads(line)
             with self.lock:
+                if "pid" in reply:  # started: its session is known here too
+                    self.sessions[reply["id"]] = reply["pid"]
+                    continue
+                self.sessions.pop(reply["id"], None)
                 asked = self.asked.pop(reply["id"], None)
             if asked is not None:
                 _hand(*asked, reply)
         with self.lock:
             self.alive = False
             left, self.asked = list(self.asked.values()), {}
+            orphans, self.sessions = list(self.sessions.values()), {}
         code = self.process.wait()
         if left or code:
             log.warning(
                 "the check runner (pid %d) ended with %d, %d checks unanswered", self.process.pid, code, len(left)
             )
+        for leader in orphans:  # it died without ending them: their sessions go here
+            for group in {leader} | session_groups(leader):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(group, signal.SIGKILL)
         for loop, reply in left:
             _hand(loop, reply, None)
 

@@ -94,7 +94,7 @@ def test_the_bound_is_one_per_core_unless_said(monkeypatch):
 
 
 async def test_a_check_runner_that_died_fails_its_checks_by_name_and_the_next_check_starts_another(tmp_path):
-    """(A runner KILLed leaves its checks to run out: this one is ended by the test.)"""
+    """The checks of a runner that was KILLed (it could not end them) are ended by its caller."""
     started = tmp_path / "started"
     try:
         async with anyio.create_task_group() as tg:
@@ -116,6 +116,7 @@ async def test_a_check_runner_that_died_fails_its_checks_by_name_and_the_next_ch
             with suppress(ProcessLookupError):
                 os.kill(int(started.read_text()), signal.SIGKILL)
     assert not got[0].passed and got[0].why == "the check runner ended before the check did", got
+    await until(lambda: not alive(int(started.read_text())), 10, "the orphaned check to be ended")
     v = await checks.run_check("echo again", str(tmp_path), 30)
     assert v.passed and v.output == "again" and checks.runner().process.pid != dead.pid
 
