@@ -1,4 +1,4 @@
-"""TUI frame time, keypress latency and layout changes with 1,000 flights and 100 state changes a second.
+"""TUI frame time, keypress latency and layout changes with 1,000 flights (or 100,000) and 100 state changes a second.
 
     python bench/bench_tui.py [--flights 1000] [--rate 100] [--seconds 10] [--size 120x40] [--layouts 5]
     python bench/bench_tui.py --quick   # 100 flights, 2 s, 5 keys, 1 layout change of each kind: that it runs (CI), not a figure
@@ -18,8 +18,13 @@ from its one 10 Hz timer.
   columns come and go), the terminal is resized; each from the change until a frame in
   the new layout has been rendered, and the longest frame in that time.
 
-Targets (issue 31, at 10,000 flights): frame p99 ≤ 33 ms; keypress → screen ≤ 50 ms; first
-frame under 5 s; a layout change costs what the rows on screen cost, not what all rows do.
+The flights' records are written before the app starts by two processes without fsync
+(set-up, not measured: `seeded in` says how long it took); the writer keeps the bus's default.
+
+Targets (issue 43, at 100,000 flights: `--flights 100000`): first frame under 10 s, frame
+p99 ≤ 33 ms, keypress → screen p99 ≤ 50 ms; a layout change costs what the rows on screen
+cost, not what all rows do. (Issue 31's, at 10,000: first frame under 5 s, the same frame and
+key targets.)
 """
 
 from __future__ import annotations
@@ -27,12 +32,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+
+#: this process's own writes (the seeding, the layout changes' triggers) are set-up, without
+#: fsync; the writer process, as the flights would be, has the bus's default (WAVEWAIT_FSYNC=1)
+os.environ["WAVEWAIT_FSYNC"] = "0"
 
 from textual import events
 
@@ -53,13 +63,32 @@ def pct(xs: list[float], p: float) -> float:
     return xs[min(len(xs) - 1, round(p / 100 * (len(xs) - 1)))]
 
 
-async def seed(bus: FileBus, n: int) -> list[str]:
-    ids = []
-    for i in range(n):
-        a = Agent(id=f"{i:08x}" + "0" * 24, name=f"flight-{i:04d}", wave=f"wave-{i // 100}", parent_id="orchestrator")
+SEEDERS = 2  # processes writing the flights' records at once (set-up, not measured)
+
+
+def flight_id(i: int) -> str:
+    return f"{i:08x}" + "0" * 24
+
+
+async def seed_slice(bus: FileBus, start: int, stop: int) -> None:
+    """Flights start..stop-1 on the bus, each written as a spawn writes it (record, inbox)."""
+    for i in range(start, stop):
+        a = Agent(id=flight_id(i), name=f"flight-{i:04d}", wave=f"wave-{i // 100}", parent_id="orchestrator")
         await bus.put_agent(a)
-        ids.append(a.id)
-    return ids
+
+
+async def seed(root: str, n: int) -> None:
+    """`n` flights, written by SEEDERS processes at once, without fsync: 100,000 records one at
+    a time with fsync took longer than the whole bench (set-up, not what is measured). Their
+    creation times interleave, so the panel's order is the bus's, not the ids'."""
+    step = -(-n // SEEDERS)
+    procs = [
+        await asyncio.create_subprocess_exec(sys.executable, __file__, "--seed", root, str(lo), str(min(n, lo + step)))
+        for lo in range(0, n, step)
+    ]
+    for proc in procs:
+        if await proc.wait():
+            raise SystemExit(f"seeding failed (exit {proc.returncode})")
 
 
 def writer(root: str, ids: list[str], rate: float, seconds: float) -> None:
@@ -95,8 +124,10 @@ async def bench(
 ) -> dict[str, list[float]]:
     tmp = tempfile.mkdtemp(prefix="wavewait-bench-")
     root = str(Path(tmp) / "bus")
+    started_seed = time.perf_counter()
+    await seed(root, n)
+    seeded = time.perf_counter() - started_seed
     bus = FileBus(root)
-    await seed(bus, n)
     app = WaveApp(bus, me="orchestrator", animate=True, bus_label="bench", sweep_every=0)
     ticks: list[float] = []
     frames: list[float] = []
@@ -187,6 +218,7 @@ async def bench(
                 str(seconds),
                 str(n),
                 stdout=asyncio.subprocess.PIPE,
+                env=os.environ | {"WAVEWAIT_FSYNC": "1"},  # the bus's default, as a flight's process has
             )
             started = time.monotonic()
             cmd = app.screen.query_one(CommandLine)
@@ -218,12 +250,12 @@ async def bench(
                 shown = table.columns.get(column)  # type: ignore[call-overload]  # str finds a ColumnKey
                 return shown.width if shown is not None else 0
 
-            coder = f"{0:08x}" + "0" * 24
+            coder = flight_id(0)
             facts = ChangeSummary(files=2, added=12, deleted=3)
             for i in range(layouts):
                 wide = width("wave") + 1
                 late = Agent(
-                    id=f"{n + i:08x}" + "0" * 24,
+                    id=flight_id(n + i),
                     name=f"late-{i}",
                     wave="wave-" + "x" * (wide - 7) + f"-{i % 10}",  # one cell wider than the widest shown
                     parent_id="orchestrator",
@@ -255,6 +287,7 @@ async def bench(
         "reads": [main.read_count],
         "first_frame": [first_frame],
         "first_frame_cpu": [first_frame_cpu],
+        "seeded": [seeded],
         **layout,
     }
 
@@ -262,7 +295,19 @@ async def bench(
 def main() -> None:
     if sys.argv[1:2] == ["--writer"]:
         root, rate, seconds, n = sys.argv[2], float(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
-        writer(root, [f"{i:08x}" + "0" * 24 for i in range(n)], rate, seconds)
+        writer(root, [flight_id(i) for i in range(n)], rate, seconds)
+        return
+    if sys.argv[1:2] == ["--seed"]:
+        root, start, stop = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+
+        async def run() -> None:
+            bus = FileBus(root)
+            try:
+                await seed_slice(bus, start, stop)
+            finally:
+                await bus.close()
+
+        asyncio.run(run())
         return
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--flights", type=int, default=1000)
@@ -282,9 +327,11 @@ def main() -> None:
         print(json.dumps({k: [pct(r[k], 50) * 1000, pct(r[k], 99) * 1000] for k in ("frames", "keys")}))
         return
     ms = 1000
+    first_within = 5 if a.flights <= 10_000 else 10  # s: issue 31's target at 10,000; issue 43's above
     print(
         f"\nTUI under load: {a.flights} flights, {r['changes_per_s'][0]:.0f} state changes/s measured, "
-        f"{a.seconds:g} s, {a.size}, headless; {len(r['frames'])} frames, {r['reads'][0]} bus reads\n"
+        f"{a.seconds:g} s, {a.size}, headless; {len(r['frames'])} frames, {r['reads'][0]} bus reads; "
+        f"seeded in {r['seeded'][0]:.1f} s (set-up, not measured)\n"
     )
     print(f"| {'measure':<38} | {'n':>5} | {'p50 ms':>8} | {'p99 ms':>8} | {'max ms':>8} | {'target':>12} |")
     print(f"|{'-' * 40}|{'-' * 7}|{'-' * 10}|{'-' * 10}|{'-' * 10}|{'-' * 14}|")
@@ -293,8 +340,8 @@ def main() -> None:
         ("  of which: repaint work per tick", r["ticks"], ""),
         ("  of which: compositor render", r["renders"], ""),
         ("frame, CPU time only (load-independent)", r["cpu_frames"], ""),
-        ("keypress → screen", r["keys"], "≤ 50"),
-        ("first frame (start → all flights shown)", r["first_frame"], "< 5000"),
+        ("keypress → screen", r["keys"], "p99 ≤ 50"),
+        ("first frame (start → all flights shown)", r["first_frame"], f"< {first_within * 1000}"),
         ("first frame, CPU time only", r["first_frame_cpu"], ""),
     ]
     for what in LAYOUT_CHANGES:
@@ -308,7 +355,7 @@ def main() -> None:
             f"| {name:<38} | {len(xs):>5} | {pct(xs, 50) * ms:>8.1f} | {pct(xs, 99) * ms:>8.1f} | "
             f"{max(xs, default=float('nan')) * ms:>8.1f} | {target:>12} |"
         )
-    ok = pct(r["frames"], 99) <= 0.033 and max(r["keys"], default=1) <= 0.050 and r["first_frame"][0] < 5
+    ok = pct(r["frames"], 99) <= 0.033 and pct(r["keys"], 99) <= 0.050 and r["first_frame"][0] < first_within
     print(f"\n{'targets met' if ok else 'targets NOT met'} (figures depend on the machine's load)")
     sys.exit(0)
 

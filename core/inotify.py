@@ -5,9 +5,16 @@ its watcher thread wakes every few milliseconds to look for events, about 1 % of
 an idle process and 1.5 steps of latency per change; it watches every folder under a root
 (claims/, cur/: events nobody reads); and it does not report the kernel's queue overflow.
 The bus's layout is known, so this watches exactly the folders whose changes mean
-something (agents/, waits/, inbox/, each inbox and its new/), sleeps in the kernel until an
-event comes (a wake in well under a millisecond, no CPU while idle), and turns an overflow
-into a path of no known shape, which the bus reads as "anything may have changed".
+something (agents/, waits/, inbox/, and each inbox a subscriber of this process named, with
+its new/), sleeps in the kernel until an event comes (a wake in well under a millisecond, no
+CPU while idle), and turns an overflow into a path of no known shape, which the bus reads as
+"anything may have changed".
+
+Only the inboxes subscribed to are watched (`Watch.want`), not every inbox of the bus: two
+watches per flight would exhaust a user's inotify watches (192,536 on the 2-core VM) past
+about 96,000 flights, and cost 2 s to place at 100,000, in every process that subscribes to
+anything (the TUI subscribes to its own inbox and the agents' records only). An inbox not
+watched has no kept listing (`watching`): it is listed at each read, as without a watcher.
 
 One watcher per bus folder per process, shared by every bus object on it; the paths it
 sees go to each subscriber's callback, in the watcher's thread.
@@ -74,6 +81,9 @@ class BusWatcher:
         self.inbox = os.path.join(root, "inbox")
         self.subscribers: set[OnPaths] = set()
         self._paths: dict[int, str] = {}  # watch descriptor -> folder
+        self._wanted: set[str] = set()  # the inboxes (folders) a subscriber named
+        self._boxes: dict[str, int] = {}  # an inbox (folder) whose new/ is watched -> that watch
+        self._lock = threading.Lock()  # the three above: changed by `want` and by the thread
         fd = _LIBC.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
         if fd < 0:
             err = ctypes.get_errno()
@@ -83,16 +93,24 @@ class BusWatcher:
         try:
             for name in ("agents", "waits"):
                 self._watch(os.path.join(root, name), CHANGES)
-            self._watch(self.inbox, SUBFOLDERS)  # first: an inbox made while we list is seen
-            with os.scandir(self.inbox) as it:
-                boxes = [e.path for e in it if e.is_dir(follow_symlinks=False)]
-            for box in boxes:
-                self._watch_inbox(box)
+            self._watch(self.inbox, SUBFOLDERS)  # an inbox wanted and made later is seen
         except BaseException:
             self._close_fds(self._fd, self._stop_r, self._stop_w)
             raise
         self._thread = threading.Thread(target=self._run, name=f"wavewait-inotify {root}", daemon=True)
         self._thread.start()
+
+    def want(self, boxes: list[str]) -> None:
+        """Watch these inboxes (folders) and their new/, from now on: in place when this returns."""
+        with self._lock:
+            for box in boxes:
+                if box not in self._wanted:
+                    self._wanted.add(box)
+                    self._watch_inbox(box)
+
+    def watching(self, box: str) -> bool:
+        """Whether the inbox's new/ is watched (what arrives there is seen)."""
+        return box in self._boxes
 
     def _watch(self, path: str, mask: int) -> bool:
         assert _LIBC is not None
@@ -111,10 +129,13 @@ class BusWatcher:
                 err, f"inotify_add_watch {path}: {os.strerror(err)} (see /proc/sys/fs/inotify/max_user_watches)"
             )
         self._paths[wd] = path
+        if mask == CHANGES and os.path.dirname(os.path.dirname(path)) == self.inbox:
+            self._boxes[os.path.dirname(path)] = wd
         return True
 
     def _watch_inbox(self, box: str) -> None:
-        """An inbox folder and its new/ (made after the folder: watched when it appears)."""
+        """An inbox folder and its new/ (made after the folder: watched when it appears);
+        under `_lock`."""
         if self._watch(box, SUBFOLDERS):
             self._watch(os.path.join(box, "new"), CHANGES)
 
@@ -162,17 +183,23 @@ class BusWatcher:
             paths.add(self.root)  # events were dropped: a path of no known shape, read everything
             return
         folder = self._paths.get(wd)
-        if mask & IN_IGNORED:
-            self._paths.pop(wd, None)
+        if mask & IN_IGNORED:  # the folder is gone (or moved): no longer watched
+            with self._lock:
+                self._paths.pop(wd, None)
+                if folder is not None and self._boxes.get(os.path.dirname(folder)) == wd:
+                    del self._boxes[os.path.dirname(folder)]
             return
         if folder is None:
             return
         path = os.path.join(folder, name) if name else folder
         if mask & IN_ISDIR and folder == self.inbox:
-            self._watch_inbox(path)  # a new inbox: what landed before its watch is read now
+            with self._lock:
+                if path in self._wanted:
+                    self._watch_inbox(path)  # a wanted inbox made: what landed before its watch is read now
             paths.add(path)  # the inbox folder: anything in it may have changed
         elif mask & IN_ISDIR and os.path.dirname(folder) == self.inbox and name == "new":
-            self._watch(path, CHANGES)
+            with self._lock:
+                self._watch(path, CHANGES)
             paths.add(folder)
         elif mask & (IN_MOVED_FROM | IN_DELETE) and os.path.basename(folder) == "new":
             paths.add(folder)  # an item left an inbox: its new/ folder, no name arrived in it
@@ -201,6 +228,15 @@ class Watch:
     def __init__(self, watcher: BusWatcher, on_paths: OnPaths) -> None:
         self._watcher: BusWatcher | None = watcher
         self._on_paths = on_paths
+
+    def want(self, boxes: list[str]) -> None:
+        """Watch these inbox folders too (`BusWatcher.want`)."""
+        if self._watcher is not None:
+            self._watcher.want(boxes)
+
+    def watching(self, box: str) -> bool:
+        """Whether this inbox folder's new/ is watched."""
+        return self._watcher is not None and self._watcher.watching(box)
 
     def close(self) -> None:
         with _lock:

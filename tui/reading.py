@@ -22,6 +22,11 @@ from .state import GLYPH
 DEATH_TOASTS = 3  # more deaths than this in one read make one toast, not a burst
 
 
+def _order(a: Agent) -> tuple[float, str]:
+    """Where a flight is in the bus's order (both buses list agents so)."""
+    return a.created_at, a.id
+
+
 @dataclass
 class Noted:
     """What a read found changed: event-log lines (by flight) and notices, in order."""
@@ -35,7 +40,8 @@ class BusRead:
     to read, the waits, whom this inbox heard from, and which flights changed (`take_stale`)."""
 
     def __init__(self) -> None:
-        self.agents: list[Agent] = []
+        self._agents: list[Agent] | None = []  # None: to be made again from `by_id`
+        self._unordered = False  # `by_id` holds a flight out of the bus's order
         self.by_id: dict[str, Agent] = {}
         self.waits: list[WaitRecord] = []
         self.woken: dict[str, McpTask | None] = {}  # wait id → its task, for waits run as tasks that ended
@@ -43,6 +49,17 @@ class BusRead:
         self.count = 0
         self._first = True
         self._stale: set[str] | None = None  # flights read since `take_stale`; None: all
+
+    @property
+    def agents(self) -> list[Agent]:
+        """The records in the bus's order, made when asked after a read changed them: a read
+        of the few flights that changed costs those, not a list of all 100,000."""
+        if self._agents is None:
+            if self._unordered:
+                self.by_id = dict(sorted(self.by_id.items(), key=lambda kv: _order(kv[1])))
+                self._unordered = False
+            self._agents = list(self.by_id.values())
+        return self._agents
 
     def take_stale(self) -> set[str] | None:
         """The flights read since the last call (None: all of them), and start again."""
@@ -87,16 +104,19 @@ class BusRead:
         """Fold the records just read into `agents` (ordered as the bus lists them)."""
         if full:
             self.by_id = {a.id: a for a in fresh}
-            self.agents = fresh
+            self._agents, self._unordered = fresh, False
             self._stale = None
             return
         if self._stale is not None:
             self._stale.update(a.id for a in fresh)
-        new = any(a.id not in self.by_id for a in fresh)
-        self.by_id.update((a.id, a) for a in fresh)
-        self.agents = list(self.by_id.values())
-        if new:
-            self.agents.sort(key=lambda a: (a.created_at, a.id))
+        by_id = self.by_id
+        last = next(reversed(by_id.values()), None)
+        for a in sorted((a for a in fresh if a.id not in by_id), key=_order):
+            if last is not None and _order(a) < _order(last):
+                self._unordered = True  # it goes before one kept: sorted when `agents` is asked
+            last = by_id[a.id] = a
+        by_id.update((a.id, a) for a in fresh)
+        self._agents = None
 
     def _note_changes(
         self,

@@ -20,7 +20,7 @@ Layout under the root (folders 0700, files 0600):
     locks/wave-<wave>~<kind>         flock held while a wave document is read and replaced
     tmp/                             agent, wait and resolution records being written
 
-agents/, inbox/ and waits/ are watched (`subscribe`), waves/ by `subscribe_waves`; the rest is not. A reader never sees
+agents/, inbox/, waits/ and the inboxes subscribed to are watched (`subscribe`), waves/ by `subscribe_waves`; the rest is not. A reader never sees
 half an item: it is written under inbox/<id>/tmp/ and renamed into new/. The seq lives in
 the file name, zero-padded, so FIFO order never depends on mtimes and a claim returned to
 new/ lands back at its original place.
@@ -40,6 +40,7 @@ watcher's events to them and to its subscriptions.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -114,7 +115,9 @@ class FileBus(Facade[FileInbox, FileUpkeep]):
         return self.agents.get_many(agent_ids)
 
     async def list_agents(self) -> list[Agent]:
-        return self.agents.list()
+        """Every record, read in a worker thread: 100,000 of them take seconds, which would
+        hold the caller's event loop (a face's keys and frames) all that time."""
+        return await asyncio.to_thread(self.agents.list)
 
     async def update_agent(self, agent_id: str, **changes: Any) -> Agent | None:
         """Change fields of an agent under its lock; None if there is no such agent."""
@@ -214,17 +217,20 @@ class FileBus(Facade[FileInbox, FileUpkeep]):
         spec = interest(
             inboxes=inboxes, agents=agents, waits=waits, wait_id=wait_id, senders=senders, claim_group=claim_group
         )
-        for i in inboxes:
-            self.dir.box(i)  # its new/ must exist for the watcher to see into it
+        boxes = [self.dir.box(i) for i in inboxes]  # its new/ must exist for the watcher to see into it
         sub = self._fanout.add(
             watch.Keyed(self._fanout, spec.keys, spec.prefixes, routes=spec.routes, trees=spec.trees, pool=spec.pool)
         )
         if self._watcher is None:  # before the caller reads: the inotify watches are in place
             if inotify.AVAILABLE:
                 self._watcher = inotify.watch_bus(self.url, self._changed_paths)
-            else:
+                self.dir.sees_inbox = self._watcher.watching
+            else:  # watchfiles: every folder under these, each inbox too
                 self._watcher = watch.subscribe([self.root / d for d in _WATCHED], on_paths=self._changed_paths)
+                self.dir.sees_inbox = lambda _box: True
             self.dir.watched = True
+        if boxes and isinstance(self._watcher, inotify.Watch):
+            self._watcher.want(boxes)  # only the inboxes subscribed to: two watches each
         return sub
 
     def _changed_paths(self, paths: set[str]) -> None:

@@ -221,7 +221,7 @@ class FileInbox:
         queued for it before the wait it wakes reads, and what the watcher may have missed
         (an overflow, an item come back) makes a new listing. Without `senders` (a rescan,
         the backstop for lost changes) the inbox is listed, and the index made again."""
-        if not self.bus.watched:
+        if not self.bus.watches(inbox):
             refs = self._scan(f"{self.bus.box(inbox)}/new")
             return refs if senders is None else [r for r in refs if r.sender in senders]
         return self.index.read(inbox, senders, lambda: self._scan(f"{self.bus.box(inbox)}/new"))
@@ -293,7 +293,7 @@ class FileInbox:
         def new() -> str:
             return f"{self.bus.box(inbox)}/new"
 
-        names, fresh = self.kept.names(inbox, new, relist=False, watched=self.bus.watched)
+        names, fresh = self.kept.names(inbox, new, relist=False, watched=self.bus.watches(inbox))
         while True:
             i = 0
             while i < len(names) and len(got) < limit:
@@ -308,7 +308,7 @@ class FileInbox:
                 del names[i]
             if len(got) >= limit or fresh:
                 return got
-            names, fresh = self.kept.names(inbox, new, relist=True, watched=self.bus.watched)
+            names, fresh = self.kept.names(inbox, new, relist=True, watched=self.bus.watches(inbox))
 
     def _claims_of(self, box: str, wait_id: str) -> list[int]:
         """The seqs `wait_id` holds claimed in the inbox, oldest first (a listing of claims/)."""

@@ -21,7 +21,7 @@ from .. import watch
 from ..ids import check_id, new_id
 from ..limits import MAX_ITEM_FILE_BYTES
 from ..model import Agent, McpTask, WaitRecord, now
-from ..proc import alive, hostname
+from ..proc import alive, collector_paused, hostname
 from . import wave_docs
 from .fs import SEP, BusDir, Unfit, read_file, rewrite
 
@@ -67,26 +67,29 @@ class FileAgents:
             path = self._paths[agent_id] = self.bus.root / "agents" / f"{check_id(agent_id, 'agent')}.json"
         return path
 
-    def _read(self, path: Path) -> Agent | None:
+    def _read(self, path: Path | str, name: str | None = None) -> Agent | None:
+        """The record at `path` (its file's `name`, when the caller has it: a listing of
+        100,000 records builds no Path for each), parsed only if its file changed."""
         try:
             st = os.lstat(path)
         except FileNotFoundError:
             return None
         key = (st.st_mtime_ns, st.st_ino, st.st_size)
-        cached = self._cache.get(path.name)
+        name = name or os.path.basename(path)
+        cached = self._cache.get(name)
         if cached and cached[0] == key:
             return cached[1]
         try:
-            agent = Agent.model_validate_json(read_file(path))
+            agent = Agent.model_validate_json(read_file(path, lstat=st))
         except FileNotFoundError:
             return None
         except Unfit as e:
-            self.bus.quarantine(path, e.code, e.detail)
+            self.bus.quarantine(Path(path), e.code, e.detail)
             return None
         except (ValidationError, ValueError) as e:
-            self.bus.quarantine(path, "malformed", f"not an agent record ({e.__class__.__name__})")
+            self.bus.quarantine(Path(path), "malformed", f"not an agent record ({e.__class__.__name__})")
             return None
-        self._cache[path.name] = (key, agent)
+        self._cache[name] = (key, agent)
         return agent
 
     def put(self, agent: Agent) -> None:
@@ -107,10 +110,10 @@ class FileAgents:
 
     def list(self) -> list[Agent]:
         agents = []
-        with os.scandir(self.bus.root / "agents") as it:
+        with collector_paused(), os.scandir(self.bus.root / "agents") as it:
             for entry in it:
                 if entry.name.endswith(".json"):
-                    a = self._read(Path(entry.path))
+                    a = self._read(entry.path, entry.name)
                     if a is not None:
                         agents.append(a)
                 elif not entry.name.startswith("."):

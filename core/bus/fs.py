@@ -72,15 +72,20 @@ def check_entry(st: os.stat_result, limit: int | None = None) -> None:
         raise Unfit("too-large", f"{st.st_size:,} bytes, more than the {limit:,} an entry may hold")
 
 
-def read_file(path: str | os.PathLike[str], limit: int = MAX_ITEM_FILE_BYTES) -> bytes:
+def read_file(
+    path: str | os.PathLike[str], limit: int = MAX_ITEM_FILE_BYTES, *, lstat: os.stat_result | None = None
+) -> bytes:
     """Read a file found in the bus without trusting it.
 
-    lstat before open (a FIFO or device is never opened), open with O_NOFOLLOW |
-    O_NONBLOCK (a symlink is never followed, nothing blocks even if the entry is swapped
-    between the two calls), fstat to check the same regular file of ours, bounded read.
-    FileNotFoundError passes through (another process moved it: not an error).
+    lstat before open (a FIFO or device is never opened; `lstat`: the caller's, taken just
+    before), open with O_NOFOLLOW | O_NONBLOCK (a symlink is never followed, nothing blocks
+    even if the entry is swapped between the two calls), fstat to check the same regular file
+    of ours, bounded read: one read of the size fstat gave and a byte more, since a short read
+    of a regular file is its end (the bus's files are complete when published: tmp, rename),
+    so the read that would return nothing is not made. FileNotFoundError passes through
+    (another process moved it: not an error).
     """
-    check_entry(os.lstat(path), limit)
+    check_entry(os.lstat(path) if lstat is None else lstat, limit)
     try:
         fd = os.open(path, _OPEN_FLAGS)
     except OSError as e:
@@ -90,14 +95,19 @@ def read_file(path: str | os.PathLike[str], limit: int = MAX_ITEM_FILE_BYTES) ->
             raise Unfit("unreadable", f"cannot be read ({e.strerror})") from None
         raise
     try:
-        check_entry(os.fstat(fd), limit)
+        st = os.fstat(fd)
+        check_entry(st, limit)
         chunks = []
         size = 0
-        while chunk := os.read(fd, 1 << 20):
+        want = min(st.st_size, limit) + 1
+        while chunk := os.read(fd, want):
             size += len(chunk)
             if size > limit:
                 raise Unfit("too-large", f"grew past the {limit:,} bytes an entry may hold")
             chunks.append(chunk)
+            if len(chunk) < want:
+                break
+            want = 1 << 20
         return b"".join(chunks)
     finally:
         os.close(fd)
@@ -205,9 +215,16 @@ class BusDir:
         #: a watcher of this process sees the bus's folders (`FileBus.subscribe`): what the
         #: rooms keep from a listing is then kept up to date from its events
         self.watched = False
+        #: of the inboxes (by folder), those it sees into (`watches`): the ones subscribed to
+        self.sees_inbox: Callable[[str], bool] = lambda _box: True
         #: delivers the note that tells an inbox's owner of a quarantined entry (the inbox's
         #: own delivery, set by the bus that composes both)
         self.tell: Callable[[Item], Any] | None = None
+
+    def watches(self, inbox: str) -> bool:
+        """Whether a watcher of this process sees what arrives in `inbox` (then a listing of
+        it may be kept and brought up to date from its events)."""
+        return self.watched and self.sees_inbox(f"{self.url}/inbox/{inbox}")  # `box`'s folder, not made
 
     def gone(self) -> BusError:
         """The bus's folder (or its inbox/ folder) was removed while this process used it."""

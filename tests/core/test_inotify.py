@@ -129,3 +129,33 @@ async def test_without_inotify_the_bus_falls_back_to_watchfiles(tmp_path, monkey
     finally:
         changes.close()
         await bus.close()
+
+
+async def test_only_the_inboxes_subscribed_to_are_watched_and_the_others_are_listed_at_each_read(tmp_path):
+    """Two watches per inbox of the bus ran out of the user's inotify watches past ~96,000
+    flights, in every process that subscribed to anything: a process watches the inboxes its
+    subscriptions name, and claims from another by listing it."""
+    bus = FileBus(tmp_path / "bus")
+    for name in ("other", "third"):
+        await bus.deliver(item(name))
+    changes = await bus.subscribe(inboxes=["mine"], agents=True)
+    try:
+        watcher = inotify._watchers[bus.url]
+        inbox = os.path.join(bus.url, "inbox")
+        assert sorted(p for p in watcher._paths.values() if p.startswith(inbox + os.sep)) == [
+            os.path.join(inbox, "mine"),
+            os.path.join(inbox, "mine", "new"),
+        ]
+        assert bus.dir.watches("mine") and not bus.dir.watches("other")
+        first = await bus.claim_next("other", "w1")
+        await bus.deliver(item("other", "second"))  # no watch saw it: the next claim lists again
+        second = await bus.claim_next("other", "w2")
+        assert [i.body for i in first + second] == ["hi", "second"]
+        later = await bus.subscribe(inboxes=["other"])  # now watched too, from the subscription on
+        assert bus.dir.watches("other")
+        await bus.deliver(item("other", "third"))
+        assert "i:other" in (await next_change(later) or {"i:other"})
+        later.close()
+    finally:
+        changes.close()
+        await bus.close()

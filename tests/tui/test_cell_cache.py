@@ -15,7 +15,9 @@ import pytest
 import textual.widgets._data_table as data_table_module
 from rich.text import Text
 from textual.app import App, ComposeResult
+from textual.coordinate import Coordinate
 from textual.geometry import Region
+from textual.widgets.data_table import DuplicateKey
 
 from wavewait.tui.widgets.cell_cache import ContentCachedTable
 
@@ -114,3 +116,48 @@ async def test_lines_find_their_rows_after_one_is_removed_and_rows_are_one_line(
         assert not table._offset_cache, "DataTable built its line map (O(rows) after each update)"
         with pytest.raises(ValueError, match="one line high"):
             table.add_row(Text("tall"), Text(""), Text(""), height=2)
+
+
+async def test_blank_rows_are_rows_like_any_other_and_filled_cell_by_cell() -> None:
+    """`add_blank_rows` keeps what `add_row` keeps for a row (its place, its key, the cursor
+    clamped to the rows), with cells blank until `update_cell`."""
+    app = TableApp()
+    async with app.run_test(size=(40, 10)):
+        table = app.query_one(ContentCachedTable)
+        await until(lambda: table.row_count == ROWS and table.size.height > ROWS, what="the rows")
+        table.add_blank_rows([f"b{i}" for i in range(3)])
+        assert table.row_count == ROWS + 3 and table.get_row_index("b1") == ROWS + 1
+        assert table.get_cell("b1", "c0").plain == ""
+        table.update_cell("b1", "c0", Text("filled"))
+        await until(lambda: table.size.height > ROWS + 3, what="the table grown")
+        lines = render_all(table).splitlines()
+        assert lines[1 + ROWS + 1].split() == ["filled"]
+        assert lines[1 + ROWS].strip() == ""  # b0: blank, not "None"
+        with pytest.raises(DuplicateKey):
+            table.add_blank_rows(["b2"])
+        empty = ContentCachedTable(cursor_type="row")
+        await app.mount(empty)
+        empty.add_column("c", width=4, key="c")
+        empty.add_blank_rows(["x"])
+        assert empty.cursor_coordinate == (0, 0)
+
+
+async def test_rows_and_regions_are_found_without_walking_the_rows_above() -> None:
+    """DataTable walks every row above the cursor for its region, and lists every row again
+    after each update for `ordered_rows` (a key press at the bottom of 100,000 rows); here a
+    row's line is its index, and `ordered_rows` reads only the rows asked for."""
+    app = TableApp()
+    async with app.run_test(size=(40, 10)):
+        table = app.query_one(ContentCachedTable)
+        await until(lambda: table.row_count == ROWS, what="the rows")
+        table.add_blank_rows([f"b{i}" for i in range(1000)])
+        rows = table.ordered_rows
+        assert len(rows) == ROWS + 1000 and rows[3].key.value == "r3" and rows[-1].key.value == "b999"
+        assert [r.key.value for r in rows[ROWS - 1 : ROWS + 2]] == ["r4", "b0", "b1"]
+        assert [r.key.value for r in rows[ROWS:][:2]] == ["b0", "b1"]
+        with pytest.raises(IndexError):
+            rows[ROWS + 1000]
+        for index in (0, 1, 700):
+            assert table._get_row_region(index).y == 1 + index  # under the header
+            assert table._get_cell_region(Coordinate(index, 2)) == Region(16, 1 + index, 8, 1)
+        assert table._get_row_region(ROWS + 1000) == Region(0, 0, 0, 0)

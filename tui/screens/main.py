@@ -336,7 +336,8 @@ received. **F1** shows the help of the focused part.
         totals = bool(self._panel.spent() or self.budgets)  # the waves' totals may take a second line
         self.query_one(WaveHeader).show(self._panel.summary_parts(), waves, self.me, lines=2 if totals else 1)
         others_recs = [w for w in self.waits if w.id not in self.own_waits]
-        names = {a.id: a.name for a in self.agents} if others_recs else {}
+        by_id = self.read.by_id  # the waiters' names only: not a map of every flight each repaint
+        names = {w.waiter: by_id[w.waiter].name for w in others_recs if w.waiter in by_id}
         others = [mirror_view(w, t, names) for w in others_recs]
         self.query_one("#mirror-box", Vertical).set_class(bool(others), "-active")
         self.query_one(MirrorTable).show(others)

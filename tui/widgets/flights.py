@@ -31,8 +31,6 @@ DETAIL_MIN = 20
 # every column a layout may show, in their order; those not shown have width 0 (no room)
 COLUMNS = (STATE[0], "name", ID[0], "wave", ELAPSED[0], QUIET[0], CHANGES[0], COST[0], DETAIL)
 KEYS = tuple(label.split()[0] for label in COLUMNS)
-# their widths decide what changes and cost say (whole or brief) and what the detail leads with
-FACTS = {CHANGES[0], COST[0]}
 
 
 class FlightsTable(ContentCachedTable):
@@ -154,11 +152,6 @@ that do not fit are left out: the message first, then the time since the last me
         resized = {key: width for key, width in widths.items() if width != old[key]}
         self._layout = want
         self.set_widths(resized)
-        if FACTS & resized.keys():
-            stale = (*FACTS, _key(DETAIL))
-            for painted in self._painted.values():
-                for key in stale:
-                    painted.pop(key, None)
 
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         """Rows scrolled into view are brought up to date at once (their cells may be left
@@ -181,6 +174,7 @@ that do not fit are left out: the message first, then the time since the last me
             self._note_wave(self._shown.pop(key), -1)
             del self._painted[key]
             self._coding.discard(key)
+        added = []
         for v in views:
             old = self._shown.get(v.id)
             if old is v:
@@ -189,30 +183,36 @@ that do not fit are left out: the message first, then the time since the last me
             if old == v:  # read again, unchanged (a new flight makes every view anew): as painted
                 continue
             if old is None:
-                self._add(v, t)
+                added.append(v.id)
             else:
                 self._paint(v, t)
+        self._add(added)
         self._fit()
         self.spin(t)
 
     def show_changed(self, views: Sequence[FlightView], t: float) -> None:
         """Repaint the rows of `views` shown, and add those of new ones after them (`show`
         adds, removes and orders rows); then bring the clocks on screen to `t`."""
+        added = []
         for v in views:
             old = self._shown.get(v.id)
             self._hold(v, old)
             if old is None:
-                self._add(v, t)
+                added.append(v.id)
             else:
                 self._paint(v, t)
+        self._add(added)
         self._fit()
         self.spin(t)
 
-    def _add(self, v: FlightView, t: float) -> None:
-        """A row for `v`, after the others."""
-        cells = self._cells(v, t)
-        self._painted[v.id] = {k: _look(cells[k]) for k in KEYS}  # before the row: adding it may scroll
-        self.add_row(*(cells[k] for k in KEYS), key=v.id)
+    def _add(self, ids: Sequence[str]) -> None:
+        """Rows for the flights `ids` (held already), after the others, blank: a row's cells
+        are made when it comes on screen (`spin`, which every caller runs next, and
+        `watch_scroll_y`) or its flight changes, so a wave of 100,000 flights costs its rows
+        on screen, not 900,000 cells, at its first frame."""
+        for agent_id in ids:
+            self._painted[agent_id] = {}  # before the rows: adding them may scroll
+        self.add_blank_rows(ids)
 
     def _hold(self, v: FlightView, old: FlightView | None) -> None:
         """Note `v` as the view shown in its row (in place of `old`), and what the layout
