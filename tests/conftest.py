@@ -216,11 +216,18 @@ def runs_on_one_bus_only(item: pytest.Item) -> bool:
     )
 
 
-def longest_first(item: pytest.Item) -> tuple[bool, float]:
-    """The host suite's tests first, the longest (by its declared timeout) first among them:
-    spread over workers, a test of minutes started last would end the run alone."""
+def longest_first(item: pytest.Item) -> tuple[bool, float, bool]:
+    """The host suite's tests first, the longest (by its declared timeout) first among them,
+    then the rest by their declared timeout, then those marked `long` (tens of seconds, with
+    no timeout of their own), then everything else: spread over workers, each taking its next
+    test as it starts one (`--maxschedchunk=1`), a test of a minute started last would end the
+    run alone."""
     timeout = item.get_closest_marker("timeout")
-    return item.get_closest_marker("hosts") is None, -float(timeout.args[0] if timeout else 0)
+    return (
+        item.get_closest_marker("hosts") is None,
+        -float(timeout.args[0] if timeout else 0),
+        item.get_closest_marker("long") is None,
+    )
 
 
 def deselect(config: pytest.Config, items: list[pytest.Item], which: Callable[[pytest.Item], bool]) -> None:

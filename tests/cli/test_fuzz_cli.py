@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import io
 
+import pytest
 from fuzz import short_seconds, text
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -58,6 +59,7 @@ COMMANDS = st.one_of(
 )
 
 
+@pytest.mark.long
 def test_every_command_ends_with_a_documented_exit_code_and_no_traceback(tmp_path, monkeypatch):
     bus = tmp_path / "bus"
     assert _run(["--bus", str(bus), "send", "orchestrator", "hi", "--agent", "worker"])[0] in (0, 2)

@@ -210,6 +210,7 @@ async def text_when(tab: Tab, shows: Callable[[str], bool], what: str, timeout: 
     return screen
 
 
+@pytest.mark.long
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads the process tree from /proc")
 async def test_the_demo_in_chromium_shows_its_panel_takes_keys_and_ends_when_its_tab_closes(serve, chromium, tmp_path):
     """`wavewait serve` in a real browser: the page loads and connects, xterm.js draws the

@@ -159,6 +159,7 @@ async def test_a_flights_warm_mcp_server_is_known_as_that_flight(bus, run_dir, t
     assert (got.sender, got.message) == (f.id, "from a warm server")
 
 
+@pytest.mark.long
 async def test_exit_codes_output_and_signals_are_the_commands(bus, run_dir, tmp_path):
     refused = wavewait_cmd("spawn", "x", "--cwd", "/no/such/dir", "--", "true")
     cold = subprocess.run(refused, env=warm_env(bus, WAVEWAIT_WARM="0"), capture_output=True, text=True, timeout=60)

@@ -53,6 +53,7 @@ def max_overlap(flights) -> int:
     return most
 
 
+@pytest.mark.long
 @pytest.mark.both_buses
 async def test_ten_spawns_with_max_parallel_2_run_two_at_a_time_and_all_ten_report(bus, tmp_path):
     """Ten real `wavewait spawn` processes at once into a wave capped at 2: eight are queued at
@@ -219,6 +220,7 @@ sys.stdin.read()
 """
 
 
+@pytest.mark.long
 async def test_auto_starts_no_flight_while_memory_is_short_and_starts_it_once_it_frees(bus, tmp_path, monkeypatch):
     """A real memory hog makes free memory short of what `auto` keeps free plus a flight:
     the flights stay queued, saying why, while the watcher checks again and again; once

@@ -28,6 +28,7 @@ async def _wave(bus, n: int) -> list[str]:
     return ids
 
 
+@pytest.mark.long
 async def test_a_fan_in_over_2000_flights_answers_within_the_budget_and_the_rest_drains_once(bus):
     ids = await _wave(bus, 2_000)
     for i in range(0, len(ids), 200):

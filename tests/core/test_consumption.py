@@ -15,6 +15,7 @@ from coretools import actor_cmd, crew, run_actor, waits_of
 pytestmark = pytest.mark.anyio
 
 
+@pytest.mark.long
 async def test_eight_racing_consumer_processes_take_each_of_2000_messages_exactly_once(bus):
     await crew(bus)
     await run_actor(bus, "burst", "orchestrator", "file-reader", "2000")
@@ -36,6 +37,7 @@ async def test_eight_racing_consumer_processes_take_each_of_2000_messages_exactl
     assert await bus.pending("orchestrator") == []
 
 
+@pytest.mark.long
 @pytest.mark.one_bus  # the overflow of the kernel's inotify queue; PostgreSQL bursts: tests/pg
 async def test_a_burst_of_20000_messages_is_all_delivered_in_fifo_order(bus):
     await crew(bus)

@@ -284,6 +284,7 @@ async def test_a_target_moved_during_the_check_is_never_overwritten(bus, repo, t
     assert git(repo, "rev-parse", "integration^2").strip() == git(repo, "rev-parse", alpha.worktree.branch).strip()
 
 
+@pytest.mark.long
 @pytest.mark.both_buses
 async def test_a_dry_run_plans_what_the_merge_does_with_pruned_flights_and_reused_names(bus, repo, tmp_path) -> None:
     """Five flights merged (pair-two conflicts), pruned (the four merged branches deleted),

@@ -29,7 +29,7 @@ from wavewait.core import messages
 from conftest import PYTHON, register_crew, until
 from mcptools import data, mcp_client, server_env
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.long]  # each tens of seconds, a minute loaded: ordered early
 
 
 async def _pending(bus) -> list[str]:

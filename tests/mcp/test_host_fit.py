@@ -52,6 +52,7 @@ async def test_a_fan_in_over_the_output_budget_leaves_the_rest_queued_and_says_s
     assert rest["status"] == "timeout"  # and none left behind
 
 
+@pytest.mark.long
 async def test_a_fan_in_over_2000_flights_fits_what_hosts_show_and_the_rest_comes_once(bus):
     """The default budget bounds the whole answer, not only its messages: 2,000 entries were
     590 KB, which Claude Code moves to a file and Codex cuts in the middle."""

@@ -105,6 +105,7 @@ def test_the_id_is_read_from_the_start_of_the_line_or_is_null(head, expected):
     assert error["id"] == expected and error["error"]["data"] == {"limit": MAX_REQUEST_BYTES, "size": 50_000_000}
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_an_oversized_http_request_gets_a_413_and_the_session_goes_on(bus, mode):
     """Over HTTP the body is bounded the same way: a 413 whose body is the JSON-RPC error (the

@@ -68,6 +68,7 @@ async def test_progress_notifications_reach_the_client_and_always_increase(bus, 
     assert any(m and m.startswith("1/2 received: file-reader") for _, _, m in seen)
 
 
+@pytest.mark.long
 async def test_progress_arrives_at_least_every_15_seconds_during_a_20_second_wait(file_bus):
     """The real cadence (no --progress-every): a host's idle timer is reset well before 15 s."""
     await register_crew(file_bus)

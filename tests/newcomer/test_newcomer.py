@@ -44,6 +44,7 @@ def test_wavewait_is_not_on_the_newcomers_path(tmp_path: Path):
     assert shutil.which("wavewait", path=env["PATH"]) in (None, "") or VENV_BIN not in env["PATH"]
 
 
+@pytest.mark.long
 def test_a_cli_wave_whose_flights_call_wavewait_by_bare_name_is_all_received(tmp_path: Path):
     env = newcomer_env(tmp_path / "bus")
     ids = []

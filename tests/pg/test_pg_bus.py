@@ -153,6 +153,7 @@ async def test_history_trims_keep_the_bound_with_many_takes(monkeypatch):
         assert kept == [f"m{i:03d}" for i in range(200 - len(kept), 200)]  # the newest are kept
 
 
+@pytest.mark.long
 async def test_eight_consumer_processes_claim_10000_messages_exactly_once():
     async with pg_bus() as bus:
         n = 10_000
@@ -310,6 +311,7 @@ async def test_the_schema_is_dropped_after_a_test_and_others_are_untouched():
     drop_schema(schema)  # dropping twice is harmless
 
 
+@pytest.mark.long
 async def test_a_next_message_wait_takes_at_most_its_limit_while_the_table_is_vacuumed(monkeypatch):
     """Many next-message waits of one process on one inbox (max_messages 1), a sender at full
     speed and the bus's own VACUUM every half second: no wait takes a second message along

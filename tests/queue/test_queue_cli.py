@@ -101,6 +101,7 @@ async def test_enqueue_tasks_complete_and_handoffs_print_the_tools_json(bus, tmp
     assert code == 0 and [t["id"] for t in out["tasks"]] == [b["id"]]
 
 
+@pytest.mark.long
 async def test_errors_and_guards_exit_2_and_say_what_to_fix(bus, tmp_path):
     code, a, _ = run(bus, tmp_path, "enqueue", "research", "--input", "topic=a", "--reason", "r")
     assert code == 0

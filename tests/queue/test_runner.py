@@ -121,6 +121,7 @@ async def test_an_agent_command_that_cannot_start_fails_the_task_with_why(bus, t
     assert "cannot start its agent" in (t.note or "")
 
 
+@pytest.mark.long
 @pytest.mark.both_buses
 async def test_a_killed_runner_started_again_finishes_the_graph_without_rerunning_done_tasks(bus, tmp_path):
     q = make_queue(bus, tmp_path)

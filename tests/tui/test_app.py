@@ -545,6 +545,7 @@ async def test_interrupting_a_mirrored_mcp_wait_makes_the_agents_call_return_int
     assert r["results"][0]["message"] == "found 3 issues"
 
 
+@pytest.mark.long
 @pytest.mark.both_buses
 async def test_demo_spawns_a_real_wave_and_fans_in_on_it(bus):
     """A short demo wave: reports, a death, and a slow flight whose own wait the person interrupts."""

@@ -39,6 +39,7 @@ def drain(fd: int, out: bytearray) -> None:
         pass  # the terminal closed: the process is gone
 
 
+@pytest.mark.long
 @pytest.mark.parametrize(
     ("sig", "terminal_closed"),
     [(signal.SIGHUP, False), (signal.SIGTERM, False), (signal.SIGHUP, True)],
@@ -166,6 +167,7 @@ def end_leftovers(procs: list[tuple[str, int, str | None]]) -> None:
                 os.kill(pid, signal.SIGKILL)
 
 
+@pytest.mark.long
 @needs_tmux
 @pytest.mark.parametrize("how", ["terminal-closed", "SIGHUP", "SIGTERM"])
 async def test_the_demo_ends_its_flights_and_removes_its_bus_when_its_terminal_goes(tmp_path: Path, how: str):
@@ -240,6 +242,7 @@ async def test_the_plain_tui_leaves_a_persons_flights_running_when_its_terminal_
         await bus.close()
 
 
+@pytest.mark.long
 async def test_the_demo_ends_its_flights_when_its_terminal_output_is_stopped(tmp_path: Path):
     """The terminal stopped taking output (XOFF, a stalled connection): every write blocks, so
     Textual's shutdown cannot finish. A SIGTERM still ends the demo's flights and supervisors

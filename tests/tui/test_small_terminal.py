@@ -29,6 +29,7 @@ def bus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FileBus:
     return FileBus(tmp_path / "bus")
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("size", [(80, 24), (200, 50)], ids=["80x24", "200x50"])
 async def test_five_flights_stay_in_view_during_a_wait_with_the_mirror(bus: FileBus, size: tuple[int, int]) -> None:
     """The demo's moment: seven flights, a wait on five, another process's wait mirrored, a
