@@ -149,6 +149,8 @@ async def ended_flight_rows(bus: Bus, folder: Path, n: int) -> list[float]:
         said = await conversation.tell(bus, a.id, f"again{i}", by="bench")
         assert said["told"] == "resumed", said
         out.append((logged(log, f"user again{i}") - t0) * 1000)
+    # its last turn ends, then it is closed for good: its supervisor never outlives the bench's bus
+    await admission.close(bus, await until(bus, a.id, lambda r: r.status == "closed"))
     return out
 
 

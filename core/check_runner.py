@@ -38,6 +38,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from .exits import signalled
 from .proc import session_groups
 
 SHELL = "/bin/sh"
@@ -214,7 +215,7 @@ class Runner:
 
 
 def _stop(signum: int, frame: object) -> None:
-    raise SystemExit(128 + signum)
+    raise SystemExit(signalled(signum))
 
 
 def main() -> None:
