@@ -82,6 +82,9 @@ class Runner:
                         return
                 else:
                     kind, check = key.data
+                    assert isinstance(check, Check)
+                    if self.checks.get(check.id) is not check:
+                        continue  # ended earlier in this batch (cut short by a request above)
                     self._output(check) if kind == "out" else self._exited(check)
             now = time.monotonic()
             for check in [c for c in self.checks.values() if c.deadline <= now]:

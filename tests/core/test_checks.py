@@ -153,3 +153,19 @@ def test_the_waiting_process_ending_ends_its_check_runner_and_its_checks(tmp_pat
     assert out.returncode == 0, out.stderr
     runner_pid, check_pid = int(out.stdout), int((tmp_path / "check.pid").read_text())
     anyio.run(until, lambda: not alive(runner_pid) and not alive(check_pid), 10.0, "the runner and its check to end")
+
+
+async def test_checks_cancelled_while_they_write_leave_the_runner_serving(tmp_path, monkeypatch):
+    """A cancel read in the same batch of events as the cancelled check's output (it writes
+    all the time) must not make the runner act on the check it just ended."""
+    monkeypatch.setenv("WAVEWAIT_MAX_CHECKS", "4")
+    for _ in range(5):
+        async with anyio.create_task_group() as tg:
+            for _ in range(4):
+                tg.start_soon(checks.run_check, "while :; do echo x; done", str(tmp_path), 300)
+            runner = checks.runner()
+            await until(lambda r=runner: len(r.sessions) == 4, 30, "the four checks started")
+            tg.cancel_scope.cancel()
+        assert checks.runner() is runner and runner.process.poll() is None, "the runner ended"
+    v = await checks.run_check("echo still here", str(tmp_path), 30)
+    assert v.passed and v.output == "still here"
