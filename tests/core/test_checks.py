@@ -137,14 +137,15 @@ async def test_a_queued_check_cancelled_never_starts(tmp_path, monkeypatch):
 def test_the_waiting_process_ending_ends_its_check_runner_and_its_checks(tmp_path):
     """A process that started a check and ends without waiting for it (its runner's stdin
     closes) leaves neither the runner nor the check's processes behind."""
+    started = tmp_path / "started"
+    os.mkfifo(started)  # the check says it started through it; the process reads it, then ends
     script = (
-        "import anyio, os, sys\n"
+        "import anyio, os\n"
         "from wavewait.core import checks\n"
         "async def main():\n"
         "    async with anyio.create_task_group() as tg:\n"
-        f"        tg.start_soon(checks.run_check, 'echo $$ > {tmp_path}/check.pid; sleep 300', {str(tmp_path)!r}, 300)\n"
-        f"        while not os.path.exists({str(tmp_path / 'check.pid')!r}) or not open({str(tmp_path / 'check.pid')!r}).read():\n"
-        "            await anyio.sleep(0.01)\n"
+        f"        tg.start_soon(checks.run_check, 'echo $$ > check.pid; echo go > started; exec sleep 300', {str(tmp_path)!r}, 300)\n"
+        f"        await anyio.to_thread.run_sync(lambda: open({str(started)!r}).read())\n"
         "        print(checks.runner().process.pid, flush=True)\n"
         "        os._exit(0)\n"
         "anyio.run(main)\n"
