@@ -101,6 +101,17 @@ class Wave:
             timeout=timeout,
         )
 
+    def start(self, *args: str) -> subprocess.Popen[str]:
+        """A command left running beside the test (a tell that waits for its flight)."""
+        return subprocess.Popen(
+            [str(VENV_BIN / "wavewait"), *args],
+            env=self.env,
+            cwd=self.repo,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
     def json(self, *args: str, rc: int = 0, timeout: float = 200) -> dict[str, Any]:
         p = self.run(*args, timeout=timeout)
         assert p.returncode == rc, (args, p.returncode, p.stdout, p.stderr)
@@ -229,14 +240,7 @@ def test_tells_waiting_for_an_ended_flight_are_given_in_order_when_it_resumes(tm
         wait_report(w, a)
         until(lambda: w.agent(a)["status"] == "closed", 60, "its agent ends after its turn")
         # two tells at once: the first is kept on the bus before the second is given
-        first = subprocess.Popen(
-            [str(VENV_BIN / "wavewait"), "tell", a, "FLIGHT<ordered> one"],
-            env=w.env,
-            cwd=w.repo,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        first = w.start("tell", a, "FLIGHT<ordered> one")
         until(
             lambda: "FLIGHT<ordered> one" in w.run("transcript", a).stdout or first.poll() is not None,
             60,
@@ -408,14 +412,7 @@ def test_a_tell_while_the_model_gives_its_last_answer_is_told_the_next_turn(tmp_
         w = Wave(tmp_path, m.url)
         a = w.spawn("late", "FLIGHT<late> SLOWANSWER", "--keep-open", "120")
         until(answering.is_set, 90, "the model giving its last answer")
-        teller = subprocess.Popen(
-            [str(VENV_BIN / "wavewait"), "tell", a, "FLIGHT<late> one more"],
-            env=w.env,
-            cwd=w.repo,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        teller = w.start("tell", a, "FLIGHT<late> one more")
         # its supervisor took the tell (a short wait of its own): it writes it at once; whether the
         # model's answer then comes before or after, the turn that takes it is the next
         until(lambda: teller.poll() is not None or _taking(w, a), 60, "the supervisor taking the tell")
