@@ -65,6 +65,7 @@ class Runner:
         self.slots = 1
         self.env: dict[str, str] = {}
         self.inbuf = bytearray()
+        self.outbuf = bytearray()  # the replies of this batch of events, written together
         self.stdin = sys.stdin.buffer.fileno()
         self.stdout = sys.stdout.buffer.fileno()
         os.set_blocking(self.stdin, False)
@@ -89,6 +90,7 @@ class Runner:
             now = time.monotonic()
             for check in [c for c in self.checks.values() if c.deadline <= now]:
                 self._cut(check, "timeout")
+            self._write_out()
 
     def _requests(self) -> bool:
         """Read what came on stdin and act on each whole line; False once it closed."""
@@ -205,9 +207,13 @@ class Runner:
         self._send({"id": check_id, "code": code, "output": output, "cut": cut})
 
     def _send(self, message: dict[str, Any]) -> None:
-        line = memoryview(json.dumps(message).encode() + b"\n")
-        while line:
-            line = line[os.write(self.stdout, line) :]
+        self.outbuf += json.dumps(message).encode() + b"\n"
+
+    def _write_out(self) -> None:
+        out = memoryview(bytes(self.outbuf))
+        self.outbuf.clear()
+        while out:
+            out = out[os.write(self.stdout, out) :]
 
     def end_all(self) -> None:
         self.queued.clear()

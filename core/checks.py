@@ -85,119 +85,143 @@ def tail(text: str) -> str:
     return "\n".join(lines)[-TAIL_CHARS:]
 
 
-class _Runner:
-    """This process's check runner (core/check_runner.py), started on its first check: the
-    checks' processes are started and watched there, so a check costs the waiting process's
-    event loop a line written and a line read. A thread of its own reads the replies and hands
-    each to the event loop that asked. It ends with this process (its standard input closes)."""
+class CheckRunner:
+    """A check runner (core/check_runner.py) serving one event loop: the checks' processes are
+    started and watched there, so a check costs that loop a line written and a line read. Its
+    replies are read on the loop itself (`add_reader`: no thread, no hand-over between
+    threads), the requests of one step written together. It ends with this process (its
+    standard input closes), or when its loop has ended and another asks for a runner."""
 
-    def __init__(self) -> None:
-        self.pid = os.getpid()
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.pid, self.loop = os.getpid(), loop
         self.process = subprocess.Popen(
             [sys.executable, "-m", "wavewait.core.check_runner"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=environment(),
         )
-        self.lock = threading.Lock()
-        self.asked: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Future[dict[str, Any] | None]]] = {}
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.stdin, self.stdout = self.process.stdin, self.process.stdout.fileno()
+        self.asked: dict[int, asyncio.Future[dict[str, Any] | None]] = {}
         self.ids = itertools.count(1)
         self.env: dict[str, str] | None = None  # the environment it was last given
         self.raw: dict[bytes, bytes] | None = None  # os.environ's store when it was built
         self.sessions: dict[int, int] = {}  # the running checks' session leaders, by id
+        self.pending = bytearray()  # requests of this step, written once it ends
+        self.inbuf = bytearray()
         self.alive = True
-        threading.Thread(target=self._read, name="wavewait-check-replies", daemon=True).start()
+        os.set_blocking(self.stdout, False)
+        loop.add_reader(self.stdout, self._readable)
 
     def submit(self, command: str, cwd: str, timeout: float) -> tuple[int, asyncio.Future[dict[str, Any] | None]]:
         """Start a check; its future is the reply, or None if the runner ended first."""
-        loop = asyncio.get_running_loop()
-        reply: asyncio.Future[dict[str, Any] | None] = loop.create_future()
-        slots = max_checks()
+        reply: asyncio.Future[dict[str, Any] | None] = self.loop.create_future()
+        n = next(self.ids)
+        request: dict[str, Any] = {"id": n, "command": command, "cwd": cwd, "timeout": timeout, "slots": max_checks()}
         # the environment as it is now (a variable set since the last check reaches this one),
         # built again only when it changed: CPython keeps os.environ in a dict of bytes, which
         # compares in a microsecond, where building it costs 0.1 ms a check
         raw = getattr(os.environ, "_data", None)
-        with self.lock:
-            n = next(self.ids)
-            request: dict[str, Any] = {"id": n, "command": command, "cwd": cwd, "timeout": timeout, "slots": slots}
-            if raw is None or raw != self.raw:
-                self.raw = dict(raw) if raw is not None else None
-                if (env := environment()) != self.env:
-                    request["env"] = self.env = env
-            self.asked[n] = (loop, reply)
-            self._write(request)
+        if raw is None or raw != self.raw:
+            self.raw = dict(raw) if raw is not None else None
+            if (env := environment()) != self.env:
+                request["env"] = self.env = env
+        self.asked[n] = reply
+        self._write(request)
         return n, reply
 
     def cancel(self, n: int) -> None:
         """End check `n`: every process of its session; its reply follows."""
-        with self.lock:
-            if n in self.asked:
-                self._write({"id": n, "cancel": True})
+        if n in self.asked:
+            self._write({"id": n, "cancel": True})
 
     def _write(self, request: dict[str, Any]) -> None:
-        assert self.process.stdin is not None
-        try:
-            self.process.stdin.write(json.dumps(request).encode() + b"\n")
-            self.process.stdin.flush()
-        except OSError as e:  # it ended: the reader thread settles what was asked
-            log.warning("the check runner (pid %d) is gone: %s", self.process.pid, e)
-            self.alive = False
+        if not self.pending:  # the first of this step: the rest of the step's go with it
+            self.loop.call_soon(self._flush)
+        self.pending += json.dumps(request).encode() + b"\n"
 
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
+    def _flush(self) -> None:
+        lines, self.pending = bytes(self.pending), bytearray()
+        if not self.alive:
+            return
+        try:
+            self.stdin.write(lines)
+            self.stdin.flush()
+        except OSError as e:  # it ended: its end of file on stdout settles what was asked
+            log.warning("the check runner (pid %d) is gone: %s", self.process.pid, e)
+
+    def _readable(self) -> None:
+        try:
+            chunk = os.read(self.stdout, 1 << 16)
+        except BlockingIOError:
+            return
+        if not chunk:
+            self._ended()
+            return
+        self.inbuf += chunk
+        *lines, rest = self.inbuf.split(b"\n")
+        self.inbuf = bytearray(rest)
+        for line in lines:
             reply = json.loads(line)
-            with self.lock:
-                if "pid" in reply:  # started: its session is known here too
-                    self.sessions[reply["id"]] = reply["pid"]
-                    continue
-                self.sessions.pop(reply["id"], None)
-                asked = self.asked.pop(reply["id"], None)
-            if asked is not None:
-                _hand(*asked, reply)
-        with self.lock:
-            self.alive = False
-            left, self.asked = list(self.asked.values()), {}
-            orphans, self.sessions = list(self.sessions.values()), {}
-        code = self.process.wait()
+            if "pid" in reply:  # started: its session is known here too
+                self.sessions[reply["id"]] = reply["pid"]
+                continue
+            self.sessions.pop(reply["id"], None)
+            if (asked := self.asked.pop(reply["id"], None)) is not None and not asked.done():
+                asked.set_result(reply)
+
+    def _ended(self) -> None:
+        """It ended (its stdout closed): what it did not answer fails, and the sessions of
+        the checks it left running (it was KILLed) are ended here."""
+        self.close()
+        left, self.asked = list(self.asked.values()), {}
+        orphans, self.sessions = list(self.sessions.values()), {}
+        code = self.process.poll()
         if left or code:
             log.warning(
-                "the check runner (pid %d) ended with %d, %d checks unanswered", self.process.pid, code, len(left)
+                "the check runner (pid %d) ended with %s, %d checks unanswered", self.process.pid, code, len(left)
             )
-        for leader in orphans:  # it died without ending them: their sessions go here
+        for leader in orphans:
             for group in {leader} | session_groups(leader):
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(group, signal.SIGKILL)
-        for loop, reply in left:
-            _hand(loop, reply, None)
+        for reply in left:
+            if not reply.done():
+                reply.set_result(None)
+
+    def close(self) -> None:
+        """Stop reading it and close its stdin: it ends every check still running, and exits."""
+        if not self.alive:
+            return
+        self.alive = False
+        if not self.loop.is_closed():
+            self.loop.remove_reader(self.stdout)
+        with contextlib.suppress(OSError):
+            self.stdin.close()
 
 
-def _hand(
-    loop: asyncio.AbstractEventLoop, reply: asyncio.Future[dict[str, Any] | None], value: dict[str, Any] | None
-) -> None:
-    """Settle `reply` on its loop (from the reader thread); a loop closed meanwhile asks no more."""
-    try:
-        loop.call_soon_threadsafe(_settle, reply, value)
-    except RuntimeError:
-        log.debug("a check's reply came after its event loop closed")
+_runners: dict[asyncio.AbstractEventLoop, CheckRunner] = {}
+_runners_lock = threading.Lock()
 
 
-def _settle(reply: asyncio.Future[dict[str, Any] | None], value: dict[str, Any] | None) -> None:
-    if not reply.done():  # cancelled meanwhile
-        reply.set_result(value)
-
-
-_runner: _Runner | None = None
-_runner_lock = threading.Lock()
-
-
-def runner() -> _Runner:
-    """The process's check runner, started again if it ended (or this is a fork of its owner)."""
-    global _runner
-    with _runner_lock:
-        if _runner is None or not _runner.alive or _runner.pid != os.getpid():
-            _runner = _Runner()
-        return _runner
+def runner() -> CheckRunner:
+    """The check runner of the running event loop, started again if it ended (or this is a
+    fork of its owner). A process runs one loop at a time: the runner of a loop that has
+    ended is closed here (a loop still running in another thread keeps its own)."""
+    loop = asyncio.get_running_loop()
+    if (current := _runners.get(loop)) is not None and current.alive and current.pid == os.getpid():
+        return current
+    with _runners_lock:
+        for old_loop, old in list(_runners.items()):
+            if old.pid != os.getpid():
+                del _runners[old_loop]  # a fork's copy: its parent's runner, not ours to close
+            elif old_loop is not loop and (old_loop.is_closed() or not old_loop.is_running()):
+                del _runners[old_loop]
+                old.close()
+        current = _runners.get(loop)
+        if current is None or not current.alive:
+            current = _runners[loop] = CheckRunner(loop)
+        return current
 
 
 async def run_check(command: str, cwd: str, timeout: float) -> Verdict:

@@ -55,7 +55,17 @@ class Wakeup:
     def poke(self, key: str | None = None) -> None:
         """Wake the subscriber from this process (an in-process interrupt, say); thread-safe.
         `key` says what changed, for a subscription that keeps keys (`Keyed`)."""
-        self.loop.call_soon_threadsafe(self._event.set)
+        self._call_soon(self._event.set)
+
+    def _call_soon(self, callback: Callable[..., object], *args: object) -> None:
+        """On the subscriber's loop: from its own thread a plain `call_soon` (a join's check
+        verdict pokes once a report: `call_soon_threadsafe` would write the loop's wake-up
+        socket each time, and read it back), from another thread the thread-safe one."""
+        try:
+            here = asyncio.get_running_loop() is self.loop
+        except RuntimeError:
+            here = False
+        (self.loop.call_soon if here else self.loop.call_soon_threadsafe)(callback, *args)
 
     def __aiter__(self) -> Self:
         return self
@@ -171,9 +181,9 @@ class Keyed(Wakeup):
 
     def poke(self, key: str | None = None) -> None:
         if key is None:
-            self.loop.call_soon_threadsafe(self._note_all)
+            self._call_soon(self._note_all)
         else:
-            self.loop.call_soon_threadsafe(self._note, (key,), set())  # nobody sent: senders stay known
+            self._call_soon(self._note, (key,), set())  # nobody sent: senders stay known
 
     def changed(self) -> set[str] | None:
         out, everything = self._changed, self._all

@@ -183,6 +183,14 @@ class FanInCondition(Condition[FanIn]):
             return self._result("partial", w)
         return self._result("unmet", w) if met + left + unsettled < self.need else None
 
+    def verdicts_decide(self, passed: int, failed: int) -> bool:
+        """Would verdicts not read yet (`passed` and `failed` of the checks running) end the
+        join, as `_decide` would count them? Those wake it at once (core/wait/join_checks.py)."""
+        met, left = self.met() + passed, len(self.left)
+        unsettled = self.running + len(self.checking) - passed - failed + sum(not f.met for f in self.files)
+        unsettled += sum(item is None for item in self.events.values())
+        return bool(self.asking or self.asked) or met + left >= self.need or met + left + unsettled < self.need
+
     @property
     def _settling(self) -> bool:
         """Need all without a check: a flight is met once it settled (reported or ended), as a
@@ -630,7 +638,7 @@ async def wait_fan_in(
     control = control or Control()
     condition = FanInCondition(agents, budget, join, files)
     if join.check is not None:
-        condition.checks = JoinChecks(join.check, join.check_timeout, control)
+        condition.checks = JoinChecks(join.check, join.check_timeout, control, condition.verdicts_decide)
         condition.checking = condition.checks.running
     try:
         fan = await run(

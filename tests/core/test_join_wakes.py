@@ -71,3 +71,29 @@ async def test_a_check_verdict_does_not_reread_the_targets_still_waited_on(bus, 
         for name in CREW[1:]:
             await messages.send(bus, name, "orchestrator", f"report of {name}")
     assert got["r"].status == "complete" and got["r"].met == 21, got["r"]
+
+
+async def test_a_verdict_that_decides_the_join_wakes_it_at_once_and_the_others_are_gathered(bus, tmp_path, monkeypatch):
+    """Verdicts that do not decide the join wait for the next step (a report's), so a burst of
+    reports steps once each, not twice; one that decides it (here the second pass of `need
+    2`) wakes the wait at once. With the gathering wake an hour away, the join still returns."""
+    push_timers_out(monkeypatch)
+    monkeypatch.setattr(wait.join_checks, "GATHER", 3600.0)
+    crew = CREW[:3]
+    await register_crew(bus, *crew)
+    for name in crew:
+        agent = await bus.get_agent(name)
+        await bus.put_agent(agent.model_copy(update={"cwd": str(tmp_path)}))
+    got: dict[str, object] = {}
+
+    async def waiting() -> None:
+        got["r"] = await wait.wait_fan_in(bus, "orchestrator", 60, list(crew), join=wait.Join(check="true", need=2))
+
+    with anyio.fail_after(50):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(waiting)
+            await until(lambda: has_progress(bus, "met 0 / need 2"), what="the first step")
+            await messages.send(bus, "f00", "orchestrator", "report of f00")
+            await until(lambda: has_progress(bus, "met 0 / need 2 · 1/3 received"), what="f00's report taken")
+            await messages.send(bus, "f01", "orchestrator", "report of f01")  # its step reads f00's verdict
+    assert got["r"].status == "complete" and got["r"].met == 2, got["r"]
