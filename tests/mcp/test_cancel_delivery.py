@@ -176,7 +176,9 @@ async def test_a_server_killed_between_take_and_reply_loses_nothing(bus):
         proc.stdin.write((INIT + WAIT_CALL).encode())
         proc.stdin.flush()
         # the wait took the message: it is claimed, no longer pending
-        await until(lambda: _claimed(bus), what="the message claimed by the server's wait")
+        await until(
+            lambda: _claimed(bus), timeout=30, what="the message claimed by the server's wait (a cold start under load)"
+        )
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(10)
     async with mcp_client(bus) as c:
