@@ -31,7 +31,7 @@ QUICK: dict[str, tuple[str, ...]] = {
     # its --quick (1,000 flights, 20 s under load) is a run by hand. Here every row's code
     # once, tiny, each row on one of the two buses (--each-row-once): the fan-in (and join)
     # rows, load, one-inbox, saturation (an MCP server and the core under 4 re-issued waits),
-    # throughput and idle, one sender and two consumers a row. Left out: mcp and tui, which
+    # throughput and idle, one sender and one consumer a row. Left out: mcp and tui, which
     # run bench_mcp.py and bench_tui.py (here on their own)
     "bench_scale.py": (
         "--only=fanin,load,one-inbox,saturation,throughput,idle",
@@ -44,7 +44,7 @@ QUICK: dict[str, tuple[str, ...]] = {
         "--baseline-waits=2",
         "--load-rate=40",
         "--senders=1",
-        "--consumers=2",
+        "--consumers=1",
         "--backlog=20",
         "--messages=40",
     ),
