@@ -223,7 +223,7 @@ def parallel_throughput(url: str, n: int, at_once: int = 1, workers: int = WORKE
 
 
 async def measure(url: str, quick: bool) -> dict[str, str]:
-    # quick: every row once, tiny (2 samples, 1 in the full queue, 2 processes: 4 run the same code)
+    # quick: every row once, tiny (2 samples, 1 in the full queue, 1 process: 4 run the same code)
     bus = await open_bus(url)
     try:
         n_lat = 2 if quick else 40
@@ -236,7 +236,8 @@ async def measure(url: str, quick: bool) -> dict[str, str]:
         one, _, _ = await throughput(bus, f"tp{uuid.uuid4().hex[:8]}", n_tp)
     finally:
         await bus.close()
-    workers = 2 if quick else WORKERS
+    workers = 1 if quick else WORKERS
+    processes = "processes" if workers > 1 else "process"
     par = parallel_throughput(url, n_tp, workers=workers, warm=warm)
     par_at_once = parallel_throughput(url, n_tp * 2, AT_ONCE, workers=workers, warm=warm)
     return {
@@ -246,14 +247,14 @@ async def measure(url: str, quick: bool) -> dict[str, str]:
             f"{pct(big, 0.5):.1f} / {pct(big, 0.99):.1f}"
         ),
         "enqueue+complete, 1 process (tasks/s)": f"{one:,.0f}",
-        f"enqueue+complete, {workers} processes (tasks/s)": f"{par:,.0f}",
-        f"enqueue+complete, {workers} processes x {AT_ONCE} calls at once (tasks/s)": f"{par_at_once:,.0f}",
+        f"enqueue+complete, {workers} {processes} (tasks/s)": f"{par:,.0f}",
+        f"enqueue+complete, {workers} {processes} x {AT_ONCE} calls at once (tasks/s)": f"{par_at_once:,.0f}",
     }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="every row once, tiny: 2 processes, a few tasks")
+    parser.add_argument("--quick", action="store_true", help="every row once, tiny: 1 process, a few tasks")
     quick = parser.parse_args().quick
     columns: dict[str, dict[str, str]] = {}
     with tempfile.TemporaryDirectory(prefix="wavewait-bench-queue-") as d:
