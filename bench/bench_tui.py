@@ -192,7 +192,7 @@ async def bench(
             waited, ticked = time.perf_counter() - t0, app_ticks[0] - k0
             if (waited > limit and ticked * REPAINT_EVERY > limit) or waited > 4 * limit:
                 raise SystemExit(
-                    f"{what}: {waiting_for} in {waited:.0f} s ({ticked} repaint ticks of the app); {shown()}"
+                    f"{what}: {waiting_for} in {waited:.1f} s ({ticked} repaint ticks of the app); {shown()}"
                 )
 
         while not done():
