@@ -1,7 +1,7 @@
 """MCP round trips over stdio, measured from a real client talking to `wavewait mcp`.
 
     python bench/bench_mcp.py [--bus PATH|postgresql://...] [-n 200] [--json]
-    python bench/bench_mcp.py --quick          # 20 samples: that it runs (CI), not a figure
+    python bench/bench_mcp.py --quick          # 4 samples, a short warm-up: that it runs (CI), not a figure
 
 1. round trip of an already-satisfied `wait` (a message is queued; the call returns it);
 2. a flight's completion (`notify_completion` through the core) → the blocked `wait` call's
@@ -68,11 +68,11 @@ async def until_waiting(bus: Any, answered: dict[str, Any] | None = None) -> Non
     await anyio.sleep(0.01)  # let the wait settle into its sleep
 
 
-async def message_wake(c: Client, bus: Any, rounds: int) -> tuple[list[float], list[float], list[float]]:
+async def message_wake(c: Client, bus: Any, rounds: int, warm: int = 5) -> tuple[list[float], list[float], list[float]]:
     """A message sent → the blocked next-message `wait` returns at the client, ms per round (the
-    first 5 are a warm-up), with its two parts: the send's own write, and from its return."""
+    first `warm` are a warm-up), with its two parts: the send's own write, and from its return."""
     wake, sending, after = [], [], []
-    for i in range(rounds + 5):
+    for i in range(rounds + warm):
         at: dict[str, float] = {}
 
         async def call_next(at: dict[str, float] = at, want: str = f"wake {i}") -> None:
@@ -86,7 +86,7 @@ async def message_wake(c: Client, bus: Any, rounds: int) -> tuple[list[float], l
             at["t0"] = time.perf_counter()  # the send's own write (fsync on a directory bus) counts
             await messages.send(bus, "flight", "orchestrator", f"wake {i}")
             at["sent"] = time.perf_counter()
-        if i >= 5:
+        if i >= warm:
             wake.append((at["t1"] - at["t0"]) * 1000)
             sending.append((at["sent"] - at["t0"]) * 1000)
             after.append((at["t1"] - at["sent"]) * 1000)
@@ -248,28 +248,30 @@ async def main_fanin(bus_url: str, n: int, rate: float, runs: int, as_json: bool
     )
 
 
-async def main(bus_url: str, n: int, as_json: bool = False) -> None:
+async def main(bus_url: str, n: int, as_json: bool = False, warm: int = 20) -> None:
+    """The rows, `n` samples each (half for completions and message wakes), after `warm` calls
+    of warm-up (a quarter of that for completions and message wakes)."""
     bus = await open_bus(bus_url)
     await register(bus, "orchestrator")
     await register(bus, "flight", parent_id="orchestrator")
     rows = []
     async with Client(server(bus.url)) as c:
         # 1. already satisfied
-        for i in range(n + 20):
+        for i in range(n + warm):
             await messages.send(bus, "flight", "orchestrator", f"m{i}")
         rt = []
-        for i in range(n + 20):
+        for i in range(n + warm):
             t0 = time.perf_counter()
             r = await c.call_tool("wait", {"timeout": 5})
             dt = time.perf_counter() - t0
             assert r.structured_content["message"] == f"m{i}", r
-            if i >= 20:  # warm-up
+            if i >= warm:  # warm-up
                 rt.append(dt * 1000)
         rows.append(("round trip, satisfied `wait` (stdio)", rt, 5.0, "p50"))
 
         # 2. completion -> result
         lat = []
-        for i in range(n // 2 + 5):
+        for i in range(n // 2 + warm // 4):
             box: dict[str, float] = {}
             await bus.transition("flight", "running", ("idle",))  # back at work for the next round
 
@@ -283,12 +285,12 @@ async def main(bus_url: str, n: int, as_json: bool = False) -> None:
                 await until_waiting(bus)
                 box["t0"] = time.perf_counter()
                 await messages.notify_completion(bus, "flight", status="success", message=f"done {i}")
-            if i >= 5:
+            if i >= warm // 4:
                 lat.append((box["t1"] - box["t0"]) * 1000)
         rows.append(("flight completion -> result at client", lat, 30.0, "p99"))
 
         # 3. a message sent -> the blocked next-message `wait` returns (issue 13's wake via MCP)
-        wake, sending, after = await message_wake(c, bus, n // 2)
+        wake, sending, after = await message_wake(c, bus, n // 2, warm // 4)
         goal = 8.0 if bus.url.startswith("postgres") else 5.0
         rows.append(("message sent -> blocked `wait` returns", wake, goal, "p99"))
         rows.append(("  of which the send itself", sending, goal, "p99"))
@@ -314,7 +316,7 @@ if __name__ == "__main__":
     ap.add_argument("--bus", default=None, help="bus directory or postgresql:// URL (default: a temp directory)")
     ap.add_argument("-n", type=int, default=200, help="samples for the round trip (half for completions)")
     ap.add_argument("--json", action="store_true", help="print the rows as one JSON object instead")
-    ap.add_argument("--quick", action="store_true", help="-n 20; with --fanin: 2 runs")
+    ap.add_argument("--quick", action="store_true", help="-n 4 after 4 calls of warm-up; with --fanin: 1 run")
     ap.add_argument("--fanin", type=int, metavar="N", help="measure a fan-in over N flights at the client instead")
     ap.add_argument("--rate", type=float, default=200.0, help="with --fanin: reports per second")
     ap.add_argument("--runs", type=int, default=3, help="with --fanin: fan-ins measured, one after another")
@@ -324,7 +326,7 @@ if __name__ == "__main__":
     ap.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.quick:
-        a.n, a.runs = 20, min(a.runs, 2)
+        a.n, a.runs = 4, 1
     if a.role != "writer" and a.bus and a.bus.startswith("postgresql") and "schema=" not in a.bus:
         # a schema of its own: what an earlier run left queued must not answer this one's waits
         a.bus += ("&" if "?" in a.bus else "?") + f"schema=bench_mcp_{os.getpid()}"
@@ -335,4 +337,4 @@ if __name__ == "__main__":
             anyio.run(main_fanin, a.bus or os.path.join(d, "bus"), a.fanin, a.rate, a.runs, a.json, a.output_budget)
     else:
         with tempfile.TemporaryDirectory() as d:
-            anyio.run(main, a.bus or os.path.join(d, "bus"), a.n, a.json)
+            anyio.run(main, a.bus or os.path.join(d, "bus"), a.n, a.json, 4 if a.quick else 20)

@@ -1,7 +1,7 @@
 """The task queue on both buses, in one run.
 
     python bench/bench_queue.py            # full run (about a minute)
-    python bench/bench_queue.py --quick    # a few samples: that it runs (CI), not a figure
+    python bench/bench_queue.py --quick    # every row once, tiny: that it runs (CI), not a figure
     WAVEWAIT_TEST_PG=postgresql://...      # the server (default postgres@127.0.0.1:5432/test)
 
 Rows, for each bus:
@@ -188,7 +188,7 @@ from bench_queue import throughput, open_bus
 async def main():
     bus = await open_bus({url!r})
     try:
-        await throughput(bus, {queue!r}, 20, {at_once})  # warm: tables, imports
+        await throughput(bus, {queue!r}, {warm}, {at_once})  # warm: tables, imports
         print("ready", flush=True)
         sys.stdin.readline()
         _, t0, t1 = await throughput(bus, {queue!r}, {n}, {at_once})
@@ -199,14 +199,14 @@ asyncio.run(main())
 """
 
 
-def parallel_throughput(url: str, n: int, at_once: int = 1) -> float:
-    """n tasks split over WORKERS processes that start together: all tasks / (first start -> last end)."""
+def parallel_throughput(url: str, n: int, at_once: int = 1, workers: int = WORKERS, warm: int = 20) -> float:
+    """n tasks split over `workers` processes that start together: all tasks / (first start -> last end)."""
     here = os.path.dirname(os.path.abspath(__file__))
     queue = f"par{uuid.uuid4().hex[:8]}"
-    code = WORKER.format(here=here, url=url, queue=queue, n=n // WORKERS, at_once=at_once)
+    code = WORKER.format(here=here, url=url, queue=queue, n=n // workers, at_once=at_once, warm=warm)
     procs = [
         subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        for _ in range(WORKERS)
+        for _ in range(workers)
     ]
     for p in procs:
         assert p.stdout is not None and p.stdout.readline() == "ready\n"
@@ -219,23 +219,27 @@ def parallel_throughput(url: str, n: int, at_once: int = 1) -> float:
         assert p.stdout is not None
         spans.append(tuple(map(float, p.stdout.readline().split())))
         p.wait()
-    return (n // WORKERS) * WORKERS / (max(e for _, e in spans) - min(s for s, _ in spans))
+    return (n // workers) * workers / (max(e for _, e in spans) - min(s for s, _ in spans))
 
 
 async def measure(url: str, quick: bool) -> dict[str, str]:
+    # quick: every row once, tiny (2 samples, 1 in the full queue, 1 process: 4 run the same code)
     bus = await open_bus(url)
     try:
-        n_lat = 5 if quick else 40
-        n_tp = 100 if quick else 2000
+        n_lat = 2 if quick else 40
+        n_tp = 32 if quick else 2000
+        warm = 4 if quick else 20
         registered, up = await latency(bus, n_lat)
-        finished = 200 if quick else FINISHED
+        finished = 50 if quick else FINISHED
         big, _ = await latency(bus, n_lat // 2, finished)
-        await throughput(bus, f"warm{uuid.uuid4().hex[:6]}", 20)
+        await throughput(bus, f"warm{uuid.uuid4().hex[:6]}", warm)
         one, _, _ = await throughput(bus, f"tp{uuid.uuid4().hex[:8]}", n_tp)
     finally:
         await bus.close()
-    par = parallel_throughput(url, n_tp)
-    par_at_once = parallel_throughput(url, n_tp * 2, AT_ONCE)
+    workers = 1 if quick else WORKERS
+    processes = "processes" if workers > 1 else "process"
+    par = parallel_throughput(url, n_tp, workers=workers, warm=warm)
+    par_at_once = parallel_throughput(url, n_tp * 2, AT_ONCE, workers=workers, warm=warm)
     return {
         "done -> agent registered p50/p99 (ms)": f"{pct(registered, 0.5):.1f} / {pct(registered, 0.99):.1f}",
         "done -> agent process up p50/p99 (ms)": f"{pct(up, 0.5):.1f} / {pct(up, 0.99):.1f}",
@@ -243,14 +247,14 @@ async def measure(url: str, quick: bool) -> dict[str, str]:
             f"{pct(big, 0.5):.1f} / {pct(big, 0.99):.1f}"
         ),
         "enqueue+complete, 1 process (tasks/s)": f"{one:,.0f}",
-        f"enqueue+complete, {WORKERS} processes (tasks/s)": f"{par:,.0f}",
-        f"enqueue+complete, {WORKERS} processes x {AT_ONCE} calls at once (tasks/s)": f"{par_at_once:,.0f}",
+        f"enqueue+complete, {workers} {processes} (tasks/s)": f"{par:,.0f}",
+        f"enqueue+complete, {workers} {processes} x {AT_ONCE} calls at once (tasks/s)": f"{par_at_once:,.0f}",
     }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--quick", action="store_true", help="every row once, tiny: 1 process, a few tasks")
     quick = parser.parse_args().quick
     columns: dict[str, dict[str, str]] = {}
     with tempfile.TemporaryDirectory(prefix="wavewait-bench-queue-") as d:

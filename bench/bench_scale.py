@@ -302,7 +302,7 @@ async def role_idle(a: argparse.Namespace) -> None:
     tasks = [asyncio.create_task(wait.wait_next(bus, f"c{i:03d}", 3600)) for i in range(a.n)]
     while len(await bus.list_waits()) < a.n:
         await asyncio.sleep(0.2)
-    await asyncio.sleep(2.0)  # let start-up settle
+    await asyncio.sleep(min(2.0, a.window))  # let start-up settle
     c0, t0 = cpu(), time.monotonic()
     await asyncio.sleep(a.window)
     share = (cpu() - c0) / (time.monotonic() - t0)
@@ -685,7 +685,8 @@ class Run:
             await asyncio.sleep(0.5)
         # the acknowledgements (the MCP face's come 2 s after each reply) are the message's cost
         # too: measured until the process is quiet, then the ids are checked
-        await asyncio.sleep(2.5)
+        if face == "mcp" or not a.quick:  # the core's acknowledgements are at once
+            await asyncio.sleep(2.5)
         while (now := await ask("mark"))["cpu"] - last["cpu"] > 0.02 and time.monotonic() < end:
             last = now
             await asyncio.sleep(0.5)
@@ -709,11 +710,11 @@ class Run:
         url, bus = await self.fresh_bus(kind)
         await self.register(bus, ["work", "sender"])
         argv = ["--role", "consume", "--bus", url, "--timeout", "3", "--batch", str(batch)]
-        consumers = [self.child(*argv) for _ in range(8)]
+        consumers = [self.child(*argv) for _ in range(a.consumers)]
         for c in consumers:
             assert c.stdout is not None
             await asyncio.to_thread(c.stdout.readline)
-        per = a.messages // 4
+        per = a.messages // a.senders
         senders = [
             self.child(
                 "--role",
@@ -732,9 +733,9 @@ class Run:
                 "sender",
                 fsync=fsync,
             )
-            for k in range(4)
+            for k in range(a.senders)
         ]
-        await self.until_waits(bus, 8)
+        await self.until_waits(bus, a.consumers)
         for s in senders:
             assert s.stdin is not None
             s.stdin.write("go\n")
@@ -751,12 +752,12 @@ class Run:
             r = json.loads(out.strip().splitlines()[-1])
             got, last = got + r["n"], max(last, r["last"])
         await self.drop(kind, url, bus)
-        if got != per * 4:
-            print(f"  ({kind}: {got} of {per * 4} messages taken)", file=sys.stderr)
-        return got / max(1e-9, last - min(starts)), per * 4 / max(1e-9, max(ends) - min(starts))
+        if got != per * a.senders:
+            print(f"  ({kind}: {got} of {per * a.senders} messages taken)", file=sys.stderr)
+        return got / max(1e-9, last - min(starts)), per * a.senders / max(1e-9, max(ends) - min(starts))
 
     async def drain(self, kind: str, batch: int) -> float:
-        """8 consumers started together on a backlog of `--messages`: what they take per second."""
+        """`--consumers` (8) started together on a backlog of `--messages`: what they take per second."""
         from wavewait.core.ids import new_id
         from wavewait.core.model import Item
 
@@ -765,8 +766,10 @@ class Run:
         for i in range(self.args.messages):
             body = json.dumps({"t": time.time(), "id": f"b-{i}"})
             await bus.deliver(Item(id=new_id(), type="message", to="work", sender="sender", body=body))
-        argv = ["--role", "consume", "--bus", url, "--timeout", "3", "--batch", str(batch), "--go"]
-        consumers = [self.child(*argv) for _ in range(8)]
+        # each ends once a wait times out on the drained inbox (quick: sooner; they start on the backlog)
+        timeout = "1" if self.args.quick else "3"
+        argv = ["--role", "consume", "--bus", url, "--timeout", timeout, "--batch", str(batch), "--go"]
+        consumers = [self.child(*argv) for _ in range(self.args.consumers)]
         for c in consumers:
             assert c.stdout is not None
             await asyncio.to_thread(c.stdout.readline)
@@ -862,7 +865,7 @@ def server_cpu() -> float:
 
 def one_inbox(put: Any, kind: str, fan: dict[str, Any], base: dict[str, Any], nxt: dict[str, Any], args: Any) -> None:
     """The rows of many waits on one inbox: fan-in waits (and the baseline), next-message waits."""
-    rate = f"{args.load_rate:,.0f} msg/s, {args.duration:.0f} s"
+    rate = f"{args.load_rate:,.0f} msg/s, {args.duration:g} s"
     for what, r, n in (
         (f"{args.waits} fan-in waits, one inbox", fan, args.waits),
         (f"{args.baseline_waits} fan-in waits, one inbox", base, args.baseline_waits),
@@ -883,6 +886,18 @@ def fmt(x: float | None, spec: str = ".2f") -> str:
     return "-" if x is None else format(x, spec)
 
 
+BUS_ROWS = ("fanin", "load", "one-inbox", "saturation", "throughput", "idle", "mcp")  # run on each bus
+
+
+def rows_per_bus(only: str, buses: list[str], once: bool) -> dict[str, set[str]]:
+    """The rows of `only` each bus runs: all of them, or (`once`) each on one bus, dealt to the
+    buses in turn: every row's code runs once and every bus is used (a check that they run)."""
+    wanted = [r for r in BUS_ROWS if r in only.split(",")]
+    if not once:
+        return {kind: set(wanted) for kind in buses}
+    return {kind: set(wanted[i :: len(buses)]) for i, kind in enumerate(buses)}
+
+
 async def main(args: argparse.Namespace) -> None:
     run = Run(args)
     buses = args.buses.split(",")
@@ -893,8 +908,9 @@ async def main(args: argparse.Namespace) -> None:
         print(f"  {kind:5} {name}: {value}", file=sys.stderr, flush=True)
 
     small, large = args.small, args.flights
+    only = rows_per_bus(args.only, buses, args.each_row_once)
     for kind in buses:
-        if "fanin" in args.only:
+        if "fanin" in only[kind]:
             s = await run.fanin(kind, small)
             b = await run.fanin(kind, large)
             put(f"waiter CPU ms/report, {small:,} flights", kind, fmt(s["cpu_ms"], ".3f"))
@@ -925,9 +941,9 @@ async def main(args: argparse.Namespace) -> None:
                 )
                 put(f"  join + check: last report -> return, {large:,} flights, ms", kind, fmt(c["return_ms"], ".1f"))
                 put("  (join + check: all received)", kind, str(c["ok"]))
-        if "load" in args.only:
+        if "load" in only[kind]:
             r = await run.load(kind)
-            head = f"{args.waits} waits, {args.load_rate:,} msg/s, {args.duration:.0f} s"
+            head = f"{args.waits} waits, {args.load_rate:,} msg/s, {args.duration:g} s"
             put(f"{head}: send -> return p50 / p99 ms", kind, f"{1000 * r['p50']:.1f} / {1000 * r['p99']:.1f}")
             # not received by the end of the run: still queued in their inboxes (the waiters fell
             # behind), not gone; a message missing from the bus too would be lost
@@ -938,7 +954,7 @@ async def main(args: argparse.Namespace) -> None:
             if args.tracemalloc:
                 put(f"{head}: traced MB first / end", kind, f"{fmt(r['traced_first'], '.1f')} / {r['traced_end']:.1f}")
             put(f"{head}: server CPU % of a core", kind, f"{100 * r['cpu'] / args.duration:.0f}")
-        if "one-inbox" in args.only:
+        if "one-inbox" in only[kind]:
             one_inbox(
                 put,
                 kind,
@@ -947,11 +963,9 @@ async def main(args: argparse.Namespace) -> None:
                 await run.load(kind, "next-one-inbox"),
                 args,
             )
-        if "saturation" in args.only:
+        if "saturation" in only[kind]:
             m, c = await run.saturation(kind, "mcp"), await run.saturation(kind, "core")
-            head = (
-                f"saturation, {args.waits} re-issued waits, {args.load_rate:,.0f} msg/s offered, {args.duration:.0f} s"
-            )
+            head = f"saturation, {args.waits} re-issued waits, {args.load_rate:,.0f} msg/s offered, {args.duration:g} s"
             put(f"{head}: MCP delivered msg/s (queued at the end)", kind, f"{m['rate']:.0f} ({m['queued']:,})")
             put(f"{head}: MCP server CPU ms/message", kind, f"{m['cpu_ms']:.3f}")
             put(f"{head}: core delivered msg/s (queued at the end)", kind, f"{c['rate']:.0f} ({c['queued']:,})")
@@ -960,26 +974,29 @@ async def main(args: argparse.Namespace) -> None:
             for face, r in (("MCP", m), ("core", c)):
                 bad = f"; e.g. {', '.join(r['examples'][:3])}" if r["examples"] else ""
                 put(f"{head}: {face} lost / doubled", kind, f"{r['lost']} / {r['doubled']} (of {r['sent']:,}){bad}")
-        if "throughput" in args.only:
-            # each row: taken end to end / what the 4 senders managed to send, messages/s
-            got, sent = await run.throughput(kind, True)
-            put("messages/s, 8 consumers (senders' own rate)", kind, f"{got:.0f} ({sent:.0f})")
-            if kind == "files":
-                got, sent = await run.throughput(kind, False)
-                put("messages/s, 8 consumers, WAVEWAIT_FSYNC=0 (senders)", kind, f"{got:.0f} ({sent:.0f})")
-            for batch in (1, args.batch):
+        if "throughput" in only[kind]:
+            # each row: taken end to end / what the senders (4) managed to send, messages/s
+            # (quick: the last two rows only; the others run the same code with another batch or fsync)
+            nc = args.consumers
+            if not args.quick:
+                got, sent = await run.throughput(kind, True)
+                put(f"messages/s, {nc} consumers (senders' own rate)", kind, f"{got:.0f} ({sent:.0f})")
+                if kind == "files":
+                    got, sent = await run.throughput(kind, False)
+                    put(f"messages/s, {nc} consumers, WAVEWAIT_FSYNC=0 (senders)", kind, f"{got:.0f} ({sent:.0f})")
+            for batch in (args.batch,) if args.quick else (1, args.batch):
                 rate = await run.drain(kind, batch)
-                put(f"messages/s, 8 consumers taking up to {batch} per wait from a backlog", kind, f"{rate:.0f}")
+                put(f"messages/s, {nc} consumers taking up to {batch} per wait from a backlog", kind, f"{rate:.0f}")
             got, sent = await run.throughput(kind, kind == "pg", args.batch)
             fs = "" if kind == "pg" else ", WAVEWAIT_FSYNC=0"
             put(
-                f"messages/s, 8 consumers taking up to {args.batch} per wait{fs} (senders)",
+                f"messages/s, {nc} consumers taking up to {args.batch} per wait{fs} (senders)",
                 kind,
                 f"{got:.0f} ({sent:.0f})",
             )
-        if "idle" in args.only:
+        if "idle" in only[kind]:
             put("idle CPU, 100 waits, % of a core", kind, f"{100 * await run.idle(kind):.2f}")
-        if "mcp" in args.only:
+        if "mcp" in only[kind]:
             for name, (p50, p99) in (await run.mcp(kind)).items():
                 put(f"MCP: {name}, p50 / p99 ms", kind, f"{p50:.2f} / {p99:.2f}")
     if "tui" in args.only:
@@ -995,7 +1012,7 @@ async def main(args: argparse.Namespace) -> None:
             rows.setdefault(f"{k} listening processes: server connections added", {})["pg"] = str(conns)
             rows.setdefault(f"{k} listening processes: server CPU ms per change", {})["pg"] = f"{cpu_ms:.2f}"
     code = args.code or "this checkout"
-    print(f"\nbench_scale ({code}; {args.duration:.0f} s load; {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f})")
+    print(f"\nbench_scale ({code}; {args.duration:g} s load; {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f})")
     print(f"| measure | {' | '.join(buses)} |")
     print(f"|---|{'---|' * len(buses)}")
     for name, values in rows.items():
@@ -1023,6 +1040,11 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true")
     p.add_argument("--buses", default="files,pg")
     p.add_argument("--only", default="fanin,load,one-inbox,saturation,throughput,idle,mcp,tui")
+    p.add_argument(
+        "--each-row-once",
+        action="store_true",
+        help="each row on one bus only, the rows dealt to the buses in turn (that every row runs; tests/bench)",
+    )
     p.add_argument("--small", type=int, default=100)
     p.add_argument("--flights", type=int, default=10_000)
     p.add_argument("--waits", type=int, default=200)
@@ -1031,7 +1053,10 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--fanin", action="store_true", help="a server's waits are fan-ins on flights f000...")
     p.add_argument("--senders-from", default="", help="a sender sends as one of these (random)")
     p.add_argument("--load-rate", type=float, default=1000.0)
-    p.add_argument("--senders", type=int, default=4)
+    p.add_argument(
+        "--senders", type=int, default=4, help="sending processes of the load, saturation and throughput rows"
+    )
+    p.add_argument("--consumers", type=int, default=8, help="consumer processes of the throughput rows")
     p.add_argument("--backlog", type=int, default=2000, help="saturation: messages queued before the writers start")
     p.add_argument("--face", choices=("core", "mcp"), default="core", help="role saturate: whose wait")
     p.add_argument("--duration", type=float, default=60.0, help="seconds under load (the issue: 600)")

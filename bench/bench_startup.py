@@ -1,7 +1,7 @@
 """How fast `wavewait mcp` answers `tools/list` after it is spawned, as a host starts it.
 
     python bench/bench_startup.py [-n 20] [--bus PATH]
-    python bench/bench_startup.py --quick   # one idle run of each: that it runs (CI), not a figure
+    python bench/bench_startup.py --quick   # each code path once: that it runs (CI), not a figure
 
 Hosts give a starting MCP server little time: Claude Code -p about 2 s for a project server,
 Codex about 1 s for one that is not `required` (issue 15); past that the model starts without
@@ -264,24 +264,24 @@ def warmed(cmd: list[str], env: dict[str, str], deadline: float = 120, cwd: str 
     raise RuntimeError("no warm process came up")
 
 
-def cost_rows(env: dict[str, str], n: int, warm_too: bool = True) -> None:
-    """The start cost rows: CPU to tools/list, first wait, spawn wall times; cold and warm."""
+def cost_rows(env: dict[str, str], n: int, warm_too: bool = True, quick: bool = False) -> None:
+    """The start cost rows: CPU to tools/list, first wait, spawn wall times; cold and warm.
+    `quick`: each code path once (cold with the front off, warm with it on; both spawns
+    cold only: a warm one differs by its warm process, which the warm mcp row starts)."""
     cmd = [sys.executable, "-m", "wavewait", "mcp"]
     runs = [("cold", env | {"WAVEWAIT_WARM": "0"})] + ([("warm", env | {"WAVEWAIT_WARM": "1"})] if warm_too else [])
     print(f"{'start cost (median of ' + str(n) + ')':<34}{'CPU to list':>12}{'1st wait':>10}{'CPU then':>10}")
     for label, e in runs:
         if label == "warm":
             warmed(cmd, e)
-        off = [start_cost(cmd, e | {"WAVEWAIT_MCP_PRERENDER": "0"}) for _ in range(n)]
-        on = [start_cost(cmd, e) for _ in range(n)]
-        print(
-            f"{'mcp ' + label + ', front off (SDK lists)':<34}{statistics.median(r[0] for r in off):>10.2f} s"
-            f"{statistics.median(r[1] for r in off):>7.0f} ms{statistics.median(r[2] for r in off):>8.2f} s"
-        )
-        print(
-            f"{'mcp ' + label + ', front on':<34}{statistics.median(r[0] for r in on):>10.2f} s"
-            f"{statistics.median(r[1] for r in on):>7.0f} ms{statistics.median(r[2] for r in on):>8.2f} s"
-        )
+        for front, fe in (("front off (SDK lists)", e | {"WAVEWAIT_MCP_PRERENDER": "0"}), ("front on", e)):
+            if quick and (front == "front on") != (label == "warm"):
+                continue
+            rs = [start_cost(cmd, fe) for _ in range(n)]
+            print(
+                f"{'mcp ' + label + ', ' + front:<34}{statistics.median(r[0] for r in rs):>10.2f} s"
+                f"{statistics.median(r[1] for r in rs):>7.0f} ms{statistics.median(r[2] for r in rs):>8.2f} s"
+            )
     print(f"target: CPU to the SDK's tools/list <= {TARGET_CPU_S} s")
     print()
     print(f"{'wavewait spawn, wall (median of ' + str(n) + ')':<40}{'plain':>10}{'preset+worktree':>18}")
@@ -289,7 +289,7 @@ def cost_rows(env: dict[str, str], n: int, warm_too: bool = True) -> None:
         repo = git_repo(folder)
         senv = spawn_env(folder, env)
         for label, e in [("cold", senv | {"WAVEWAIT_WARM": "0"})] + (
-            [("warm", senv | {"WAVEWAIT_WARM": "1"})] if warm_too else []
+            [("warm", senv | {"WAVEWAIT_WARM": "1"})] if warm_too and not quick else []
         ):
             if label == "warm":
                 warmed([sys.executable, "-m", "wavewait", "mcp"], e, cwd=repo)
@@ -346,7 +346,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("-n", type=int, default=20)
     ap.add_argument("--bus", default=None)
-    ap.add_argument("--quick", action="store_true", help="-n 1, idle only, each import stage once")
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="-n 1, idle only, one row of each era and of each front, the import stages in one interpreter, "
+        "each start cost and spawn path once",
+    )
     ap.add_argument("--cost", action="store_true", help="only the start cost rows (CPU, first wait, spawn)")
     ap.add_argument("--cold-only", action="store_true", help="no warm rows (code without warm starts)")
     a = ap.parse_args()
@@ -355,12 +360,13 @@ def main() -> None:
     bus = a.bus or tempfile.mkdtemp(prefix="bench-startup-")
     env = {k: v for k, v in os.environ.items() if not k.startswith("WAVEWAIT_")} | {"WAVEWAIT_BUS": bus}
     if a.cost:
-        cost_rows(env, a.n, warm_too=not a.cold_only)
+        cost_rows(env, a.n, warm_too=not a.cold_only, quick=a.quick)
         print(f"(load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
         return
     env |= {"WAVEWAIT_WARM": "0"}  # the rows below are of a cold start, as before warm starts
     cmd = [sys.executable, "-m", "wavewait", "mcp"]
-    one_start(cmd, env)  # warm the page cache and .pyc files
+    if not a.quick:
+        one_start(cmd, env)  # warm the page cache and .pyc files
 
     print(f"`wavewait mcp` start, {a.n} runs each, target tools/list p50 <= {TARGET_MS:.0f} ms idle")
     print("handshake era (initialize; as Codex), 2026 era (server/discover, listen; as Claude Code)")
@@ -376,10 +382,10 @@ def main() -> None:
         ("2026, idle, front on", None, env, "2026"),
         ("2026, busy, front on", busy_cores, env, "2026"),
     ):
+        if a.quick and (ctx is not None or (e is off) != (era == "handshake")):
+            continue  # busy spins every core; idle, one row of each era and of each front is each path once
         if ctx is None:
             runs = [one_start(cmd, e, era) for _ in range(a.n)]
-        elif a.quick:  # it would spin every core: not for a check that it runs
-            continue
         else:
             with ctx():
                 runs = [one_start(cmd, e, era) for _ in range(a.n)]
@@ -393,13 +399,15 @@ def main() -> None:
     print()
     print(f"{'imports, each stage in a fresh interpreter (median)':<52}{'ms':>8}{'adds':>8}")
     prev = 0.0
-    for label, code in STAGES:
+    # quick: the first stage, then every stage's imports in one interpreter (each line still runs)
+    every = ("every stage's imports, in one interpreter", "; ".join(code for _, code in STAGES if code))
+    for label, code in [STAGES[0], every] if a.quick else STAGES:
         ms = stage_ms(code, env, 1 if a.quick else max(3, a.n // 2))
         print(f"{label:<52}{ms:>8.0f}{ms - prev:>+8.0f}")
         prev = ms
 
     print()
-    cost_rows({k: v for k, v in env.items() if k != "WAVEWAIT_WARM"}, a.n)
+    cost_rows({k: v for k, v in env.items() if k != "WAVEWAIT_WARM"}, a.n, quick=a.quick)
 
     per_pkg = importtime(cmd, env)
     print()

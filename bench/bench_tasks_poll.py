@@ -15,7 +15,7 @@ Rows: the process that runs the waits answering (from memory), and a second serv
 on the same bus answering (from the task's record on the bus).
 
     python bench/bench_tasks_poll.py [--n 1,50,200] [--interval 250,500,1000] [--seconds 6]
-    python bench/bench_tasks_poll.py --quick   # 5 waits, 250 ms, 1 s, both rows: that it runs (CI)
+    python bench/bench_tasks_poll.py --quick   # 2 waits, 250 ms, 0.5 s, both rows: that it runs (CI)
 """
 
 from __future__ import annotations
@@ -216,10 +216,10 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=6.0, help="how long to measure the polling cost")
     ap.add_argument("--other-process", action="store_true", help="also poll through a second server on the bus")
     ap.add_argument("--json", action="store_true")
-    ap.add_argument("--quick", action="store_true", help="--n 5 --interval 250 --seconds 1 --other-process")
+    ap.add_argument("--quick", action="store_true", help="--n 2 --interval 250 --seconds 0.5 --other-process")
     a = ap.parse_args()
     if a.quick:
-        a.n, a.interval, a.seconds, a.other_process = "5", "250", 1.0, True
+        a.n, a.interval, a.seconds, a.other_process = "2", "250", 0.5, True
     rows = []
     for n in [int(x) for x in a.n.split(",")]:
         for ms in [int(x) for x in a.interval.split(",")]:

@@ -2,7 +2,7 @@
 
     python bench/soak.py --minutes 10                      # the directory bus
     python bench/soak.py --minutes 10 --bus postgresql://127.0.0.1/test   # PostgreSQL
-    python bench/soak.py --quick                           # 3 s: that it runs (CI), not a figure
+    python bench/soak.py --quick                           # 3 s, victims killed sooner: that it runs (CI), not a figure
 
 Who does what, all as real processes on a real bus:
 - senders: flights started with `admission.spawn`, each sending messages to the orchestrator
@@ -131,8 +131,9 @@ async def stable(
     t.in_window.update(m for at, m in read if ended - at < GRACE + 1)
 
 
-async def victim(bus_url: str, stop: anyio.Event, t: Tally) -> None:
-    """A server spoken to over raw JSON-RPC, SIGKILLed at random points."""
+async def victim(bus_url: str, stop: anyio.Event, t: Tally, most_calls: int = 15) -> None:
+    """A server spoken to over raw JSON-RPC, SIGKILLed at random points (after 1 to
+    `most_calls` calls: the one under way when the soak ends is run to its kill)."""
     while not stop.is_set():
         p = await asyncio.create_subprocess_exec(
             PY, "-m", "wavewait", "mcp", env=env_for(bus_url),
@@ -143,7 +144,7 @@ async def victim(bus_url: str, stop: anyio.Event, t: Tally) -> None:
         p.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}).encode() + b"\n")
         p.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
         await p.stdin.drain()
-        kill_after = random.randint(1, 15)
+        kill_after = random.randint(1, most_calls)
         read: list[tuple[float, str]] = []
         for i in range(1, kill_after + 1):
             call = {"name": "wait", "arguments": {"timeout": random.choice([0, 1])}}
@@ -223,7 +224,7 @@ async def drain(bus: Bus, t: Tally) -> None:
         t.got(r.message_id, "drain")
 
 
-async def soak(bus_url: str, seconds: float) -> None:
+async def soak(bus_url: str, seconds: float, most_calls: int = 15) -> None:
     bus = await open_bus(bus_url)
     await agents.register(bus, ME)
     logs = Path(tempfile.mkdtemp(prefix="wavewait-soak-logs-"))
@@ -234,8 +235,8 @@ async def soak(bus_url: str, seconds: float) -> None:
     async with anyio.create_task_group() as tg:
         tg.start_soon(senders, bus, logs, stop, t)
         tg.start_soon(stable, bus.url, marker, stop, t, mem, seconds)
-        tg.start_soon(victim, bus.url, stop, t)
-        tg.start_soon(victim, bus.url, stop, t)
+        tg.start_soon(victim, bus.url, stop, t, most_calls)
+        tg.start_soon(victim, bus.url, stop, t, most_calls)
         tg.start_soon(cli, bus.url, stop, t)
         tg.start_soon(interrupter, bus, stop, t)
         await anyio.sleep(seconds)
@@ -278,10 +279,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--minutes", type=float, default=10.0)
     ap.add_argument("--bus", help="a directory or postgresql:// URL (default: a new temporary directory)")
-    ap.add_argument("--quick", action="store_true", help="3 seconds")
+    ap.add_argument("--quick", action="store_true", help="3 seconds, a victim killed within 3 calls")
     args = ap.parse_args()
     url = args.bus or tempfile.mkdtemp(prefix="wavewait-soak-bus-")
-    asyncio.run(soak(url, 3.0 if args.quick else args.minutes * 60))
+    asyncio.run(soak(url, 3.0, 3) if args.quick else soak(url, args.minutes * 60))
 
 
 if __name__ == "__main__":
