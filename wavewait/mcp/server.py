@@ -32,6 +32,7 @@ from mcp.types import (
     jsonrpc_message_adapter,
 )
 from mcp.types import Tool as MCPTool
+from mcp_types import SERVER_INFO_META_KEY
 from pydantic import ValidationError
 
 from ..core.bus import Bus, open_bus
@@ -199,6 +200,7 @@ def build(bus: Bus, settings: Settings) -> WaveServer:
     register_flight_tools(server, bus, settings)  # read_output, reply, merge_wave
     register_question_tools(server, bus, settings)  # ask, and approve (a claude flight's permission prompts)
     low = server._lowlevel_server  # the SDK's own notification registry; MCPServer has no public one
+    tasks.meta = {SERVER_INFO_META_KEY: low.server_info_stamp}
     low.middleware = [m for m in low.middleware if not _idle_tracing(m)]
     low.add_notification_handler(
         "notifications/cancelled", CancelledNotificationParams, cancel_handler(server.deliveries)
