@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import threading
 import time
@@ -120,9 +121,20 @@ class Lines:
         return line
 
 
+#: a line's head as most clients write it: `jsonrpc`, then an integer or plain string `id`
+_PLAIN_HEAD = re.compile(rb'\{\s*"jsonrpc"\s*:\s*"2\.0"\s*,\s*"id"\s*:\s*(-?(?:0|[1-9]\d*)|"[^"\\]*")\s*[,}]')
+
+
 def head_id(head: bytes) -> str | int | None:
     """The id of the JSON-RPC request whose line starts with `head`, if it can be read there:
-    the top-level object's members are read in order until `id` or the cut."""
+    the top-level object's members are read in order until `id` or the cut (every line the
+    server reads passes here: the common head is matched at once)."""
+    if m := _PLAIN_HEAD.match(head):
+        try:
+            plain: str | int = json.loads(m.group(1).decode("utf-8", "replace"))
+            return plain
+        except ValueError:  # a control character in the string: read as below
+            pass
     text = head.decode("utf-8", "replace")
     decoder = json.JSONDecoder()
 

@@ -15,7 +15,8 @@ import signal
 import socket
 import sys
 import typing
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterable, AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, cast
 
 import anyio
@@ -31,6 +32,7 @@ from mcp.types import (
     jsonrpc_message_adapter,
 )
 from mcp.types import Tool as MCPTool
+from mcp_types import SERVER_INFO_META_KEY
 from pydantic import ValidationError
 
 from ..core.bus import Bus, open_bus
@@ -55,6 +57,7 @@ from .settings import Settings
 from .tasks_ext import TasksExtension
 from .toolkit import error
 from .tools import register, stop_orphans
+from .transport import LineReader, LineWriter
 from .wire import Wire
 
 log = logging.getLogger(__name__)
@@ -197,6 +200,7 @@ def build(bus: Bus, settings: Settings) -> WaveServer:
     register_flight_tools(server, bus, settings)  # read_output, reply, merge_wave
     register_question_tools(server, bus, settings)  # ask, and approve (a claude flight's permission prompts)
     low = server._lowlevel_server  # the SDK's own notification registry; MCPServer has no public one
+    tasks.meta = {SERVER_INFO_META_KEY: low.server_info_stamp}
     low.middleware = [m for m in low.middleware if not _idle_tracing(m)]
     low.add_notification_handler(
         "notifications/cancelled", CancelledNotificationParams, cancel_handler(server.deliveries)
@@ -265,8 +269,9 @@ async def _serve_stdio(server: WaveServer, front: Front | None) -> None:
 
 async def _run_stdio(server: WaveServer, stdout: ReportingStdout, stdin: object = None) -> None:
     """As `MCPServer.run_stdio_async`, with a stdout that reports each response it flushed
-    (and stdin as any async iterable of lines: the SDK only iterates it)."""
-    async with stdio_server(stdin=cast("anyio.AsyncFile[str] | None", stdin), stdout=stdout) as (read, write):
+    (and stdin as any async iterable of lines), read and written in the SDK's own tasks
+    (transport.py); stdin None (a file, say): the SDK's `stdio_server` reads fd 0 itself."""
+    async with _stdio(stdin, stdout) as (read, write):
         if isinstance(stdin, LoopStdin):  # an oversized request is answered on the server's own wire
             stdin.on_line = server.deliveries.read_line  # cancels count in the order they came
 
@@ -276,6 +281,15 @@ async def _run_stdio(server: WaveServer, stdout: ReportingStdout, stdin: object 
             stdin.answer = answer
         low = server._lowlevel_server
         await low.run(read, write, low.create_initialization_options())
+
+
+@asynccontextmanager
+async def _stdio(stdin: object, stdout: ReportingStdout) -> AsyncIterator[tuple[Any, Any]]:
+    if stdin is None:
+        async with stdio_server(stdin=None, stdout=stdout) as streams:
+            yield streams
+        return
+    yield LineReader(aiter(cast("AsyncIterable[str]", stdin))), LineWriter(stdout)
 
 
 # --------------------------------------------------------------------------- HTTP

@@ -75,6 +75,10 @@ class TaskRun:
     control: wait.Control
     task: McpTask | None = None  # its record as created (`working`) while it runs here
     delivery: Delivery | None = None
+    #: its `tasks/get` answer while it runs here, for a poll interval: the same until it settles
+    #: (a host polls each backgrounded wait every interval; formatting it each time was a tenth
+    #: of a poll's CPU with the server's stamp)
+    shown: tuple[McpTask, int, dict[str, Any]] | None = None
 
 
 _current: ContextVar[TaskRun | None] = ContextVar("wavewait_mcp_task", default=None)
@@ -155,6 +159,9 @@ class TasksExtension(Extension):
 
     def __init__(self, bus: Bus, caller: str) -> None:
         self.bus, self.caller = bus, caller
+        #: the `_meta` of a `tasks/get` answer: the server's identity (spec #3002), which the SDK
+        #: stamps on a result that has none by deep-copying it; a handler's own stamp wins
+        self.meta: dict[str, Any] = {}
         self.local: dict[str, tuple[TaskRun, anyio.CancelScope]] = {}
         self._tg: TaskGroup | None = None
 
@@ -257,10 +264,20 @@ class TasksExtension(Extension):
 
     async def _get(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> dict[str, Any]:
         local = self.local.get(params.task_id)
-        if local is not None and local[0].task is not None:  # running here: `working` until it settles
+        poll_ms = poll_interval_ms(len(self.local))
+        if local is not None and (task := local[0].task) is not None:  # running here: `working` until it settles
             require_client_extension(ctx, TASKS)
-            return {"resultType": "complete", **view(local[0].task, poll_interval_ms(len(self.local)))}
-        return {"resultType": "complete", **view(await self._load(ctx, params), poll_interval_ms(len(self.local)))}
+            run = local[0]
+            if run.shown is None or run.shown[0] is not task or run.shown[1] != poll_ms:
+                run.shown = (task, poll_ms, self._answer(task, poll_ms))
+            return run.shown[2]  # the SDK copies a handler's dict before it adds to it
+        return self._answer(await self._load(ctx, params), poll_ms)
+
+    def _answer(self, task: McpTask, poll_ms: int) -> dict[str, Any]:
+        out = {"resultType": "complete", **view(task, poll_ms)}
+        if self.meta:
+            out["_meta"] = self.meta
+        return out
 
     async def _cancel(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> dict[str, Any]:
         task = await self._load(ctx, params)
