@@ -189,7 +189,11 @@ async def test_a_server_killed_while_its_reply_sits_unread_in_a_full_pipe_loses_
         proc.stdin.write((INIT + call).encode())
         proc.stdin.flush()
         out = proc.stdout.fileno()
-        await until(lambda: _claimed_all(bus), what="the message taken by the server's wait")
+        await until(
+            lambda: _claimed_all(bus),
+            timeout=30,
+            what="the message taken by the server's wait (a cold start under load)",
+        )
         # more than the initialize answer: the reply is on its way, and 200 KB cannot fit in the pipe
         await until(lambda: _unread(out) > 32_768, what="the pipe full, the server blocked writing its reply")
         os.kill(proc.pid, signal.SIGKILL)
