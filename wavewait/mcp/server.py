@@ -15,8 +15,7 @@ import signal
 import socket
 import sys
 import typing
-from collections.abc import AsyncIterable, AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AsyncExitStack
 from typing import Any, cast
 
 import anyio
@@ -57,7 +56,6 @@ from .settings import Settings
 from .tasks_ext import TasksExtension
 from .toolkit import error
 from .tools import register, stop_orphans
-from .transport import LineReader, LineWriter
 from .wire import Wire
 
 log = logging.getLogger(__name__)
@@ -269,9 +267,8 @@ async def _serve_stdio(server: WaveServer, front: Front | None) -> None:
 
 async def _run_stdio(server: WaveServer, stdout: ReportingStdout, stdin: object = None) -> None:
     """As `MCPServer.run_stdio_async`, with a stdout that reports each response it flushed
-    (and stdin as any async iterable of lines), read and written in the SDK's own tasks
-    (transport.py); stdin None (a file, say): the SDK's `stdio_server` reads fd 0 itself."""
-    async with _stdio(stdin, stdout) as (read, write):
+    (and stdin as any async iterable of lines: the SDK only iterates it)."""
+    async with stdio_server(stdin=cast("anyio.AsyncFile[str] | None", stdin), stdout=stdout) as (read, write):
         if isinstance(stdin, LoopStdin):  # an oversized request is answered on the server's own wire
             stdin.on_line = server.deliveries.read_line  # cancels count in the order they came
 
@@ -281,15 +278,6 @@ async def _run_stdio(server: WaveServer, stdout: ReportingStdout, stdin: object 
             stdin.answer = answer
         low = server._lowlevel_server
         await low.run(read, write, low.create_initialization_options())
-
-
-@asynccontextmanager
-async def _stdio(stdin: object, stdout: ReportingStdout) -> AsyncIterator[tuple[Any, Any]]:
-    if stdin is None:
-        async with stdio_server(stdin=None, stdout=stdout) as streams:
-            yield streams
-        return
-    yield LineReader(aiter(cast("AsyncIterable[str]", stdin))), LineWriter(stdout)
 
 
 # --------------------------------------------------------------------------- HTTP
