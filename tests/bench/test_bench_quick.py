@@ -55,8 +55,10 @@ QUICK: dict[str, tuple[str, ...]] = {
     "soak.py": (),
     "transcript_mcp.py": (),
 }
-#: the scripts that take `--bus` (a directory by default): run on PostgreSQL too
-TAKES_BUS = {"bench_mcp.py", "soak.py", "transcript_mcp.py"}
+#: the scripts that take `--bus` (a directory by default): run on PostgreSQL too. Not
+#: transcript_mcp.py: it prints what a client sees of each tool, the same script code on
+#: either bus (the tools on PostgreSQL are the MCP suite's `[postgres]` tests)
+TAKES_BUS = {"bench_mcp.py", "soak.py"}
 #: the scripts that measure both buses in one run (PostgreSQL as WAVEWAIT_TEST_PG names it)
 BOTH_IN_ONE = {"bench_pg.py", "bench_queue.py", "bench_scale.py", "bench_talk.py"}
 #: scripts not run here, and why
