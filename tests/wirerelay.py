@@ -72,7 +72,9 @@ def read(path: Path) -> list[dict[str, Any]]:
     """The records of a log, in the order the relay read them."""
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    text = path.read_text()
+    whole = text[: text.rfind("\n") + 1]  # a record the relay is still writing has no newline yet
+    return [json.loads(line) for line in whole.splitlines() if line.strip()]
 
 
 if __name__ == "__main__":
