@@ -43,7 +43,6 @@ class JoinChecks:
         #: the checks asked and not answered, by flight: the runner asked (a runner that ended
         #: is replaced, and ids are its own), the check's id there, its reply
         self._asked: dict[str, tuple[checks.CheckRunner, int, asyncio.Future[dict[str, Any] | None]]] = {}
-        self._passed = 0  # of `_verdicts`
         self._later: asyncio.TimerHandle | None = None  # the gathered verdicts' wake
         self._ended = False
 
@@ -65,7 +64,7 @@ class JoinChecks:
 
     def verdicts(self) -> Iterator[tuple[Item, Verdict]]:
         """The reports whose check ended since the last call, with its verdict."""
-        verdicts, self._verdicts, self._passed = self._verdicts, {}, 0
+        verdicts, self._verdicts = self._verdicts, {}
         for a_id, verdict in verdicts.items():
             if (item := self.running.pop(a_id, None)) is not None:
                 yield item, verdict
@@ -93,8 +92,8 @@ class JoinChecks:
 
     def _settle(self, a_id: str, verdict: Verdict) -> None:
         self._verdicts[a_id] = verdict
-        self._passed += verdict.passed
-        if self.decides is None or self.decides(self._passed, len(self._verdicts) - self._passed):
+        passed = sum(v.passed for v in self._verdicts.values())  # of the few not read yet
+        if self.decides is None or self.decides(passed, len(self._verdicts) - passed):
             self.control.wake(CHECKS_KEY)  # the verdicts alone: no target or inbox re-read
         elif self._later is None:
             self._later = asyncio.get_running_loop().call_later(GATHER, self._gathered)
