@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .exits import signalled
-from .proc import session_groups
+from .proc import kill_session
 
 SHELL = "/bin/sh"
 KEEP_BYTES = 64 << 10  # of a check's output while it runs: only the end is ever shown
@@ -175,14 +175,15 @@ class Runner:
         """Ended once it exited and its output closed; then what it left in its group goes."""
         if check.code is None or check.reading:
             return
-        self._kill({check.process.pid})
+        with contextlib.suppress(ProcessLookupError, PermissionError):  # nothing left in it
+            os.killpg(check.process.pid, signal.SIGKILL)
         self._close(check)
         self._reply(check.id, check.code, check.out.decode(errors="replace"), None)
         self._start_queued()
 
     def _cut(self, check: Check, why: str) -> None:
         """Out of time or cancelled: every process of its session, then its reply."""
-        self._kill({check.process.pid} | session_groups(check.process.pid))
+        kill_session(check.process.pid)
         if check.code is None:
             check.process.wait()
         self._close(check)
@@ -197,11 +198,6 @@ class Runner:
         os.close(check.pidfd)
         if check.process.stdout is not None:
             check.process.stdout.close()
-
-    def _kill(self, groups: set[int]) -> None:
-        for group in groups:
-            with contextlib.suppress(ProcessLookupError, PermissionError):  # gone already
-                os.killpg(group, signal.SIGKILL)
 
     def _reply(self, check_id: int, code: int | None, output: str, cut: str | None) -> None:
         self._send({"id": check_id, "code": code, "output": output, "cut": cut})
@@ -218,7 +214,7 @@ class Runner:
     def end_all(self) -> None:
         self.queued.clear()
         for check in list(self.checks.values()):
-            self._kill({check.process.pid} | session_groups(check.process.pid))
+            kill_session(check.process.pid)
             check.process.wait()
             self._close(check)
 

@@ -27,7 +27,6 @@ import itertools
 import json
 import logging
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -37,7 +36,7 @@ from typing import Any
 
 import anyio
 
-from .proc import session_groups
+from .proc import kill_session
 
 #: a join's check may run this long unless the caller says otherwise (`--check-timeout`)
 JOIN_TIMEOUT = 600.0
@@ -182,9 +181,7 @@ class CheckRunner:
                 "the check runner (pid %d) ended with %s, %d checks unanswered", self.process.pid, code, len(left)
             )
         for leader in orphans:
-            for group in {leader} | session_groups(leader):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(group, signal.SIGKILL)
+            kill_session(leader)
         for reply in left:
             if not reply.done():
                 reply.set_result(None)

@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import logging
 import os
+import signal
 import socket
 import threading
 import time
 from collections.abc import Iterator
 from functools import cache
+
+log = logging.getLogger(__name__)
 
 #: a full collection of a big heap stalls a frame for 50-140 ms; a UI freezes the heap on
 #: every frame instead (constant time) and collects it fully at most this often
@@ -158,15 +162,36 @@ def group_members(pgid: int) -> list[int]:
 
 
 def session_groups(sid: int) -> set[int]:
-    """The process groups of session `sid` on this host, as /proc lists them (a process that
-    made a group of its own, as `timeout` does, is still in its session)."""
+    """The process groups of the running (not zombie) processes of session `sid` on this host,
+    as /proc lists them (a process that made a group of its own, as `timeout` does, is still in
+    its session)."""
     out = set()
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             rest = _stat(int(entry))
-            if rest is not None and len(rest) > 3 and rest[3] == str(sid) and rest[2].isdigit():
+            if rest is not None and len(rest) > 3 and rest[3] == str(sid) and rest[2].isdigit() and rest[0] not in "ZX":
                 out.add(int(rest[2]))
     return out
+
+
+MAX_SESSION_SCANS = 16  # each scan that finds a new group follows a process that just made one
+
+
+def kill_session(sid: int) -> None:
+    """KILL every process group of session `sid`, its leader's first, and scan the session
+    again until a scan finds no group that was not killed: a process that made a group of its
+    own between a scan and the kills (as `timeout` does as it starts) is in the next scan."""
+    killed: set[int] = set()
+    groups = {sid}
+    for _ in range(MAX_SESSION_SCANS):
+        for group in groups - killed:
+            with contextlib.suppress(ProcessLookupError, PermissionError):  # gone already
+                os.killpg(group, signal.SIGKILL)
+        killed |= groups
+        groups = session_groups(sid)
+        if groups <= killed:
+            return
+    log.warning("session %d still made new process groups after %d scans", sid, MAX_SESSION_SCANS)
 
 
 def cmdline(pid: int) -> list[str]:
@@ -209,8 +234,6 @@ def end_processes(procs: list[tuple[int, str | None]], grace: float) -> list[int
     removed next): a supervisor slowed by a busy machine past the grace would otherwise run
     on after its owner left, writing to a bus that is gone.
     """
-    import signal
-
     deadline = time.monotonic() + grace
     left = [(pid, start) for pid, start in procs if alive(pid, start)]
     while left and time.monotonic() < deadline:
