@@ -2,8 +2,9 @@
 
 Every wait (what docs/tools.md, "Rules every tool shares", promises every caller):
 1. registers itself on the bus and subscribes to changes *before* it reads;
-2. sleeps until the bus says something changed (timers only for the deadline, progress
-   and liveness sweeps), then re-reads the state it needs;
+2. sleeps until the bus says something changed (timers only for the deadline and progress;
+   the liveness of its flights is swept for all waits of the process at once, liveness.py),
+   then re-reads the state it needs;
 3. returns as soon as its condition holds or nothing left can change the outcome;
 4. on timeout or interrupt returns normally with the partial state;
 5. on cancellation gives its claims back to the inbox in their original order.
@@ -41,6 +42,7 @@ from ..proc import hostname, me
 from ..results import (
     Result,
 )
+from . import liveness
 
 # The defaults of `WaitSettings`; callers pass settings, nobody assigns these.
 PROGRESS_WRITE_EVERY = 0.1  # how often the wait's record on the bus may be rewritten
@@ -178,7 +180,7 @@ class Condition(Generic[R]):
 
     The engine registers the wait with `kind`, `tool`, `description` and the targets, wakes
     it on changes to the caller's inbox (`uses_inbox`), to the agent records (when `targets`
-    is not empty) and under `watch_dirs`, and sweeps the liveness of `targets`.
+    is not empty) and under `watch_dirs`, and has the liveness of `live_targets` swept.
     """
 
     kind: WaitKind
@@ -241,7 +243,7 @@ class Condition(Generic[R]):
         return ()
 
     def live_targets(self) -> list[Agent]:
-        """The targets whose liveness still matters (swept on the engine's timer)."""
+        """The targets whose liveness still matters (swept by the process's sweeper, liveness.py)."""
         return [a for a in self.targets if not a.finished]
 
     def record(self, w: Waiting, timeout: float | None) -> WaitRecord:
@@ -300,12 +302,12 @@ class _Engine(Generic[R]):
         self.next_progress = t  # when the progress report is next looked at (a beat, or a held report)
         self.next_beat = t  # when the line is reported again even if it did not change
         self.next_rescan = t + settings.rescan_every
-        self.next_sweep = t + settings.sweep_every
         self.next_write: float | None = None
         self.rescans = 0
         self.backstop_at = 0  # where the next slice of the targets starts (BACKSTOP_SLICE)
         self.writing: asyncio.Task[None] | None = None  # the progress line being written
-        self.write_failed: Exception | None = None  # raised by the step after it
+        #: raised by the step after it: a progress write or a liveness sweep that failed
+        self.failed: Exception | None = None
         self.written, self.written_at = "", t  # the progress line on the wait's record, and when
         self.reported: str | None = None  # the progress line last given to the face
         self.line, self.still_since = "", t  # the latest progress line, and since when it is so
@@ -324,14 +326,16 @@ class _Engine(Generic[R]):
         )
         self.control._changes = changes
         files: watch.Subscription | None = None
+        swept = liveness.sweeper(w.bus) if c.targets else None
         cancelled = True
         try:
             if c.watch_dirs:  # still before the first read
                 files = watch.subscribe(c.watch_dirs, prefixes=c.watch_dirs, wakes=changes, key=FILES_KEY)
             if c.uses_inbox:
                 await recover(w.bus, w.caller)
-            if c.targets:
+            if swept is not None:
                 await sweep(w.bus, c.targets)
+                swept.add(w.id, c.live_targets, self.s.sweep_every, self._failed)
             changes.reset()  # the first step reads everything: what changed so far is in it
             w.changed = w.arrived = None
             if c.claims_oldest:  # registered and the first claim made in one step
@@ -344,6 +348,8 @@ class _Engine(Generic[R]):
             cancelled = False
             return result
         finally:
+            if swept is not None:
+                swept.remove(w.id)
             if files is not None:
                 files.close()
             changes.close()
@@ -366,15 +372,15 @@ class _Engine(Generic[R]):
     async def _sleep(self, changes: Changes) -> bool:
         """Until a change, a progress beat or a due record write (True), or the deadline (False).
 
-        Rescans (the backstop for dropped change events) and liveness sweeps run on the way;
-        a death a sweep records is itself a change, which wakes this wait.
+        Rescans (the backstop for dropped change events) run on the way. A death the
+        process's liveness sweep records is a change, which wakes this wait.
         """
         while True:
             t = time.monotonic()
             if self.deadline is not None and t >= self.deadline:
                 return False
             timers = (self.deadline, self.next_progress, self.next_rescan, self.next_write)
-            wake_at = min(x for x in (*timers, self.next_sweep if self.c.targets else None) if x is not None)
+            wake_at = min(x for x in timers if x is not None)
             with anyio.move_on_after(max(0.0, wake_at - t)):
                 await anext(changes)
                 self.w.changed = _changed(changes)
@@ -402,9 +408,6 @@ class _Engine(Generic[R]):
             if t >= self.next_progress or (self.next_write is not None and t >= self.next_write):
                 self.w.changed, self.w.arrived = set(), set()  # a beat: nothing new to read
                 return True
-            if self.c.targets and t >= self.next_sweep:
-                self.next_sweep = t + self.s.sweep_every
-                await sweep(self.w.bus, self.c.live_targets())
 
     def _backstop_slice(self) -> None:
         """Mark the next BACKSTOP_SLICE targets changed, and arrived from: the step re-reads
@@ -423,8 +426,8 @@ class _Engine(Generic[R]):
         report it to the face when it changed or a beat is due. Once the result is decided
         nothing is reported: the result says everything, and a report sent just before it
         can reach the caller's handler after it."""
-        if self.write_failed is not None:
-            raise self.write_failed
+        if self.failed is not None:
+            raise self.failed
         if done:  # a finished wait's record is about to go, and its result is on its way
             return
         t = time.monotonic()
@@ -448,8 +451,12 @@ class _Engine(Generic[R]):
         try:
             await self.w.bus.update_wait(self.w.id, msg)
         except Exception as e:
-            self.write_failed = e
-            self.control.wake()
+            self._failed(e)
+
+    def _failed(self, e: Exception) -> None:
+        """Work done beside the steps failed: wake the wait, whose next step raises it."""
+        self.failed = e
+        self.control.wake()
 
     async def _report(self, msg: str, t: float) -> None:
         """Give the face the line when it changed or a beat is due, once it has been still for
