@@ -478,14 +478,14 @@ def one_headless_run(tmp: Path, i: int, rounds: int) -> dict[str, Any]:
 
 @pytest.mark.timeout(1200)
 def test_headless_blocking_waits_never_drop_the_connection(tmp_path: Path) -> None:
-    """10 runs of `claude -p` (two at a time), 5 blocking waits each: no `unknown token`, no
+    """5 runs of `claude -p` (two at a time), 10 blocking waits each: no `unknown token`, no
     `STDIO connection dropped` in Claude Code's debug log, and every run's model got every
     report. 50 waits with reports arriving during them, as the 50 one-wait runs this check
-    once made, at a fifth of the Claude Code starts (each costs seconds of CPU). With the old
+    once made, at a tenth of the Claude Code starts (each costs seconds of CPU). With the old
     progress timing 2 of 16 runs dropped. WAVEWAIT_DROP_RUNS and WAVEWAIT_DROP_ROUNDS change
     the counts: the documented measurement is 50 runs of one wait (docs/hosts.md)."""
-    n = int(os.environ.get("WAVEWAIT_DROP_RUNS", "10"))
-    rounds = int(os.environ.get("WAVEWAIT_DROP_ROUNDS", "5"))
+    n = int(os.environ.get("WAVEWAIT_DROP_RUNS", "5"))
+    rounds = int(os.environ.get("WAVEWAIT_DROP_ROUNDS", "10"))
     with ThreadPoolExecutor(2) as pool:
         runs = list(pool.map(lambda i: one_headless_run(tmp_path / f"run{i:02d}", i, rounds), range(n)))
     dropped = [r for r in runs if r["dropped"]]
