@@ -75,7 +75,7 @@ ANSWER = "answer"  # the item type of a reply to a question; the asker waits for
 async def _mark_question(bus: Bus, item: Item) -> None:
     """The asker needs input until its question is answered (`Agent.state`)."""
     preview = item.body if len(item.body) <= PREVIEW else item.body[: PREVIEW - 1] + "…"
-    await bus.update_agent(item.sender, question=preview, question_id=item.id, asked_by=None)
+    await bus.update_agent(item.sender, question=preview, question_id=item.id, question_to=item.to, asked_by=None)
 
 
 async def ask(bus: Bus, asker: str, question: str, to: str | None = None) -> Item:
@@ -116,7 +116,7 @@ async def ask_for(bus: Bus, flight: Agent, question: str, asked_by: str, to: str
         data={"question_id": qid, "asked_by": asked_by},
     )
     preview = body if len(body) <= PREVIEW else body[: PREVIEW - 1] + "…"
-    await bus.update_agent(flight.id, question=preview, question_id=qid, asked_by=asked_by)
+    await bus.update_agent(flight.id, question=preview, question_id=qid, question_to=recipient.id, asked_by=asked_by)
     return await _deliver(bus, item, flight)
 
 

@@ -125,6 +125,7 @@ class Agent(Record):
     last_message_at: float | None = None
     question: str | None = None  # an open question this agent asked (shortened); None once answered
     question_id: str | None = None
+    question_to: str | None = None  # whose inbox the question went to: a join there takes it whole
     #: who asked `question` for the flight: None (the flight itself) or `merge` (the merge queue
     #: stopped on its branch, core/merge/); a merge question keeps an ended flight `needs_input`
     asked_by: str | None = None

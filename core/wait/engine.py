@@ -242,6 +242,11 @@ class Condition(Generic[R]):
         """Ids of the targets received so far, for progress reports."""
         return ()
 
+    def wake_at(self) -> float | None:
+        """When (time.monotonic()) the step must run again though nothing changed: a grace the
+        condition gives something on its way; None: only changes and the engine's timers."""
+        return None
+
     def live_targets(self) -> list[Agent]:
         """The targets whose liveness still matters (swept by the process's sweeper, liveness.py)."""
         return [a for a in self.targets if not a.finished]
@@ -379,7 +384,7 @@ class _Engine(Generic[R]):
             t = time.monotonic()
             if self.deadline is not None and t >= self.deadline:
                 return False
-            timers = (self.deadline, self.next_progress, self.next_rescan, self.next_write)
+            timers = (self.deadline, self.next_progress, self.next_rescan, self.next_write, self.c.wake_at())
             wake_at = min(x for x in timers if x is not None)
             with anyio.move_on_after(max(0.0, wake_at - t)):
                 await anext(changes)
@@ -405,8 +410,9 @@ class _Engine(Generic[R]):
                     self.w.changed, self.w.arrived = {FILES_KEY}, set()
                     return True
                 continue
-            if t >= self.next_progress or (self.next_write is not None and t >= self.next_write):
-                self.w.changed, self.w.arrived = set(), set()  # a beat: nothing new to read
+            due = self.c.wake_at()
+            if t >= self.next_progress or any(x is not None and t >= x for x in (self.next_write, due)):
+                self.w.changed, self.w.arrived = set(), set()  # a beat or a grace: nothing new to read
                 return True
 
     def _backstop_slice(self) -> None:

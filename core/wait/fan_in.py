@@ -9,6 +9,7 @@ flight's report must pass, and stopping the flights left once the need is met.
 from __future__ import annotations
 
 import itertools
+import time
 from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -55,6 +56,9 @@ Status = Literal["complete", "partial", "needs_input", "unmet", "timeout", "inte
 #: the share of the output budget the reports taken may fill: the rest lists the other
 #: flights, above all those whose report stays queued, which the caller asks for next
 REPORTS_SHARE = 0.8
+#: seconds a join waits for a question its flight's record shows before it is in the caller's
+#: inbox (the asker writes the two one after the other: milliseconds, longer on a busy machine)
+QUESTION_GRACE = 1.0
 
 
 class Join(BaseModel):
@@ -126,6 +130,8 @@ class FanInCondition(Condition[FanIn]):
         self.met_flights = 0  # entries received (their check passed, or there is none)
         self.asked = 0  # questions this wait took (an ask, a permission): the caller answers them
         self.answered: list[Item] = []  # questions answered before this wait took them: taken, they ask nothing
+        #: asking flights whose question to the caller is not in the inbox (yet): until when it is waited for
+        self.on_the_way: dict[str, float] = {}
         self.checks: JoinChecks | None = None  # with a check: each report's (wait_fan_in sets it)
         self.checking: dict[str, Item] = {}  # reports whose check runs: the checks' own, or none
 
@@ -171,7 +177,7 @@ class FanInCondition(Condition[FanIn]):
 
     def _decide(self, w: Waiting) -> FanIn | None:
         if self.asking or self.asked:
-            return self._result("needs_input", w)
+            return None if self._question_on_the_way(w) else self._result("needs_input", w)
         met, left = self.met(), len(self.left)
         unsettled = self.running + len(self.checking) + sum(not f.met for f in self.files)
         unsettled += sum(item is None for item in self.events.values())
@@ -251,6 +257,21 @@ class FanInCondition(Condition[FanIn]):
             mine = ref.type == "question" and ref.sender in self.asking and asking[ref.sender] == ref.id
             if mine and (item := await w.bus.claim(w.caller, ref, w.id)) is not None:
                 self._got(item)
+
+    def _question_on_the_way(self, w: Waiting) -> bool:
+        """A flight's record shows a question to the caller that is not in the inbox: an asker
+        marks its record first, then delivers (so whoever takes the question can answer it at
+        once). Wait for it, up to QUESTION_GRACE, so that the join returns it whole and taken,
+        not the record's shortened line with the question left queued; one still not there
+        (taken by an earlier wait, its asker gone) is shown from the record."""
+        t = time.monotonic()
+        self.on_the_way = {
+            a: self.on_the_way.get(a, t + QUESTION_GRACE) for a in self.asking if self.state[a].question_to == w.caller
+        }
+        return any(due > t for due in self.on_the_way.values())
+
+    def wake_at(self) -> float | None:
+        return min(self.on_the_way.values(), default=None)
 
     async def _leave(self, w: Waiting, stopped: Sequence[str]) -> None:
         """The budget is full: the targets whose report is queued now are settled, and their
@@ -377,6 +398,8 @@ class FanInCondition(Condition[FanIn]):
         if len(self.state) <= NAMES_SHOWN:
             ended = [a for a in self.waiting if a in self.stopped]
         msg += f" · {self._names_of(ended, len(ended), with_status=True)}" if ended else ""
+        if self.on_the_way:  # only for an instant: the join returns with the question
+            msg += f" · {self._names_of(self.on_the_way, len(self.on_the_way))} asked (the question on its way)"
         running = (a for a in self.waiting if a not in self.stopped)
         return msg + (f" · waiting on {self._names_of(running, self.running)}" if self.running else "")
 

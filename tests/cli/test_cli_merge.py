@@ -4,6 +4,7 @@ after which the next run continues and merges nothing twice."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -11,6 +12,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
+from wavewait.core.proc import alive
 
 from conftest import env_for, until, wavewait_cmd
 from gittools import git, make_repo
@@ -77,8 +80,14 @@ async def test_a_sigkill_during_a_slow_check_leaves_the_last_good_merge_and_the_
     finally:
         p.kill()
         p.communicate(timeout=30)
-    os.killpg(int(running.read_text()), signal.SIGKILL)  # the check's own process group, orphaned
     assert p.returncode == -signal.SIGKILL
+    # the check runner's stdin closed with the merge: it ends the check's session itself
+    check_pid = int(running.read_text())
+    try:
+        await until(lambda: not alive(check_pid), 30, "the orphaned check to be ended by its runner")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(check_pid, signal.SIGKILL)
     # the target is at the last good merge: alpha and pair-one, nothing of omega
     assert subjects(repo)[:2] == [
         "Merge wavewait/w5/pair-one (pair-one) into main",

@@ -8,7 +8,7 @@ import pytest
 from wavewait.core import agents, messages, wait
 from wavewait.core.errors import BadInput
 
-from conftest import has_progress, push_timers_out, until
+from conftest import Background, has_progress, has_waits, push_timers_out, until
 from coretools import crew
 
 pytestmark = pytest.mark.anyio
@@ -102,3 +102,37 @@ async def test_a_join_that_returns_on_a_question_shows_a_death_its_wakes_have_no
         ("linter", "dead", "exited with code 1"),
         ("file-reader", "needs_input", None),
     ]
+
+
+async def test_a_question_on_its_record_before_it_is_in_the_inbox_is_waited_for_and_taken_whole(bus, monkeypatch):
+    """An asker marks its record, then delivers the question. A join that sees the record
+    first waits for the question (a second at most), and returns it whole and taken, not
+    the record's 200-character line with the question left in the inbox."""
+    await crew(bus)
+    question = "may I push to main? " * 20  # longer than the record's line
+    gate = anyio.Event()
+    deliver = messages._deliver
+
+    async def held(bus, item, me):
+        await gate.wait()
+        return await deliver(bus, item, me)
+
+    monkeypatch.setattr(messages, "_deliver", held)
+
+    async def waiting_for_it() -> bool:
+        return any("linter asked (the question on its way)" in w.progress for w in await bus.list_waits())
+
+    async with anyio.create_task_group() as tg:
+        bg = Background(tg)
+        bg.start("fan", wait.wait_fan_in, bus, "orchestrator", 30, ["linter", "test-runner"])
+        await until(lambda: has_waits(bus, 1), 15, "the join to be held")
+        tg.start_soon(messages.ask, bus, "linter", question, "orchestrator")
+        await until(waiting_for_it, 15, "the join to see the question on the linter's record, and wait for it")
+        gate.set()
+        r = await bg.result("fan")
+    assert r.status == "needs_input"
+    assert [(e.agent_id, e.status, e.message) for e in r.results] == [
+        ("linter", "needs_input", question),
+        ("test-runner", "running", None),
+    ]
+    assert [i.body for i in await bus.peek("orchestrator")] == []  # taken with the answer

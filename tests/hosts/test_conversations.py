@@ -10,6 +10,7 @@ import asyncio
 import json
 import os
 import re
+import shlex
 import subprocess
 import threading
 import time
@@ -25,6 +26,7 @@ from test_coding_wave import git, user_setup
 pytestmark = [pytest.mark.hosts, pytest.mark.timeout(600)]
 MARK = re.compile(r"FLIGHT<([a-z0-9-]+)>")
 SLEEP = re.compile(r"SLEEP(\d+)")
+HOLD = re.compile(r"HOLD<([^>]+)>")  # the tool runs until this file exists (90 s at most)
 answering, released = threading.Event(), threading.Event()  # a slow last answer is under way; let it go
 
 
@@ -66,6 +68,9 @@ def talker(turn: Turn) -> Call | Say:
         # not `sleep N` alone: Claude Code refuses a standalone long sleep
         wait = f"python3 -c 'import time; time.sleep({n.group(1)})'"
         return Call("Bash", {"command": wait, "description": "wait as told"})
+    if (h := HOLD.search(said)) is not None:
+        hold = f"import os, time; t = time.time() + 90\nwhile not os.path.exists({h.group(1)!r}) and time.time() < t: time.sleep(0.05)"
+        return Call("Bash", {"command": f"python3 -c {shlex.quote(hold)}", "description": "wait as told"})
     return Say(f"{name} heard: {MARK.sub('', said).strip()}")
 
 
@@ -139,10 +144,12 @@ def wait_report(w: Wave, agent_id: str, timeout: int = 120) -> dict[str, Any]:
 def test_a_tell_during_a_running_turn_goes_into_it_and_one_while_idle_is_the_next_turn(tmp_path: Path) -> None:
     with ModelServer(talker) as m:
         w = Wave(tmp_path, m.url)
-        a = w.spawn("steered", "FLIGHT<steered> SLEEP3", "--keep-open", "120")
+        go = tmp_path / "go"  # its tool runs until this file exists: the tell comes while it runs
+        a = w.spawn("steered", f"FLIGHT<steered> HOLD<{go}>", "--keep-open", "120")
         until(lambda: any(e["kind"] == "tool" for e in w.transcript(a)), 90, "the first turn runs its tool")
         said = w.json("tell", a, "FLIGHT<steered> also check the docs")
         assert (said["agent_id"], said["told"], said["turn"]) == (a, "in_turn", 1)
+        go.touch()
         first = wait_report(w, a)
         assert first["message"] == "steered heard: also check the docs"
         # the model got the told words within the running turn, beside its tool's result
@@ -331,6 +338,9 @@ def codex_talker(turn: Turn) -> Call | Say:
         return Say(f"{name} slept")
     if (n := SLEEP.search(said)) is not None:
         return Call("exec_command", {"cmd": f"sleep {n.group(1)}", "yield_time_ms": 60000})
+    if (h := HOLD.search(said)) is not None:
+        hold = f"i=0; while [ ! -e {shlex.quote(h.group(1))} ] && [ $i -lt 1800 ]; do sleep 0.05; i=$((i+1)); done"
+        return Call("exec_command", {"cmd": hold, "yield_time_ms": 120000})
     return Say(f"{name} heard: {MARK.sub('', said).strip()}")
 
 
@@ -347,10 +357,12 @@ def test_a_codex_flight_is_steered_in_turn_told_a_next_turn_and_resumed(tmp_path
         run = lambda name, prompt, *flags: w.run(  # noqa: E731
             "spawn", "-q", name, "--wave", "talk", "--preset", "codex", *flags, "--", prompt
         ).stdout.strip()
-        a = run("cx", "FLIGHT<cx> SLEEP5", "--keep-open", "120")
+        go = tmp_path / "go"  # its command runs until this file exists: the tell comes while it runs
+        a = run("cx", f"FLIGHT<cx> HOLD<{go}>", "--keep-open", "120")
         until(lambda: any(e["kind"] == "tool" for e in w.transcript(a)), 90, "its turn runs its command")
         said = w.json("tell", a, "FLIGHT<cx> also check the docs")
         assert (said["told"], said["turn"]) == ("in_turn", 1)  # turn/steer, answered
+        go.touch()
         assert wait_report(w, a)["message"] == "cx heard: also check the docs"
         said = w.json("tell", a, "FLIGHT<cx> and the changelog")
         assert (said["told"], said["turn"]) == ("next_turn", 2)
