@@ -73,11 +73,14 @@ class Sweeper:
 
 def _freshest(waits: list[_Registered]) -> list[Agent]:
     """Each flight once, by the newest record a wait holds of it (a wait that has not stepped
-    since it changed holds an older one)."""
+    since it changed holds an older one). One wait, the common case, as it is: a join over
+    10,000 flights would otherwise pay a dict of them twice a second."""
+    if len(waits) == 1:
+        return waits[0].targets()
     out: dict[str, Agent] = {}
     for r in waits:
         for a in r.targets():
-            if (seen := out.get(a.id)) is None or a.updated_at > seen.updated_at:
+            if (seen := out.setdefault(a.id, a)) is not a and a.updated_at > seen.updated_at:
                 out[a.id] = a
     return list(out.values())
 
