@@ -14,6 +14,7 @@ from textual.fuzzy import FuzzySearch
 from ..core.ids import short
 from ..spawn_flags import add_spawn_flags
 from . import slash
+from .flight_index import FlightIndex
 from .slash import Parsed, SlashCommand, Usage
 
 COMMANDS: tuple[SlashCommand, ...] = (
@@ -220,8 +221,8 @@ def _parse_spawn(cmd: SlashCommand, words: list[str]) -> Parsed:
     return Parsed(cmd, [args.name], args.cmd, args.wave, args.preset, given, spawn=args)
 
 
-def complete(value: str, ids: list[tuple[str, str]]) -> str | None:
-    """The completed command line for `value`, or None; `ids` are (id, name) pairs."""
+def complete(value: str, flights: FlightIndex) -> str | None:
+    """The completed command line for `value`, or None (a flight's short id for an ID)."""
     if not value.startswith("/"):
         return None
     if " " not in value:
@@ -232,20 +233,17 @@ def complete(value: str, ids: list[tuple[str, str]]) -> str | None:
     if cmd is None or not cmd.takes_ids or value.endswith(" "):
         return None
     token = value.rsplit(" ", 1)[1]
-    for agent_id, _ in ids:
-        cand = short(agent_id)
-        if cand.startswith(token) and cand != token:
-            return value[: len(value) - len(token)] + cand
-    return None
+    cand = flights.complete_id(token)
+    return value[: len(value) - len(token)] + cand if cand is not None else None
 
 
-def expand_name(value: str, ids: list[tuple[str, str]]) -> str | None:
+def expand_name(value: str, flights: FlightIndex) -> str | None:
     """Replace a last word that starts exactly one flight's name by that flight's short id."""
     head, _, token = value.rpartition(" ")
     if not head or not token:
         return None
-    hits = [agent_id for agent_id, name in ids if name.startswith(token)]
-    return f"{head} {short(hits[0])}" if len(hits) == 1 else None
+    hit = flights.only_name(token)
+    return f"{head} {short(hit)}" if hit is not None else None
 
 
 _FUZZY = FuzzySearch()

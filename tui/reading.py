@@ -49,6 +49,8 @@ class BusRead:
         self.count = 0
         self._first = True
         self._stale: set[str] | None = None  # flights read since `take_stale`; None: all
+        self.generation = 0  # counts the reads of every record (a flight may have gone)
+        self.added: list[str] = []  # flights that came by the reads since (the command line's index)
 
     @property
     def agents(self) -> list[Agent]:
@@ -106,6 +108,8 @@ class BusRead:
             self.by_id = {a.id: a for a in fresh}
             self._agents, self._unordered = fresh, False
             self._stale = None
+            self.generation += 1
+            self.added = []
             return
         if self._stale is not None:
             self._stale.update(a.id for a in fresh)
@@ -115,6 +119,7 @@ class BusRead:
             if last is not None and _order(a) < _order(last):
                 self._unordered = True  # it goes before one kept: sorted when `agents` is asked
             last = by_id[a.id] = a
+            self.added.append(a.id)
         by_id.update((a.id, a) for a in fresh)
         self._agents = None
 

@@ -331,15 +331,16 @@ class _Engine(Generic[R]):
         )
         self.control._changes = changes
         files: watch.Subscription | None = None
-        swept = liveness.sweeper(w.bus) if c.targets else None
+        swept: liveness.Sweeper | None = None
         cancelled = True
         try:
             if c.watch_dirs:  # still before the first read
                 files = watch.subscribe(c.watch_dirs, prefixes=c.watch_dirs, wakes=changes, key=FILES_KEY)
             if c.uses_inbox:
                 await recover(w.bus, w.caller)
-            if swept is not None:
+            if c.targets:
                 await sweep(w.bus, c.targets)
+                swept = liveness.sweeper(w.bus)  # taken and joined in one step: none ends between
                 swept.add(w.id, c.live_targets, self.s.sweep_every, self._failed)
             changes.reset()  # the first step reads everything: what changed so far is in it
             w.changed = w.arrived = None

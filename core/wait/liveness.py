@@ -49,9 +49,13 @@ class Sweeper:
 
     def remove(self, wait_id: str) -> None:
         self.waits.pop(wait_id, None)
-        if not self.waits and self.task is not None:
-            self.task.cancel()  # no wait is left to sweep for; the next `add` starts one again
+        if self.waits:
+            return
+        if self.task is not None:
+            self.task.cancel()  # no wait is left to sweep for
             self.task = None
+        if _sweepers.get(self.bus) is self:  # it holds its bus: kept only while a wait uses it
+            del _sweepers[self.bus]
 
     async def _run(self) -> None:
         while self.waits:

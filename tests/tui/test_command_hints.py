@@ -12,7 +12,7 @@ from wavewait.tui.widgets.command import CommandLine
 from wavewait.tui.widgets.hints import CommandHints
 
 from conftest import until
-from tuitools import deterministic_textual, running, screen_text, scrollback, type_command  # noqa: F401
+from tuitools import deterministic_textual, put_flight, running, screen_text, scrollback, type_command  # noqa: F401
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("deterministic_textual"), pytest.mark.one_bus]
 
@@ -158,3 +158,21 @@ async def test_up_and_down_still_walk_the_history_and_the_hint_follows(file_bus)
         assert cmd.value == ""
         await until(lambda: shown(app) == "", what="the hint gone")
         assert app.focused is cmd and not hints(app).can_focus
+
+
+async def test_a_flight_that_comes_after_the_index_was_made_is_offered_and_completed(file_bus):
+    """The command line's index of flights is made once, then kept up: a flight put on the bus
+    while the app runs is offered for an ID and completed by Tab."""
+    async with running(file_bus, "file-reader", "test-runner") as (app, pilot):
+        await pilot.press(*"/kill ")
+        await until(lambda: "file-reader a1b2c3d4" in shown(app), what="the flights for an ID")
+        await put_flight(file_bus, "linter", 3)
+        await until(lambda: "linter" in screen_text(app), what="the linter's row")
+        await pilot.press(*"li")
+        await until(lambda: "linter c3d4e5f6" in shown(app), what="the linter offered by its name")
+        assert "file-reader" not in shown(app)
+        await pilot.press("tab")
+        assert app.focused.value == "/kill c3d4e5f6"  # a name becomes its short id
+        app.focused.value = "/kill c3"
+        await pilot.press("tab")
+        assert app.focused.value == "/kill c3d4e5f6"

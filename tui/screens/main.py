@@ -38,6 +38,7 @@ from ...words import said
 from ..commands import parse
 from ..demo import WAVE, launch
 from ..demo_story import DemoStory
+from ..flight_index import FlightIndex
 from ..host import Host, host_of
 from ..messages import WaitEnded, WaitProgressed
 from ..reading import BusRead
@@ -61,6 +62,9 @@ log = logging.getLogger(__name__)
 
 REPAINT_EVERY = 0.1  # ≤ 10 Hz, one timer
 READ_EVERY = 0.1  # coalesce bursts of bus changes into at most ten reads a second
+#: seconds after a read of every record before the command line's index is made again (at
+#: 100,000 flights a sort of 50-100 ms, not paid by the first key of an ID typed)
+INDEX_AFTER = 1.0
 FLIGHT_ROWS = 5  # flight rows kept in view on a small terminal; the wait's status gives way first
 LOWER_MIN = 3  # the scrollback's least: its border and two lines
 STATUS_SHARE = 0.35  # the most of the screen the wait's status takes
@@ -107,6 +111,8 @@ received. **F1** shows the help of the focused part.
         self._dirty = True
         self._last_repaint_second = -1
         self._panel = Panel("")  # the rows and counts; its `me` is set on mount
+        #: the command line's index, and the BusRead generation and count of `added` it holds
+        self._index: tuple[int, int, FlightIndex] = (-1, 0, FlightIndex())
         self._unpainted: dict[str, FlightView] | None = None  # views the table lacks; None: all
         self._heap = FramePacedHeap()  # the collector's pauses kept out of frames
         self.budgets: dict[str, Budget] = {}  # the shown waves' budgets, kept on the bus (core/waves.py)
@@ -144,8 +150,8 @@ received. **F1** shows the help of the focused part.
         if self.host.settings.demo is not None:
             self.story = DemoStory()
             yield DemoGuide(id="guide")
-        yield CommandHints(self.flight_ids, id="hints")
-        yield CommandLine(self.flight_ids, id="command")
+        yield CommandHints(self.flight_index, id="hints")
+        yield CommandLine(self.flight_index, id="command")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -234,7 +240,10 @@ received. **F1** shows the help of the focused part.
 
     async def read_bus(self, changed: set[str] | None = None) -> None:
         """Read what `changed` names, or everything when it is None (`reading.py`), and show what changed."""
+        generation = self.read.generation
         noted = await self.read.read(self.bus, self.me, self.own_waits, changed, self.host.roles)
+        if self.read.generation != generation:  # the command line's index, made while nobody types
+            self.set_timer(INDEX_AFTER, self.flight_index)
         if noted.events:
             events = self.query_one(EventLog)
             for agent_id, line in noted.events:
@@ -294,8 +303,18 @@ received. **F1** shows the help of the focused part.
         elif self._unpainted is not None:
             self._unpainted.update((v.id, v) for v in changed)
 
-    def flight_ids(self) -> list[tuple[str, str]]:
-        return [(a.id, a.name) for a in self.flights()]
+    def flight_index(self) -> FlightIndex:
+        """The flights by short id and by name, for the command line: made after a read of every
+        record, kept up with the flights that came since."""
+        generation, taken, index = self._index
+        read = self.read
+        if generation != read.generation:
+            index, taken = FlightIndex((a.id, a.name) for a in self.flights()), len(read.added)
+        for a_id in read.added[taken:]:
+            if a_id != self.me:
+                index.add(a_id, read.by_id[a_id].name)
+        self._index = (read.generation, len(read.added), index)
+        return index
 
     def tick(self) -> None:
         """The one timer: repaint what changed, or just advance spinners and countdowns."""

@@ -10,20 +10,23 @@ from textual.suggester import Suggester
 from textual.widgets import Input
 
 from ..commands import complete, expand_name, match_commands
+from ..flight_index import FlightIndex
 
-IdsFn = Callable[[], list[tuple[str, str]]]
+#: the flights' index as the screen has it now (made again only when a flight came or went)
+IndexFn = Callable[[], FlightIndex]
+NO_FLIGHTS = FlightIndex()
 
 
 class SlashSuggester(Suggester):
     """Completes command names, then flight ids (short form) for commands that take them."""
 
-    def __init__(self, ids: IdsFn) -> None:
+    def __init__(self, flights: IndexFn) -> None:
         super().__init__(use_cache=False, case_sensitive=True)
-        self._ids = ids
+        self._flights = flights
 
     async def get_suggestion(self, value: str) -> str | None:
-        # only a command's argument completes to a flight: other typing never lists 10,000 of them
-        return complete(value, self._ids() if value.startswith("/") and " " in value else [])
+        # only a command's argument completes to a flight
+        return complete(value, self._flights() if value.startswith("/") and " " in value else NO_FLIGHTS)
 
 
 def complete_command(value: str) -> str | None:
@@ -48,14 +51,14 @@ suggestion); a flight's name followed by Tab becomes its short id. **↑/↓** w
         Binding("tab", "complete", "Complete", show=False),
     ]
 
-    def __init__(self, ids: IdsFn, **kwargs: Any) -> None:
+    def __init__(self, flights: IndexFn, **kwargs: Any) -> None:
         super().__init__(
             placeholder="/wait 60 ID …   /send ID MESSAGE   /help",
-            suggester=SlashSuggester(ids),
+            suggester=SlashSuggester(flights),
             select_on_focus=False,
             **kwargs,
         )
-        self._ids = ids
+        self._flights = flights
         self.history: list[str] = []
         self._pos = 0
 
@@ -73,8 +76,8 @@ suggestion); a flight's name followed by Tab becomes its short id. **↑/↓** w
 
     def action_complete(self) -> None:
         """Complete; with nothing to complete, Tab moves focus on (to the panels) as usual."""
-        ids = self._ids()
-        new = complete(self.value, ids) or complete_command(self.value) or expand_name(self.value, ids)
+        flights = self._flights()
+        new = complete(self.value, flights) or complete_command(self.value) or expand_name(self.value, flights)
         if new:
             self.value = new
             self.cursor_position = len(new)

@@ -12,7 +12,7 @@ from textual.widget import Widget
 from ...core.ids import short
 from ..commands import BY_NAME, match_commands
 from ..slash import SlashCommand
-from .command import IdsFn
+from .command import IndexFn
 
 MAX_COMMANDS = 5  # rows of matching commands; the rest are named on one more line
 MAX_FLIGHTS = 4  # flights offered for an ID: about one line
@@ -68,9 +68,9 @@ class CommandHints(Widget):
 
     line: reactive[str] = reactive("", layout=True)
 
-    def __init__(self, ids: IdsFn, **kwargs: Any) -> None:
+    def __init__(self, flights: IndexFn, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._ids = ids
+        self._index = flights
 
     def watch_line(self, line: str) -> None:
         head, space, _ = line.partition(" ")
@@ -131,15 +131,15 @@ class CommandHints(Widget):
 
     def _flights(self, token: str) -> Text | None:
         """Flights whose name or short id starts with `token` (what Tab can complete), name then id."""
-        ids = self._ids()
-        if not ids:
+        flights = self._index()
+        if not len(flights):
             return None
-        hits = [(i, n) for i, n in ids if n.startswith(token) or short(i).startswith(token)]
+        hits, count = flights.starting(token, MAX_FLIGHTS)
         help_style, match = self._style("help"), self._style("match")
         if not hits:
             return Text(f"  no flight's name or id starts with {token}", style=help_style)
         out = Text("  flights: ", style=help_style)
-        for n, (agent_id, name) in enumerate(hits[:MAX_FLIGHTS]):
+        for n, (agent_id, name) in enumerate(hits):
             if n:
                 out.append(" · ", style=help_style)
             label = Text(name)
@@ -151,6 +151,6 @@ class CommandHints(Widget):
             out.append_text(label)
             out.append(" ")
             out.append_text(sid)
-        if len(hits) > MAX_FLIGHTS:
-            out.append(f" · +{len(hits) - MAX_FLIGHTS} more", style=help_style)
+        if count > len(hits):
+            out.append(f" · +{count - len(hits)} more", style=help_style)
         return out
