@@ -1,8 +1,8 @@
 """The flights' names and short ids, sorted, for what the command line offers as an ID is typed.
 
 Why sorted: each key typed after `/kill ` asked for every flight three times (the inline
-suggestion, the hint's list of flights, Tab) and tested each one: about 130 ms a key at
-100,000 flights. In sorted lists a prefix is two binary searches. A flight that comes is
+suggestion, the hint's list of flights, Tab) and tested each one: at 100,000 flights the
+hint's list alone took about 400 ms, and a key reached the screen 1.1-1.7 s later. In sorted lists a prefix is two binary searches. A flight that comes is
 put in its place; the index is made again only after a read of every record (a flight's
 name and id never change).
 """
