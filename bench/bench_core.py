@@ -17,6 +17,7 @@ import asyncio
 import glob
 import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -309,6 +310,7 @@ async def main(quick: bool) -> None:
             (f"messages/s, {n} sending process{'es' if n > 1 else ''}", f"{rate_p:,.0f}", f"{rate_w:,.0f}", ">= 2,000")
         )
     await bus.close()
+    shutil.rmtree(tmp)  # its buses and files: a bench leaves no folder behind
 
     head = ("measure", f"seed: glob every {POLL_EVERY:g} s", "wavewait", "target")
     widths = [max(len(r[i]) for r in [*rows, head]) for i in range(4)]

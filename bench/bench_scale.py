@@ -62,6 +62,7 @@ import math
 import os
 import random
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -505,6 +506,8 @@ class Run:
 
     async def drop(self, kind: str, url: str, bus: Any) -> None:
         await bus.close()
+        if kind == "files":  # a fan-in's bus holds a file per flight: none is left behind
+            await asyncio.to_thread(shutil.rmtree, url)
         if kind == "pg":
             import psycopg
             from psycopg import sql
@@ -564,6 +567,8 @@ class Run:
         out, _ = await asyncio.to_thread(p.communicate, timeout=600)
         r = json.loads(out.strip().splitlines()[-1])
         await self.drop(kind, url, bus)
+        if folder is not None:
+            shutil.rmtree(folder)
         return {
             "cpu_ms": 1000 * r["cpu"] / n,
             "return_ms": 1000 * (r["returned"] - last),

@@ -26,9 +26,11 @@ plain, <= 0.5 s preset with its worktree.
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -358,6 +360,8 @@ def main() -> None:
     if a.quick:
         a.n = 1
     bus = a.bus or tempfile.mkdtemp(prefix="bench-startup-")
+    if not a.bus:
+        atexit.register(shutil.rmtree, bus)  # the bus it made goes with it
     env = {k: v for k, v in os.environ.items() if not k.startswith("WAVEWAIT_")} | {"WAVEWAIT_BUS": bus}
     if a.cost:
         cost_rows(env, a.n, warm_too=not a.cold_only, quick=a.quick)
