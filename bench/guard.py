@@ -7,7 +7,9 @@ A busy machine must not fail it, and a real regression must: each latency row is
 calibration measured around it in the same run (a child's pipe round trip and a fixed piece of
 JSON work: what scheduling and the interpreter's speed cost on this machine now), and that
 ratio is compared with the ratio docs/performance.md gives. A unitless row (CPU per report at
-2,000 flights ÷ at 100; the MCP face's CPU per delivered message ÷ the core's) is compared as it is. Each row is measured at the face users call
+2,000 flights ÷ at 100; the MCP face's CPU per delivered message ÷ the core's) is compared as it is.
+A row above its limit is measured again once, with its calibrations, and fails only if both
+measurements are above (both tables are printed). Each row is measured at the face users call
 (through a real MCP client over stdio where the row is about the MCP face), by the bench
 modules' own functions.
 """
@@ -107,7 +109,8 @@ class Row:
         return self.figure / self.calibration if self.calibration else self.figure
 
 
-async def rows(cal: Calibration) -> list[Row]:
+async def rows(cal: Calibration, only: set[str] | None = None) -> list[Row]:
+    """Every row, or those of `only`."""
     # the one-inbox row at 100 messages/s (the documented row's 1,000/s needs 60 % of a core; on
     # a busy machine the waiting process falls behind and its p99 is the queue it built, which
     # no calibration scales: at 200/s it did so in 3 of 5 runs at load 8-17, at 100/s in none)
@@ -117,6 +120,8 @@ async def rows(cal: Calibration) -> list[Row]:
 
     async def add(key: str, measure: str, figure: Callable[[], Awaitable[float]], q: float | None = 50) -> None:
         """Measure a row; with `q`, between two calibrations whose `q`th percentile divides it."""
+        if only is not None and key not in only:
+            return
         t0 = time.monotonic()
         before = await asyncio.to_thread(cal.measure) if q is not None else []
         value = await figure()
@@ -218,6 +223,18 @@ async def main() -> int:
     finally:
         cal.close()
     failed = table(found, docs)
+    if failed and not a.record:
+        # measured again once, calibrations and all: a stall of the machine (a disk busy with
+        # another job's writes, the page cache reclaimed) lands in one measurement, a
+        # regression in both; a row fails only if both are above its limit
+        print(f"measuring again: {', '.join(failed)}", file=sys.stderr, flush=True)
+        cal = Calibration()
+        try:
+            again = {r.key: r for r in await rows(cal, set(failed))}
+        finally:
+            cal.close()
+        found = [again.get(r.key, r) for r in found]
+        failed = table(found, docs)
     print(f"({time.monotonic() - t0:.0f} s)")
     if failed and not a.record:
         print(
