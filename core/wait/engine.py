@@ -385,7 +385,8 @@ class _Engine(Generic[R]):
             t = time.monotonic()
             if self.deadline is not None and t >= self.deadline:
                 return False
-            timers = (self.deadline, self.next_progress, self.next_rescan, self.next_write, self.c.wake_at())
+            due = self.c.wake_at()  # no step runs while this wait sleeps: it holds until then
+            timers = (self.deadline, self.next_progress, self.next_rescan, self.next_write, due)
             wake_at = min(x for x in timers if x is not None)
             with anyio.move_on_after(max(0.0, wake_at - t)):
                 await anext(changes)
@@ -411,7 +412,6 @@ class _Engine(Generic[R]):
                     self.w.changed, self.w.arrived = {FILES_KEY}, set()
                     return True
                 continue
-            due = self.c.wake_at()
             if t >= self.next_progress or any(x is not None and t >= x for x in (self.next_write, due)):
                 self.w.changed, self.w.arrived = set(), set()  # a beat or a grace: nothing new to read
                 return True
