@@ -360,7 +360,8 @@ class Talk:
             if not await self._write(self.driver.interrupt()):
                 return None
             await self._until(lambda: not self.driver.running, INTERRUPT_GRACE)
-            cut = not self.driver.running
+            async with self._order:  # the end's line is read under it: its record (idle) is written once it is free
+                cut = not self.driver.running
             await self._keep([Entry("note", f"interrupted by {item.sender}", self.driver.turn)])
         if item.data.get("only"):  # an interrupt alone: nothing to tell
             return {"interrupted": cut, "turn": self.driver.turn}
