@@ -46,7 +46,7 @@ from .exits import Exit
 from .ids import check_wave, is_id
 from .launch_plan import LaunchPlan
 from .model import Agent, now
-from .proc import alive, hostname, me
+from .proc import alive, hostname, me, python_module
 from .waves import WaveSettings
 
 log = logging.getLogger("wavewait.admission")
@@ -497,7 +497,7 @@ def start_watcher(bus: Bus, wave: str) -> None:
     wave's queued flights wait for memory or load (it survives whoever started it)."""
     env = {**os.environ, "WAVEWAIT_BUS": bus.url}
     watcher = subprocess.Popen(
-        [sys.executable, "-m", "wavewait.core.admission", wave],
+        [*python_module("wavewait.core.admission"), wave],
         env=env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,

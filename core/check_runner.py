@@ -12,11 +12,15 @@ One JSON object a line, each way:
   `/bin/sh -c C` in D for at most S seconds from its start, in the environment last given,
   once fewer than K checks run (the bound of the process: queued in order until then);
   `{"id": N, "cancel": true}` ends check N, running or queued (its reply follows);
-- out: `{"id": N, "pid": P}` once check N started (its session's leader: should this runner
-  be KILLed, its caller ends that session), then `{"id": N, "code": int | null, "output": TEXT, "cut": null | "timeout" | "cancel" |
+- out: `{"id": N, "code": int | null, "output": TEXT, "cut": null | "timeout" | "cancel" |
   "folder" | "start"}`, once check N exited and nothing of it holds its output open, or was
   cut short, or could not start (`output` says why); `output` is the end of what it wrote
   (`KEEP_BYTES`), the caller keeps its last lines.
+
+Each check's session leader goes, as it starts, to the file its caller passed by descriptor
+(`N P` a line; emptied when no check runs and it has grown past `LEADERS_BYTES`): should this
+runner be KILLed, its caller ends those sessions. The caller reads it only then, so a check
+costs the caller's event loop one line each way.
 
 The rules of a check (core/checks.py) hold here: a session of its own per check; after it
 exited, what it left in its process group is killed; cut short, every group of its session.
@@ -44,6 +48,7 @@ from .proc import kill_session
 SHELL = "/bin/sh"
 KEEP_BYTES = 64 << 10  # of a check's output while it runs: only the end is ever shown
 READ_BYTES = 1 << 16
+LEADERS_BYTES = 1 << 16  # the leaders' file is emptied past this size, once no check runs
 
 
 @dataclass
@@ -58,7 +63,9 @@ class Check:
 
 
 class Runner:
-    def __init__(self) -> None:
+    def __init__(self, leaders: int) -> None:
+        self.leaders = leaders  # the file of the checks' session leaders (its caller's)
+        self.leaders_size = 0
         self.sel = selectors.DefaultSelector()
         self.checks: dict[int, Check] = {}
         self.queued: deque[dict[str, Any]] = deque()  # requests waiting for a slot, in order
@@ -146,7 +153,7 @@ class Runner:
         assert process.stdout is not None
         out = process.stdout.fileno()
         os.set_blocking(out, False)
-        self._send({"id": req["id"], "pid": process.pid})  # its session, should this runner be KILLed
+        self.leaders_size += os.pwrite(self.leaders, f"{req['id']} {process.pid}\n".encode(), self.leaders_size)
         check = Check(req["id"], process, os.pidfd_open(process.pid), time.monotonic() + float(req["timeout"]))
         self.checks[check.id] = check
         self.sel.register(out, selectors.EVENT_READ, ("out", check))
@@ -192,6 +199,9 @@ class Runner:
 
     def _close(self, check: Check) -> None:
         del self.checks[check.id]
+        if not self.checks and self.leaders_size > LEADERS_BYTES:  # none running: none to note
+            os.ftruncate(self.leaders, 0)
+            self.leaders_size = 0
         for fd in (check.pidfd, *([check.process.stdout.fileno()] if check.process.stdout else [])):
             with contextlib.suppress(KeyError, ValueError):
                 self.sel.unregister(fd)
@@ -227,7 +237,7 @@ def main() -> None:
     """Run until stdin closes; a TERM (a kill of its parent's group) ends its checks first."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a ^C in the terminal is its parent's to act on
     signal.signal(signal.SIGTERM, _stop)
-    runner = Runner()
+    runner = Runner(int(sys.argv[1]))
     try:
         runner.run()
     finally:

@@ -28,7 +28,7 @@ import json
 import logging
 import os
 import subprocess
-import sys
+import tempfile
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -36,7 +36,7 @@ from typing import Any
 
 import anyio
 
-from .proc import kill_session
+from .proc import kill_session, python_module
 
 #: a join's check may run this long unless the caller says otherwise (`--check-timeout`)
 JOIN_TIMEOUT = 600.0
@@ -93,11 +93,15 @@ class CheckRunner:
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.pid, self.loop = os.getpid(), loop
+        #: where the runner notes each check's session leader as it starts it (an unlinked
+        #: file, read only should the runner be KILLed): not a line to read here per check
+        self.leaders = tempfile.TemporaryFile()  # noqa: SIM115 -- as long as the runner is
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "wavewait.core.check_runner"],
+            [*python_module("wavewait.core.check_runner"), str(self.leaders.fileno())],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=environment(),
+            pass_fds=(self.leaders.fileno(),),
         )
         assert self.process.stdin is not None and self.process.stdout is not None
         self.stdin, self.stdout = self.process.stdin, self.process.stdout.fileno()
@@ -105,7 +109,6 @@ class CheckRunner:
         self.ids = itertools.count(1)
         self.env: dict[str, str] | None = None  # the environment it was last given
         self.raw: dict[bytes, bytes] | None = None  # os.environ's store when it was built
-        self.sessions: dict[int, int] = {}  # the running checks' session leaders, by id
         self.pending = bytearray()  # requests of this step, written once it ends
         self.inbuf = bytearray()
         self.alive = True
@@ -162,10 +165,6 @@ class CheckRunner:
         self.inbuf = bytearray(rest)
         for line in lines:
             reply = json.loads(line)
-            if "pid" in reply:  # started: its session is known here too
-                self.sessions[reply["id"]] = reply["pid"]
-                continue
-            self.sessions.pop(reply["id"], None)
             if (asked := self.asked.pop(reply["id"], None)) is not None and not asked.done():
                 asked.set_result(reply)
 
@@ -173,8 +172,8 @@ class CheckRunner:
         """It ended (its stdout closed): what it did not answer fails, and the sessions of
         the checks it left running (it was KILLed) are ended here."""
         self.close()
+        orphans = [leader for n, leader in self.started().items() if n in self.asked]
         left, self.asked = list(self.asked.values()), {}
-        orphans, self.sessions = list(self.sessions.values()), {}
         code = self.process.poll()
         if left or code:
             log.warning(
@@ -185,6 +184,16 @@ class CheckRunner:
         for reply in left:
             if not reply.done():
                 reply.set_result(None)
+
+    def started(self) -> dict[int, int]:
+        """The session leader of each check the runner started, by id (those since it last
+        had none running, at least: it empties the file then)."""
+        leaders: dict[int, int] = {}
+        for line in os.pread(self.leaders.fileno(), 1 << 24, 0).decode().splitlines():
+            n, _, leader = line.partition(" ")
+            if leader.isdigit():  # a line it wrote whole
+                leaders[int(n)] = int(leader)
+        return leaders
 
     def close(self) -> None:
         """Stop reading it and close its stdin: it ends every check still running, and exits."""

@@ -23,7 +23,6 @@ import hashlib
 import hmac
 import os
 import secrets
-import sys
 import weakref
 from collections.abc import Sequence
 
@@ -31,7 +30,7 @@ from .bus import Bus
 from .errors import ForgedSender
 from .ids import is_id
 from .model import Agent
-from .proc import ancestors, cmdline, hostname, me, pid_start
+from .proc import ancestors, cmdline, hostname, me, pid_start, python_module
 
 SECRET_ENV = "WAVEWAIT_AGENT_SECRET"
 SUPERVISOR_MODULE = "wavewait.core.supervise"
@@ -56,7 +55,7 @@ def holds_secret(agent: Agent, secret: str | None) -> bool:
 
 def supervisor_argv(agent_id: str, command: Sequence[str]) -> list[str]:
     """How a flight's supervisor is started: the one shape `_supervised_by` reads back."""
-    return [sys.executable, "-m", SUPERVISOR_MODULE, agent_id, "--", *command]
+    return [*python_module(SUPERVISOR_MODULE), agent_id, "--", *command]
 
 
 def _supervised_by(pid: int) -> str | None:

@@ -36,7 +36,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import sys
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -46,6 +45,7 @@ from .agent_events import FORMATS
 from .agents import wavewait_bin
 from .errors import BadInput
 from .limits import check_text, shown
+from .proc import python_module
 
 McpStyle = Literal["claude", "codex", "none"]
 MCP_STYLES = ("claude", "codex", "none")
@@ -323,6 +323,6 @@ def server_for(
     """wavewait's MCP server for a flight: this installation's wavewait, the same bus, its
     identity, and `extra_env` (a task agent's queue and task: an agent CLI need not pass
     its own environment on to the servers it starts)."""
-    command = list(program) if program else ([b] if (b := wavewait_bin()) else [sys.executable, "-m", "wavewait"])
+    command = list(program) if program else ([b] if (b := wavewait_bin()) else python_module("wavewait"))
     env = {"WAVEWAIT_BUS": bus_url, "WAVEWAIT_AGENT_ID": agent_id, "WAVEWAIT_PARENT_ID": parent_id}
     return McpServer(command=[*command, "mcp"], env=dict(extra_env or {}) | env)

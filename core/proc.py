@@ -12,6 +12,7 @@ import logging
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -99,6 +100,14 @@ class FramePacedHeap:
             self._frozen_after_full = gc.get_freeze_count()
             return
         gc.freeze()
+
+
+def python_module(module: str) -> list[str]:
+    """How this wavewait starts one of its modules as a process of its own: this Python, with
+    `-P` so that the folder it starts in (the caller's, or a flight's worktree, which may hold
+    a `wavewait` folder of its own) is not put first on `sys.path`: the code that runs is this
+    installation's, never one found where it runs."""
+    return [sys.executable, "-P", "-m", module]
 
 
 @cache

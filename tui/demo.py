@@ -18,7 +18,6 @@ import asyncio
 import random
 import shutil
 import signal
-import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,7 +26,7 @@ from ..core import admission, spawning
 from ..core.bus import Bus, open_bus
 from ..core.ids import short
 from ..core.model import Agent
-from ..core.proc import alive, end_processes
+from ..core.proc import alive, end_processes, python_module
 from ..core.spawning import SpawnRequest
 
 WAVE = "wave-1"
@@ -97,7 +96,7 @@ def plan(seed: int | None = None) -> DemoPlan:
 
 
 def command(f: DemoFlight) -> list[str]:
-    return [sys.executable, "-m", "wavewait.tui.demo_flight", f.role, str(f.delay), f.message, str(f.linger)]
+    return [*python_module("wavewait.tui.demo_flight"), f.role, str(f.delay), f.message, str(f.linger)]
 
 
 async def launch(bus: Bus, me: str, demo: DemoPlan, say: Callable[[str], None]) -> list[Agent]:

@@ -15,6 +15,7 @@ import time
 
 from ..core import messages, wait
 from ..core.bus import open_bus
+from ..core.proc import python_module
 
 STEPS = ("reading the task", "looking around the repository", "working", "checking the result")
 
@@ -83,9 +84,7 @@ def main() -> None:
         asyncio.run(report(message))
         linger(idle)
     elif role == "report-cli":  # as a shell-only agent would, through the CLI
-        subprocess.run(
-            [sys.executable, "-m", "wavewait", "notify", "--status", "success", "--message", message], check=True
-        )
+        subprocess.run([*python_module("wavewait"), "notify", "--status", "success", "--message", message], check=True)
     elif role == "ask":
         asyncio.run(ask(message))
     elif role == "die":

@@ -10,12 +10,12 @@ real process (`python -m wavewait.tui.demo_task`).
 from __future__ import annotations
 
 import shutil
-import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 from ..core.bus import Bus
+from ..core.proc import python_module
 from ..core.runner import RunSummary, run_queue
 from ..core.tasks import GuardTripped, TaskQueue, enqueue_task, parse_task_types
 
@@ -63,5 +63,5 @@ async def _run(bus: Bus, me: str, say: Callable[[str], None], types_file: Path) 
     except GuardTripped as e:
         say(f"demo: guard {e.guard} refused a duplicate")
     say(f"demo: running queue {QUEUE}: each task gets a real agent once its dependencies are done")
-    agent = [sys.executable, "-m", "wavewait.tui.demo_task"]
+    agent = python_module("wavewait.tui.demo_task")
     return await run_queue(q, agent, max_parallel=3, task_types_file=str(types_file), runner_id=me)

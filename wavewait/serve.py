@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from .core.agents import caller_id
 from .core.errors import WavewaitError
 from .core.exits import Exit
+from .core.proc import python_module
 
 if TYPE_CHECKING:
     from textual_serve.server import Server
@@ -28,7 +29,7 @@ def session_command(args: argparse.Namespace) -> list[str]:
     The TUI on the bus given by `--bus`; otherwise the demo, on a temporary bus of its own
     per session, so a newcomer (or an inherited $WAVEWAIT_BUS) never lands on a live bus.
     """
-    cmd = [sys.executable, "-m", "wavewait"]
+    cmd = python_module("wavewait")
     if args.agent:
         cmd += ["--agent", args.agent]
     if args.bus:

@@ -252,7 +252,8 @@ def _start(where: str, k: str) -> None:
         return  # one is starting
     finally:
         os.close(lock)
-    argv = [sys.executable, *_flags(), "-c", SERVE, k, json.dumps(sys.path)]
+    # -P: the folder it starts in is not put first on sys.path (core/proc.py, `python_module`)
+    argv = [sys.executable, *_flags(), "-P", "-c", SERVE, k, json.dumps(sys.path)]
     pid = os.fork()
     if pid == 0:
         try:

@@ -15,6 +15,8 @@ import os
 import shlex
 import sys
 
+from ..core.proc import python_module
+
 HOSTS = ("claude", "claude-json", "claude-settings", "claude-flags", "claude-hooks", "codex")
 
 # Below every host's cut: Codex ends a call at tool_timeout_sec (300 s by default) and Claude
@@ -29,7 +31,7 @@ def command() -> list[str]:
     argv0 = sys.argv[0] if sys.argv else ""
     if os.path.basename(argv0).startswith("wavewait") and os.path.isfile(argv0):
         return [os.path.abspath(argv0)]
-    return [sys.executable, "-m", "wavewait"]
+    return python_module("wavewait")
 
 
 def _server(max_block: float | None) -> list[str]:

@@ -19,6 +19,7 @@ from typing import Any
 
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION, MODERN_PROTOCOL_VERSIONS
 
+from ..core.proc import python_module
 from .front import CAPABILITIES_KEY, ENVELOPE_KEY, MODERN_ANSWERED, OFF
 
 TARGET = Path(__file__).with_name("prerendered.py")
@@ -30,7 +31,7 @@ def _answers(requests: list[dict[str, Any]], env: dict[str, str] | None) -> dict
     with tempfile.TemporaryDirectory(prefix="wavewait-prerender-") as bus:
         base = {k: v for k, v in os.environ.items() if not k.startswith("WAVEWAIT_")}
         proc = subprocess.Popen(
-            [sys.executable, "-m", "wavewait", "mcp"],
+            [*python_module("wavewait"), "mcp"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
