@@ -95,7 +95,7 @@ def key() -> str:
     env = sorted(
         (k, v) for k, v in os.environ.items() if k.startswith(("WAVEWAIT_", "PYTHON")) and k not in PER_COMMAND
     )
-    h.update(repr((sys.executable, sys.version, sys.path, tuple(sys.flags), sys._xoptions, env)).encode())
+    h.update(repr((sys.executable, sys.version, sys.path, _inherited_flags(), sys._xoptions, env)).encode())
     h.update(repr((os.getuid(), os.getgid(), sorted(os.getgroups()), os.getpriority(os.PRIO_PROCESS, 0))).encode())
     limits = [getattr(resource, n) for n in dir(resource) if n.startswith("RLIMIT_")]
     h.update(repr(sorted((n, resource.getrlimit(n)) for n in limits)).encode())
@@ -270,6 +270,13 @@ def _start(where: str, k: str) -> None:
         finally:
             os._exit(0)  # the middle process: nobody reads its code
     os.waitpid(pid, 0)
+
+
+def _inherited_flags() -> tuple[object, ...]:
+    """The interpreter flags a forked command keeps, for `key`: not `safe_path` (`-P`), which
+    shapes only the sys.path a process starts with (the warm process is started with it, and
+    takes its launcher's sys.path whole)."""
+    return tuple(getattr(sys.flags, f) for f in sys.flags.__match_args__ if f != "safe_path")
 
 
 def _flags() -> list[str]:

@@ -96,6 +96,23 @@ async def test_a_second_mcp_server_runs_warm_and_answers_as_the_first(bus, run_d
     await until(lambda: children(z) == [], 10, "the warm child to end with its session")
 
 
+async def test_the_wavewait_script_in_a_users_environment_runs_warm(bus, run_dir):
+    """The `wavewait` script, without the suite's PYTHONSAFEPATH (a user's shell has none):
+    the warm process it starts (with -P, core/proc.py) serves the next command all the same,
+    as -P is left out of the key."""
+    env = {k: v for k, v in warm_env(bus).items() if k != "PYTHONSAFEPATH"}
+    script = os.path.join(os.path.dirname(PYTHON), "wavewait")
+    handed = []
+    for _ in range(2):
+        params = StdioServerParameters(command=script, args=["mcp"], env=env)
+        async with Client(params) as client:  # type: ignore[arg-type]
+            launcher = children(os.getpid(), servers=True)
+            assert (await client.list_tools()).tools
+            handed.append([handed_over(p) for p in launcher])
+        await until(lambda: warm_pid(run_dir) is not None, 60, "the warm process to listen")
+    assert handed == [[False], [True]], "the second command did not run warm"
+
+
 async def test_servers_of_two_projects_share_a_warm_process_and_each_keeps_its_own_project(bus, run_dir, tmp_path):
     """WAVEWAIT_PROJECT_DIR is read per command (where relative signal paths start), so servers
     of different projects run in one warm process, and each resolves paths in its own."""
