@@ -128,7 +128,7 @@ async def test_a_browser_session_runs_this_python_and_ends_with_the_server(serve
 
         session = list(descendants(served.proc.pid))
         cmdlines = [Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1] for pid in session]
-        assert [sys.executable.encode(), b"-m", b"wavewait", b"--bus", str(bus).encode()] in cmdlines
+        assert [sys.executable.encode(), b"-P", b"-m", b"wavewait", b"--bus", str(bus).encode()] in cmdlines
 
         served.proc.send_signal(signal.SIGTERM)
 
