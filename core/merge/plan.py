@@ -13,9 +13,14 @@ from ..bus import Bus
 from ..errors import BadInput
 from ..ids import check_name
 from ..model import Agent, Task
+from ..proc import alive, hostname
 from .outcome import FlightMerge, FlightStatus, Overlap
 
 OVERLAP_KEPT = 500  # overlapping files listed
+#: seconds a merge waits for flights that reported and are still ending: what a flight left
+#: in its worktree is committed on its branch as its process ends (core/flights.py, wrap_up)
+SETTLE = 10.0
+SETTLE_STEP = 0.05
 
 
 @dataclass
@@ -103,6 +108,7 @@ async def plan(bus: Bus, wave: str) -> list[Flight]:
         depends = [task_agent[d] for d in task.depends_on if d in task_agent] if task else []
         flights.append(Flight(agent=a, task=task, reported=reported, depends=depends))
     flights = _order(flights)
+    await _settle(bus, [f for f in flights if f.reported is not None])
     taken = await asyncio.to_thread(worktrees.taken_branches, listed)
     names = {a.id: a.name for a in listed}
     for f in flights:
@@ -114,10 +120,41 @@ async def plan(bus: Bus, wave: str) -> list[Flight]:
             f.result(
                 "skipped", why="it asked a question nobody answered yet: answer it (wavewait reply), then merge again"
             )
+        elif _ending(f.agent):
+            f.result(
+                "skipped",
+                why=f"it reported, but its process still runs after {SETTLE:g} s: its branch gets what it "
+                "left when it ends; merge again once it has (or stop it: wavewait kill)",
+            )
         elif (holder := taken.get(f.agent.id)) is not None:
             whose = f"{names[holder]} ({holder[:8]})" if holder in names else holder[:8]
             f.result("skipped", why=f"its branch {f.branch} is gone: that name is now the branch of {whose}")
     return flights
+
+
+def _ending(a: Agent) -> bool:
+    """Whether its branch may still lack its work: it has not ended, and its process or its
+    supervisor (which commits what it left, then records the end) runs on this host. Not a
+    flight waiting for an answer (the merge says so), nor an idle conversation (a turn's
+    work is committed as the turn ends)."""
+    if a.worktree is None or a.finished or a.state == "needs_input":
+        return False
+    if a.conversation is not None and a.status == "idle":
+        return False
+    return a.host in (None, hostname()) and (alive(a.pid, a.pid_start) or alive(a.supervisor_pid, a.supervisor_start))
+
+
+async def _settle(bus: Bus, reported: list[Flight]) -> None:
+    """Wait up to `SETTLE` seconds for the reported flights still ending (`_ending`), each
+    flight's record read again: a report comes just before its process ends, and a merge
+    run right after the wait that took it would find the branch without the work."""
+    deadline = asyncio.get_running_loop().time() + SETTLE
+    ending = [f for f in reported if _ending(f.agent)]
+    while ending and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(SETTLE_STEP)
+        for f in ending:
+            f.agent = await bus.get_agent(f.agent.id) or f.agent
+        ending = [f for f in ending if _ending(f.agent)]
 
 
 def overlap(touched: dict[str, list[str]], order: Sequence[Flight]) -> list[Overlap]:

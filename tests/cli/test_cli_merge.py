@@ -121,3 +121,26 @@ async def test_a_sigkill_during_a_slow_check_leaves_the_last_good_merge_and_the_
     assert git(repo, "rev-parse", "main").strip() == tip
     # no scratch worktree is left behind
     assert git(repo, "worktree", "list", "--porcelain").count("detached") == 0
+
+
+async def test_a_merge_right_after_the_reports_waits_for_the_flight_to_end_and_merges_its_work(bus, repo) -> None:
+    """A flight reports (`wavewait notify`), then its process ends a moment later: what it left
+    in its worktree is committed on its branch only then (core/flights.py, wrap_up). A merge
+    run as soon as the wait took the report waits for that end (core/merge/plan.py, SETTLE)
+    and merges the work; it once found the branch without it and said `merged`, exit 0, with
+    nothing merged."""
+    env = env_for(bus, WAVEWAIT_WORKTREES=os.environ["WAVEWAIT_WORKTREES"])
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(wavewait_cmd(*args), env=env, cwd=repo, capture_output=True, text=True, timeout=120)
+
+    # the report, then two seconds of work before the process ends (a host writing its last files)
+    script = f"{' '.join(wavewait_cmd('notify'))} --message 'late done'; sleep 2; echo late > late.txt"
+    spawned = cli("spawn", "late", "--wave", "settle", "--worktree", "-q", "--", "sh", "-c", script)
+    assert spawned.returncode == 0, spawned.stderr
+    waited = cli("wait", "60", "--wave", "settle")
+    assert waited.returncode == 0 and json.loads(waited.stdout)["status"] == "complete", waited.stdout + waited.stderr
+    merged = cli("merge", "settle")
+    out = json.loads(merged.stdout)
+    assert (merged.returncode, out["status"], [f["status"] for f in out["flights"]]) == (0, "merged", ["merged"]), out
+    assert git(repo, "show", "main:late.txt") == "late\n", "the merge said merged, but the flight's work is not in main"
