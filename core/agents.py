@@ -27,7 +27,7 @@ import anyio.lowlevel
 from . import worktrees
 from .bus import Bus
 from .errors import BadInput, WavewaitError
-from .identity import SECRET_ENV, new_secret, supervised_flight_id, supervisor_argv
+from .identity import SECRET_ENV, new_secret, supervised_flight_id, supervisor_argv, this_command
 from .ids import check_id, check_name, check_wave, new_id, resolve
 from .launch_plan import LaunchPlan
 from .limits import MAX_AGENT_IDS, check_argv, check_list, shown
@@ -449,17 +449,26 @@ async def end_run(agent: Agent) -> None:
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    """Signal every process of the group, except this one when it is in it (a supervisor
-    stopping its own flight stays to record how it ended)."""
-    if pgid != os.getpgrp():
+    """Signal every process of the group, except this command's own when they are in it (a
+    supervisor stopping its own flight stays to record how it ended; a flight's own `wavewait
+    kill` of itself, run by a warm process's child, keeps the launcher its end depends on)."""
+    spared = this_command()
+    if pgid != os.getpgrp() and all(_group_of(pid) != pgid for pid in spared):
         os.killpg(pgid, sig)
         return
     for pid in group_members(pgid):
-        if pid != os.getpid():
+        if pid not in spared:
             try:
                 os.kill(pid, sig)
             except ProcessLookupError:
                 continue
+
+
+def _group_of(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except ProcessLookupError:
+        return None
 
 
 def _discard_unstarted(agent: Agent) -> None:

@@ -92,6 +92,8 @@ def supervised_flight_id() -> str | None:
 _ancestry: tuple[int, list[tuple[int, str | None]]] = (0, [])
 #: per bus, the flight this process belongs to (None: no flight), found once
 _flights: weakref.WeakKeyDictionary[Bus, tuple[int, Agent | None]] = weakref.WeakKeyDictionary()
+#: (this process, the launcher whose place it took): a warm start's child (adopt_ancestry)
+_launcher: tuple[int, int] = (0, 0)
 
 
 def adopt_ancestry(pid: int, start: str | None) -> None:
@@ -99,11 +101,18 @@ def adopt_ancestry(pid: int, start: str | None) -> None:
     start's child does (wavewait/warm.py): it runs the command that process was started for,
     which waits for it and takes it down when it ends. The pid is the kernel's word (the peer
     of a Unix socket), and is checked to be that process still after its ancestors are read."""
-    global _ancestry
+    global _ancestry, _launcher
     found = [me(), (pid, start), *ancestors(pid)]
     if start is None or pid_start(pid) != start:
         found = [me()]  # it has gone: this process belongs to no flight
     _ancestry = (os.getpid(), found)
+    _launcher = (os.getpid(), pid)
+
+
+def this_command() -> set[int]:
+    """The processes of the command this process runs: itself, and the launcher it runs it
+    for (a warm start's child: the launcher's end ends it, wavewait/warm.py)."""
+    return {os.getpid(), *([_launcher[1]] if _launcher[0] == os.getpid() else [])}
 
 
 def _my_ancestors() -> list[tuple[int, str | None]]:

@@ -1,8 +1,8 @@
 """The `wavewait` command's entry (__main__.py runs it), standard library only.
 
-`wavewait mcp` on stdio and `wavewait spawn` run in a warm process's child when there is one
-(wavewait/warm.py); every other command, and those when no warm process can take them, run
-here (wavewait/command.py: the MCP front first for the stdio server).
+A command runs in a warm process's child when one is up (wavewait/warm.py: `mcp` on stdio and
+`spawn` start one when none is; the TUI, `demo`, `serve` and `warm` always run here); else it
+runs here (wavewait/command.py: the MCP front first for the stdio server).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from .command import crashed, mcp_on_stdio, run
 
 def main() -> None:
     argv = sys.argv[1:]
-    if argv[:1] == ["spawn"] or mcp_on_stdio(argv):
-        from . import warm  # imported only by the commands it may take
+    if argv[:1] != ["mcp"] or mcp_on_stdio(argv):  # `mcp --http` serves many clients: cold
+        from . import warm
 
         if warm.wanted(argv):
             try:

@@ -132,15 +132,44 @@ def sandboxed() -> bool:
         return True
 
 
+#: the commands that always start cold: the TUI (`wavewait` alone, or with options only) and
+#: `demo` hold their terminal (its size, job control), which a child in a session of its own
+#: has not; `serve` runs TUIs in terminals of its own; `warm` manages the warm processes
+COLD = frozenset({"demo", "serve", "warm"})
+#: the commands that start a warm process when none is up: a wave runs one of each per flight.
+#: The others (`send`, `wait`, `agents`, ...) run in one that is up, and never start one, so a
+#: person who only reads the bus leaves no process behind
+STARTS = frozenset({"mcp", "spawn"})
+
+
+#: the options `wavewait` takes before its command (wavewait/cli_parser.py), each with a value
+GLOBAL_OPTIONS = ("--bus", "--agent", "--queue")
+
+
+def command_of(argv: list[str]) -> str | None:
+    """The command `argv` names, after the options that may come before it; None for the TUI
+    (no command) and for anything else before it (`-h`, an abbreviation): that starts cold."""
+    i = 0
+    while i < len(argv) and argv[i].startswith("-"):
+        name = argv[i].partition("=")[0]
+        if name not in GLOBAL_OPTIONS:
+            return None
+        i += 1 if "=" in argv[i] else 2
+    return argv[i] if i < len(argv) else None
+
+
 def wanted(argv: list[str]) -> bool:
-    """The commands that start warm: `mcp` on stdio (wavewait/command.py decides that) and `spawn`."""
-    return os.environ.get(OFF) != "0" and bool(argv) and argv[0] in ("mcp", "spawn") and not sandboxed()
+    """Whether the command may run in a warm process: every one but `COLD`; `mcp` only as
+    the first word (wavewait/launch.py has checked it serves on stdio)."""
+    command = command_of(argv)
+    named = command is not None and command not in COLD and (command != "mcp" or argv[0] == "mcp")
+    return os.environ.get(OFF) != "0" and named and not sandboxed()
 
 
 # --------------------------------------------------------------------------- the launcher's side
 def run(argv: list[str]) -> None:
     """Run the command in a fork of the warm process and exit as it does; return (having run
-    nothing) when there is none to use, after starting one for the next command."""
+    nothing) when there is none to use, after starting one for the next command (`STARTS`)."""
     where = folder()
     if where is None:
         return None
@@ -150,7 +179,8 @@ def run(argv: list[str]) -> None:
         _at(where, f"{k}.sock", sock.connect)
     except OSError:
         sock.close()
-        _start(where, k)
+        if command_of(argv) in STARTS:
+            _start(where, k)
         return None
     life_r, life_w = os.pipe()
     mask = os.umask(0)

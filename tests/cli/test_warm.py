@@ -1,5 +1,6 @@
 """Warm starts (wavewait/warm.py): `wavewait mcp` and `wavewait spawn` run in a fork of a
-process that imported everything once, and behave as a cold start would."""
+process that imported everything once (and start one when none is up), the other commands
+run in one that is up, and each behaves as a cold start would."""
 
 from __future__ import annotations
 
@@ -208,6 +209,79 @@ async def test_exit_codes_output_and_signals_are_the_commands(bus, run_dir, tmp_
                 await until(lambda c=c: not alive(c), 10, "the warm child to end with its launcher")
     assert ended[(signal.SIGTERM, "0")] == ended[(signal.SIGTERM, "1")]
     assert ended[(signal.SIGKILL, "0")] == ended[(signal.SIGKILL, "1")] == -signal.SIGKILL
+
+
+async def test_a_reading_command_starts_no_warm_process_and_runs_in_one_that_is_up(bus, run_dir):
+    """`wait` (and every command but the TUI's, `serve` and `warm`) starts cold while no warm
+    process is up, and starts none (a person who only reads the bus leaves nothing running);
+    once `mcp` started one, it runs there and answers as cold: output, exit code, a message
+    taken once."""
+    await agents.ensure_agent(bus, "orchestrator")
+    sender = await agents.ensure_agent(bus, "sender")
+    listed = subprocess.run(wavewait_cmd("agents"), env=warm_env(bus), capture_output=True, text=True, timeout=60)
+    assert listed.returncode == 0 and list(run_dir.glob("*.lock")) == [], "a reading command started a warm process"
+    subprocess.run(wavewait_cmd("mcp"), env=warm_env(bus), input="", capture_output=True, timeout=60)
+    await until(lambda: warm_pid(run_dir) is not None, 60, "the warm process to listen")
+    listings = []
+    for warmly in ("0", "1"):
+        r = subprocess.run(
+            wavewait_cmd("agents"), env=warm_env(bus, WAVEWAIT_WARM=warmly), capture_output=True, text=True
+        )
+        listings.append((r.returncode, [(a["id"], a["state"]) for a in json.loads(r.stdout)["agents"]]))
+    assert listings[0] == listings[1] and listings[0][1]
+
+    seen = []
+    for warmly in ("0", "1"):
+        argv = wavewait_cmd("wait", "--agent", "orchestrator", "60")
+        proc = subprocess.Popen(
+            argv, env=warm_env(bus, WAVEWAIT_WARM=warmly), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        await until(lambda: len(wait_list(bus)) == 1, 60, "the wait to be registered")
+        handed = handed_over(proc.pid)
+        subprocess.run(
+            wavewait_cmd("send", "--agent", sender.id, "orchestrator", f"hello {warmly}"),
+            env=warm_env(bus),
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+        out, _ = proc.communicate(timeout=60)
+        seen.append((handed, proc.returncode, json.loads(out)["message"]))
+    assert seen == [(False, 0, "hello 0"), (True, 0, "hello 1")]
+    assert (await wait.wait_next(bus, "orchestrator", 0)).status == "timeout", "a message was taken twice or kept"
+
+
+def wait_list(bus) -> list[dict]:
+    listed = subprocess.run(wavewait_cmd("waits"), env=warm_env(bus), capture_output=True, text=True, timeout=60)
+    return json.loads(listed.stdout)["waits"]
+
+
+SELF_KILL = "{python} -m wavewait kill \"$WAVEWAIT_AGENT_ID\" > {out} 2>&1; echo 'after the kill' >> {out}"
+
+
+async def test_a_flight_that_kills_itself_warm_gets_the_answer_as_cold(bus, run_dir, tmp_path, monkeypatch):
+    """A flight's own `wavewait kill` of itself: the command spares its own processes (core/
+    agents.py), the warm child and its launcher both, so it answers and records the death as
+    a cold one does, and nothing else of the flight goes on."""
+    monkeypatch.setenv("WAVEWAIT_WARM", "1")
+    await agents.ensure_agent(bus, "orchestrator")
+    subprocess.run(wavewait_cmd("mcp"), env=warm_env(bus), input="", capture_output=True, timeout=60)
+    await until(lambda: warm_pid(run_dir) is not None, 60, "the warm process to listen")
+    results = {}
+    for warmly in ("0", "1"):
+        monkeypatch.setenv("WAVEWAIT_WARM", warmly)
+        out = tmp_path / f"kill-{warmly}.json"
+        f = await admission.spawn(
+            bus, f"self-{warmly}", ["sh", "-c", SELF_KILL.format(python=PYTHON, out=out)], parent_id="orchestrator"
+        )
+
+        async def answered(out: Path = out) -> bool:
+            return out.exists() and out.read_text().strip().endswith("}")
+
+        await until(answered, 60, "the kill's answer")
+        record = await bus.get_agent(f.id)
+        results[warmly] = (json.loads(out.read_text())["status"], record.state)
+    assert results["0"] == results["1"] == ("dead", "dead"), results
 
 
 def test_what_a_child_would_inherit_from_the_warm_process_is_in_its_key(monkeypatch):
