@@ -63,11 +63,13 @@ import os
 import random
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -903,6 +905,63 @@ def rows_per_bus(only: str, buses: list[str], once: bool) -> dict[str, set[str]]
     return {kind: set(wanted[i :: len(buses)]) for i, kind in enumerate(buses)}
 
 
+async def fanin_rows(run: Run, kind: str, put: Callable[[str, str, str], None]) -> None:
+    """The fan-in rows: small and large, then the large as a join (a file) and as a join with
+    a check. With `--fanin-rounds N` the three large runs go round N times, interleaved, and
+    each cell is the median (the range beside it): one run's CPU per report moves by a third
+    with what else the machine does, so a ratio of two single runs says little."""
+    args = run.args
+    small, large = args.small, args.flights
+    s = await run.fanin(kind, small)
+    # code from before joins (--code) has no Join: its rows are left out
+    joins = not args.code or "class Join" in open(os.path.join(args.code, "wavewait/core/wait/fan_in.py")).read()
+    fanins: list[dict[str, Any]] = []
+    joined: dict[str, list[dict[str, Any]]] = {"join": [], "join + check": []}
+    for _ in range(max(1, args.fanin_rounds)):
+        fanins.append(await run.fanin(kind, large))
+        if joins:
+            joined["join"].append(await run.fanin(kind, large, join=True))
+            joined["join + check"].append(await run.fanin(kind, large, join=True, check="true"))
+
+    def cell(values: list[float], spec: str, unit: str = "") -> str:
+        mid = statistics.median(values)
+        if len(values) == 1:
+            return f"{mid:{spec}}{unit}"
+        return f"{mid:{spec}}{unit} ({min(values):{spec}}-{max(values):{spec}})"
+
+    cpu = [b["cpu_ms"] for b in fanins]
+    put(f"waiter CPU ms/report, {small:,} flights", kind, fmt(s["cpu_ms"], ".3f"))
+    put(f"waiter CPU ms/report, {large:,} flights", kind, cell(cpu, ".3f"))
+    put(f"ratio {large:,} / {small:,} (goal <= 1.5x)", kind, cell([x / s["cpu_ms"] for x in cpu], ".2f", "x"))
+    put(f"last report -> return, {large:,} flights, ms", kind, cell([b["return_ms"] for b in fanins], ".1f"))
+    put(
+        f"  then acknowledged (claims -> history), {large:,} flights, ms",
+        kind,
+        cell([b["ack_ms"] for b in fanins], ".1f"),
+    )
+    put(
+        "  (reports sent/s; all received)",
+        kind,
+        f"{fanins[0]['send_rate']:.0f}; {s['ok'] and all(b['ok'] for b in fanins)}",
+    )
+    if not joins:
+        return
+    for label, runs in joined.items():
+        what = f"{large:,} flights + a file" + (", `true`" if label == "join + check" else "")
+        put(f"{label} ({what}): waiter CPU ms/report", kind, cell([x["cpu_ms"] for x in runs], ".3f"))
+        put(
+            f"  {label} / fan-in CPU per report, {large:,} flights",
+            kind,
+            cell([x["cpu_ms"] / b["cpu_ms"] for b, x in zip(fanins, runs, strict=True)], ".2f", "x"),
+        )
+        put(
+            f"  {label}: last report -> return, {large:,} flights, ms",
+            kind,
+            cell([x["return_ms"] for x in runs], ".1f"),
+        )
+        put(f"  ({label}: all received)", kind, str(all(x["ok"] for x in runs)))
+
+
 async def main(args: argparse.Namespace) -> None:
     run = Run(args)
     buses = args.buses.split(",")
@@ -912,40 +971,10 @@ async def main(args: argparse.Namespace) -> None:
         rows.setdefault(name, {})[kind] = value
         print(f"  {kind:5} {name}: {value}", file=sys.stderr, flush=True)
 
-    small, large = args.small, args.flights
     only = rows_per_bus(args.only, buses, args.each_row_once)
     for kind in buses:
         if "fanin" in only[kind]:
-            s = await run.fanin(kind, small)
-            b = await run.fanin(kind, large)
-            put(f"waiter CPU ms/report, {small:,} flights", kind, fmt(s["cpu_ms"], ".3f"))
-            put(f"waiter CPU ms/report, {large:,} flights", kind, fmt(b["cpu_ms"], ".3f"))
-            put(f"ratio {large:,} / {small:,} (goal <= 1.5x)", kind, f"{b['cpu_ms'] / s['cpu_ms']:.2f}x")
-            put(f"last report -> return, {large:,} flights, ms", kind, fmt(b["return_ms"], ".1f"))
-            put(f"  then acknowledged (claims -> history), {large:,} flights, ms", kind, fmt(b["ack_ms"], ".1f"))
-            put("  (reports sent/s; all received)", kind, f"{b['send_rate']:.0f}; {s['ok'] and b['ok']}")
-            # code from before joins (--code) has no Join: its rows are left out
-            joins = (
-                not args.code or "class Join" in open(os.path.join(args.code, "wavewait/core/wait/fan_in.py")).read()
-            )
-            j = await run.fanin(kind, large, join=True) if joins else None
-            if j is not None:
-                put(f"join ({large:,} flights + a file): waiter CPU ms/report", kind, fmt(j["cpu_ms"], ".3f"))
-                put(f"  join / fan-in CPU per report, {large:,} flights", kind, f"{j['cpu_ms'] / b['cpu_ms']:.2f}x")
-                put(f"  join: last report -> return, {large:,} flights, ms", kind, fmt(j["return_ms"], ".1f"))
-                c = await run.fanin(kind, large, join=True, check="true")
-                put(
-                    f"join + check ({large:,} flights, a file, `true`): waiter CPU ms/report",
-                    kind,
-                    fmt(c["cpu_ms"], ".3f"),
-                )
-                put(
-                    f"  join + check / fan-in CPU per report, {large:,} flights",
-                    kind,
-                    f"{c['cpu_ms'] / b['cpu_ms']:.2f}x",
-                )
-                put(f"  join + check: last report -> return, {large:,} flights, ms", kind, fmt(c["return_ms"], ".1f"))
-                put("  (join + check: all received)", kind, str(c["ok"]))
+            await fanin_rows(run, kind, put)
         if "load" in only[kind]:
             r = await run.load(kind)
             head = f"{args.waits} waits, {args.load_rate:,} msg/s, {args.duration:g} s"
@@ -1051,6 +1080,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         help="each row on one bus only, the rows dealt to the buses in turn (that every row runs; tests/bench)",
     )
     p.add_argument("--small", type=int, default=100)
+    p.add_argument(
+        "--fanin-rounds",
+        type=int,
+        default=1,
+        help="the large fan-in, join and join + check, interleaved this many times",
+    )
     p.add_argument("--flights", type=int, default=10_000)
     p.add_argument("--waits", type=int, default=200)
     p.add_argument("--baseline-waits", type=int, default=10, help="the one-inbox fan-in row's baseline")
