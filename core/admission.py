@@ -46,7 +46,7 @@ from .exits import Exit
 from .ids import check_wave, is_id
 from .launch_plan import LaunchPlan
 from .model import Agent, now
-from .proc import alive, hostname, me, python_module
+from .proc import alive, command_process, hostname, python_module
 from .waves import WaveSettings
 
 log = logging.getLogger("wavewait.admission")
@@ -232,7 +232,7 @@ class Step:
 
 
 def _starter() -> dict[str, Any]:
-    pid, start = me()
+    pid, start = command_process()
     return {"host": hostname(), "pid": pid, "start": start, "at": now()}
 
 

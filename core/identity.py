@@ -30,7 +30,7 @@ from .bus import Bus
 from .errors import ForgedSender
 from .ids import is_id
 from .model import Agent
-from .proc import ancestors, cmdline, hostname, me, pid_start, python_module
+from .proc import ancestors, cmdline, command_process, hostname, me, pid_start, python_module, run_for
 
 SECRET_ENV = "WAVEWAIT_AGENT_SECRET"
 SUPERVISOR_MODULE = "wavewait.core.supervise"
@@ -92,8 +92,6 @@ def supervised_flight_id() -> str | None:
 _ancestry: tuple[int, list[tuple[int, str | None]]] = (0, [])
 #: per bus, the flight this process belongs to (None: no flight), found once
 _flights: weakref.WeakKeyDictionary[Bus, tuple[int, Agent | None]] = weakref.WeakKeyDictionary()
-#: (this process, the launcher whose place it took): a warm start's child (adopt_ancestry)
-_launcher: tuple[int, int] = (0, 0)
 
 
 def adopt_ancestry(pid: int, start: str | None) -> None:
@@ -101,18 +99,18 @@ def adopt_ancestry(pid: int, start: str | None) -> None:
     start's child does (wavewait/warm.py): it runs the command that process was started for,
     which waits for it and takes it down when it ends. The pid is the kernel's word (the peer
     of a Unix socket), and is checked to be that process still after its ancestors are read."""
-    global _ancestry, _launcher
+    global _ancestry
     found = [me(), (pid, start), *ancestors(pid)]
     if start is None or pid_start(pid) != start:
         found = [me()]  # it has gone: this process belongs to no flight
     _ancestry = (os.getpid(), found)
-    _launcher = (os.getpid(), pid)
+    run_for(pid, start)
 
 
 def this_command() -> set[int]:
     """The processes of the command this process runs: itself, and the launcher it runs it
     for (a warm start's child: the launcher's end ends it, wavewait/warm.py)."""
-    return {os.getpid(), *([_launcher[1]] if _launcher[0] == os.getpid() else [])}
+    return {os.getpid(), command_process()[0]}
 
 
 def _my_ancestors() -> list[tuple[int, str | None]]:

@@ -18,7 +18,7 @@ from typing import Any
 from .bus import Bus
 from .ids import new_id
 from .model import MCP_TASK_TERMINAL, McpTask, now
-from .proc import alive, hostname, me
+from .proc import alive, command_process, hostname
 
 #: how long a task is kept after it was created (the extension's ttlMs); a task still
 #: running then is kept until it settles
@@ -38,7 +38,7 @@ OVERDUE = (
 
 async def create(bus: Bus, caller: str, tool: str, arguments: dict[str, Any], wait_id: str) -> McpTask:
     """A new `working` task, durably stored (a `get` of its id resolves once this returns)."""
-    pid, start = me()
+    pid, start = command_process()
     task = McpTask(
         id=new_id(),  # uuid4: 122 random bits, so a task id is unguessable
         caller=caller,

@@ -235,6 +235,24 @@ def me() -> tuple[int, str | None]:
     return _me
 
 
+#: (this process's pid, the launcher it runs a command for): set in a warm start's child
+_launcher: tuple[int, tuple[int, str | None]] = (0, (0, None))
+
+
+def run_for(pid: int, start: str | None) -> None:
+    """This process runs the command of launcher `pid` (a warm start's child, wavewait/warm.py),
+    which its host started and may kill: the child ends with it."""
+    global _launcher
+    _launcher = (os.getpid(), (pid, start))
+
+
+def command_process() -> tuple[int, str | None]:
+    """The process its host started for this command (pid, start time): this one, or the
+    launcher a warm start's child runs it for. Waits and tasks are known by it, so what a
+    wait had claimed goes back as soon as the host killed it, as for a cold command."""
+    return _launcher[1] if _launcher[0] == os.getpid() else me()
+
+
 def end_processes(procs: list[tuple[int, str | None]], grace: float) -> list[int]:
     """Let these processes (pid, start time) end by themselves for up to `grace` seconds, then
     KILL those still running and wait (bounded) for them to go; return the pids killed.

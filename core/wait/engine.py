@@ -38,7 +38,7 @@ from ..delivery import Delivery, take_and_end
 from ..errors import BadInput
 from ..ids import new_id
 from ..model import AGENT_ITEM_TYPES, Agent, Item, WaitKind, WaitRecord, now
-from ..proc import hostname, me
+from ..proc import command_process, hostname
 from ..results import (
     Result,
 )
@@ -252,7 +252,7 @@ class Condition(Generic[R]):
         return [a for a in self.targets if not a.finished]
 
     def record(self, w: Waiting, timeout: float | None) -> WaitRecord:
-        pid, start = me()
+        pid, start = command_process()
         return WaitRecord(
             id=w.id,
             waiter=w.caller,

@@ -19,7 +19,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from wavewait import warm, warm_procs
-from wavewait.core import admission, agents, wait
+from wavewait.core import admission, agents, messages, wait
 from wavewait.core.proc import alive
 
 from conftest import PYTHON, clean_env, env_for, until, wavewait_cmd
@@ -249,6 +249,30 @@ async def test_a_reading_command_starts_no_warm_process_and_runs_in_one_that_is_
         seen.append((handed, proc.returncode, json.loads(out)["message"]))
     assert seen == [(False, 0, "hello 0"), (True, 0, "hello 1")]
     assert (await wait.wait_next(bus, "orchestrator", 0)).status == "timeout", "a message was taken twice or kept"
+
+
+async def test_a_warm_wait_killed_by_its_host_gives_its_claims_back_at_once(bus, run_dir):
+    """The host SIGKILLs the launcher: the wait's claims go back at once, as a cold command's
+    do, though the warm child ends a moment later (its wait is known by its launcher,
+    core/proc.py `command_process`)."""
+    await agents.ensure_agent(bus, "orchestrator")
+    for name in ("s1", "s2"):
+        await agents.ensure_agent(bus, name)
+    await messages.send(bus, "s1", "orchestrator", "m1")
+    subprocess.run(wavewait_cmd("mcp"), env=warm_env(bus), input="", capture_output=True, timeout=60)
+    await until(lambda: warm_pid(run_dir) is not None, 60, "the warm process to listen")
+    argv = wavewait_cmd("wait", "--agent", "orchestrator", "3600", "s1", "s2")
+    proc = subprocess.Popen(argv, env=warm_env(bus), stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+
+    async def claimed() -> bool:
+        return handed_over(proc.pid) and not await bus.pending("orchestrator")
+
+    await until(claimed, 60, "the warm wait to claim m1")
+    assert [w.pid for w in await bus.list_waits()] == [proc.pid], "the wait is not known by its launcher"
+    proc.kill()
+    assert proc.wait(timeout=30) == -signal.SIGKILL
+    got = await wait.wait_next(bus, "orchestrator", 0)
+    assert (got.status, got.message) == ("received", "m1")
 
 
 def wait_list(bus) -> list[dict]:

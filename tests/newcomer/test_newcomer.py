@@ -45,7 +45,7 @@ def test_wavewait_is_not_on_the_newcomers_path(tmp_path: Path):
 
 
 @pytest.mark.long
-def test_a_cli_wave_whose_flights_call_wavewait_by_bare_name_is_all_received(tmp_path: Path):
+async def test_a_cli_wave_whose_flights_call_wavewait_by_bare_name_is_all_received(tmp_path: Path):
     env = newcomer_env(tmp_path / "bus")
     ids = []
     for name, cmd in (
@@ -57,9 +57,14 @@ def test_a_cli_wave_whose_flights_call_wavewait_by_bare_name_is_all_received(tmp
     result = run(env, "wait", "60", *ids, cwd=tmp_path)
     assert result["status"] == "complete"
     assert [r["status"] for r in result["results"]] == ["received"] * 3
-    agents = {a["name"]: a for a in run(env, "agents", "--wave", "w1", cwd=tmp_path)["agents"]}
-    # each sent its report and exited 0: closed, not dead
-    assert {n: a["state"] for n, a in agents.items()} == {"reader": "closed", "tester": "closed", "writer": "closed"}
+
+    # each sent its report and exited 0: closed, not dead (a report comes just before the end:
+    # `idle` until its supervisor recorded it)
+    def states() -> dict[str, str]:
+        return {a["name"]: a["state"] for a in run(env, "agents", "--wave", "w1", cwd=tmp_path)["agents"]}
+
+    await until(lambda: "idle" not in states().values(), 30, "the flights' ends to be recorded")
+    assert states() == {"reader": "closed", "tester": "closed", "writer": "closed"}
 
 
 def test_a_death_says_its_exit_code_and_last_output(tmp_path: Path):
