@@ -8,9 +8,10 @@ on the report itself. Here a plain loop over pipes and pidfds starts and watches
 waiting process writes one line and reads one per check.
 
 One JSON object a line, each way:
-- in: `{"id": N, "command": C, "cwd": D, "timeout": S, "slots": K, "env": {...}?}` runs
+- in: `{"id": N, "command": C, "cwd": D, "timeout": S, "slots": K?, "env": {...}?}` runs
   `/bin/sh -c C` in D for at most S seconds from its start, in the environment last given,
-  once fewer than K checks run (the bound of the process: queued in order until then);
+  once fewer than K checks run (K last given: the bound of the process; queued in order
+  until then);
   `{"id": N, "cancel": true}` ends check N, running or queued (its reply follows);
 - out: `{"id": N, "code": int | null, "output": TEXT, "cut": null | "timeout" | "cancel" |
   "folder" | "start"}`, once check N exited and nothing of it holds its output open, or was
@@ -125,7 +126,8 @@ class Runner:
             return
         if "env" in req:
             self.env = req["env"]
-        self.slots = max(1, int(req["slots"]))
+        if "slots" in req:
+            self.slots = max(1, int(req["slots"]))
         self.queued.append(req)
         self._start_queued()
 

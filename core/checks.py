@@ -104,11 +104,12 @@ class CheckRunner:
             pass_fds=(self.leaders.fileno(),),
         )
         assert self.process.stdin is not None and self.process.stdout is not None
-        self.stdin, self.stdout = self.process.stdin, self.process.stdout.fileno()
+        self.stdin, self.stdout = self.process.stdin.fileno(), self.process.stdout.fileno()
         self.asked: dict[int, asyncio.Future[dict[str, Any] | None]] = {}
         self.ids = itertools.count(1)
         self.env: dict[str, str] | None = None  # the environment it was last given
         self.raw: dict[bytes, bytes] | None = None  # os.environ's store when it was built
+        self.slots = 0  # the bound it was last given
         self.pending = bytearray()  # requests of this step, written once it ends
         self.inbuf = bytearray()
         self.alive = True
@@ -119,15 +120,18 @@ class CheckRunner:
         """Start a check; its future is the reply, or None if the runner ended first."""
         reply: asyncio.Future[dict[str, Any] | None] = self.loop.create_future()
         n = next(self.ids)
-        request: dict[str, Any] = {"id": n, "command": command, "cwd": cwd, "timeout": timeout, "slots": max_checks()}
-        # the environment as it is now (a variable set since the last check reaches this one),
-        # built again only when it changed: CPython keeps os.environ in a dict of bytes, which
-        # compares in a microsecond, where building it costs 0.1 ms a check
+        request: dict[str, Any] = {"id": n, "command": command, "cwd": cwd, "timeout": timeout}
+        # the environment and the bound as they are now (a variable set since the last check
+        # reaches this one), read again only when the environment changed: CPython keeps
+        # os.environ in a dict of bytes, which compares in a microsecond, where building it
+        # costs 0.1 ms a check; the runner keeps the last of each it was given
         raw = getattr(os.environ, "_data", None)
         if raw is None or raw != self.raw:
             self.raw = dict(raw) if raw is not None else None
             if (env := environment()) != self.env:
                 request["env"] = self.env = env
+            if (slots := max_checks()) != self.slots:
+                request["slots"] = self.slots = slots
         self.asked[n] = reply
         self._write(request)
         return n, reply
@@ -147,8 +151,9 @@ class CheckRunner:
         if not self.alive:
             return
         try:
-            self.stdin.write(lines)
-            self.stdin.flush()
+            out = memoryview(lines)
+            while out:  # (a blocking pipe: a write is cut short only by a signal)
+                out = out[os.write(self.stdin, out) :]
         except OSError as e:  # it ended: its end of file on stdout settles what was asked
             log.warning("the check runner (pid %d) is gone: %s", self.process.pid, e)
 
@@ -203,7 +208,8 @@ class CheckRunner:
         if not self.loop.is_closed():
             self.loop.remove_reader(self.stdout)
         with contextlib.suppress(OSError):
-            self.stdin.close()
+            assert self.process.stdin is not None
+            self.process.stdin.close()
 
 
 _runners: dict[asyncio.AbstractEventLoop, CheckRunner] = {}
