@@ -298,7 +298,50 @@ def cost_rows(env: dict[str, str], n: int, warm_too: bool = True, quick: bool = 
             plain = statistics.median(spawn_wall("plain", repo, e, n))
             preset = statistics.median(spawn_wall("preset", repo, e, n))
             print(f"{label:<40}{plain:>8.2f} s{preset:>16.2f} s")
-    print(f"targets: plain <= {TARGET_SPAWN_S['plain']} s, preset+worktree <= {TARGET_SPAWN_S['preset']} s")
+        print(f"targets: plain <= {TARGET_SPAWN_S['plain']} s, preset+worktree <= {TARGET_SPAWN_S['preset']} s")
+        print()
+        print(f"{'wavewait agents (median wall, mean CPU of ' + str(n) + ')':<48}{'wall':>8}{'CPU':>10}")
+        for label, e in [("cold", senv | {"WAVEWAIT_WARM": "0"})] + (
+            [("warm", senv | {"WAVEWAIT_WARM": "1"})] if warm_too else []
+        ):
+            if label == "warm":
+                warmed([sys.executable, "-m", "wavewait", "mcp"], e, cwd=repo)
+            wall, used = command_cost(repo, e, n)
+            print(f"{label:<48}{wall:>6.2f} s{used:>8.2f} s")
+
+
+def command_cost(repo: str, env: dict[str, str], n: int) -> tuple[float, float]:
+    """`wavewait agents` (a command that reads the bus) `n` times: its median wall time, and
+    its mean CPU: the launcher's, and run warm, its child's too (the warm processes' reaped
+    children's time, read before and after)."""
+    warm = [w["pid"] for w in json.loads(cli(repo, env, "warm", "status"))["warm"]]
+    before = sum(reaped_cpu(p) for p in warm)
+    walls, used = [], 0.0
+    for _ in range(n):
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "wavewait", "agents"], cwd=repo, env=env, stdout=subprocess.DEVNULL
+        )
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        walls.append(time.perf_counter() - t0)
+        assert proc.returncode == 0, proc.returncode
+        used += usage.ru_utime + usage.ru_stime
+    used += sum(reaped_cpu(p) for p in warm) - before
+    return statistics.median(walls), used / n
+
+
+def cli(repo: str, env: dict[str, str], *args: str) -> str:
+    return subprocess.run(
+        [sys.executable, "-m", "wavewait", *args], cwd=repo, env=env, capture_output=True, text=True, check=True
+    ).stdout
+
+
+def reaped_cpu(pid: int) -> float:
+    """CPU seconds of the children process `pid` has reaped (cutime + cstime)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
 
 
 @contextmanager
