@@ -148,8 +148,7 @@ def pipe_cpu(ino: int) -> float:
         try:
             if not any(os.readlink(f"/proc/{pid}/fd/{fd}") == want for fd in os.listdir(f"/proc/{pid}/fd")):
                 continue
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
+            fields = stat_fields(int(pid))
         except OSError:  # gone, or not ours to read
             continue
         total += (int(fields[11]) + int(fields[12])) / tick
@@ -339,9 +338,14 @@ def cli(repo: str, env: dict[str, str], *args: str) -> str:
 
 def reaped_cpu(pid: int) -> float:
     """CPU seconds of the children process `pid` has reaped (cutime + cstime)."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
+    fields = stat_fields(pid)
     return (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
+
+
+def stat_fields(pid: int) -> list[str]:
+    """/proc/PID/stat's fields after the command's name (the state first)."""
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()
 
 
 @contextmanager
