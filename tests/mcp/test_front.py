@@ -274,3 +274,96 @@ def test_the_front_reads_lines_across_reads_without_a_buffered_file():
     os.close(w)
     assert list(fd_lines(r, chunk=5)) == [b'{"a":1}\n', b'{"b":2}\n', b'{"c":3}']
     os.close(r)
+
+
+def test_once_the_sdk_is_up_the_server_reads_stdin_itself_from_where_the_front_stopped():
+    """After the SDK's first answer the front hands stdin over at the next line's end: its
+    thread ends, its pipe closes, and the server's reader on the event loop goes on reading
+    stdin, a line the front had begun included, with nothing lost, doubled or reordered."""
+    import asyncio
+
+    from wavewait.mcp.delivery import LoopStdin
+
+    host_r, host_w = os.pipe()  # the host's end of our stdin
+    front = Front(fd_lines(host_r), io.BytesIO())
+    got: list[str] = []
+
+    async def serve() -> None:
+        stdin = await LoopStdin.open(front.sdk_stdin.fileno())
+        assert stdin is not None
+        stdin.take_over, front.hand_over = front.take_stdin, True
+        pump = threading.Thread(target=front._pump_in)
+        pump.start()
+        os.write(host_w, b'{"n":1}\n')
+        got.append(await anext(stdin))  # through the front: the SDK has not spoken
+        assert pump.is_alive()
+        front._sdk_spoke.set()  # as _pump_out does at the SDK's first answer
+        os.write(host_w, b'{"n":2}\n{"n":')  # a line, and the start of the next in the same read
+        got.append(await anext(stdin))
+        await asyncio.to_thread(pump.join, 10)
+        assert not pump.is_alive(), "the front still reads stdin after the SDK spoke"
+        os.write(host_w, b'3}\n{"n":4}\n')  # read by the server's own reader now
+        got.extend([await anext(stdin), await anext(stdin)])
+        os.close(host_w)
+        assert [line async for line in stdin] == []  # the host's EOF ends it
+
+    asyncio.run(asyncio.wait_for(serve(), 30))
+    front.sdk_stdout.close()
+    os.close(host_r)
+    assert got == ['{"n":1}\n', '{"n":2}\n', '{"n":3}\n', '{"n":4}\n']
+
+
+@pytest.mark.parametrize("client", ["pipe", "socket"])
+def test_once_the_front_has_read_its_last_line_the_server_writes_the_clients_fd_itself(client):
+    """After the hand-over of stdin, the server's stdout closes its pipe to the front, which
+    forwards what was in it and ends; the next lines go to the client's fd (a pipe, or a
+    socket as Node-based hosts give) from the event loop, in order, and each line is counted on
+    the wire as the front counted it: read only once the client has read it."""
+    import asyncio
+    import socket
+
+    from wavewait.mcp.delivery import Deliveries, LoopStdin, ReportingStdout
+
+    host_r, host_w = os.pipe()  # the host's end of our stdin
+    if client == "pipe":
+        out_r, out_w = os.pipe()
+        reader = os.fdopen(out_r, "rb", buffering=0)
+    else:
+        ours, theirs = socket.socketpair()
+        out_w = os.dup(ours.fileno())
+        ours.close()
+        reader = theirs.makefile("rb", buffering=0)
+    front = Front(fd_lines(host_r), os.fdopen(out_w, "wb"))
+    read: list[bytes] = []
+
+    def host_reads() -> None:
+        read.append(reader.readline())
+
+    async def serve() -> None:
+        stdin = await LoopStdin.open(front.sdk_stdin.fileno())
+        assert stdin is not None
+        stdin.take_over, front.hand_over = front.take_stdin, True
+        stdout = ReportingStdout(front.sdk_stdout, Deliveries(), direct=True, front=front)
+        front.start()
+        await stdout.write('{"jsonrpc":"2.0","id":1,"result":{}}\n')  # the SDK's first answer
+        await stdout.flush()
+        await asyncio.to_thread(host_reads)
+        os.write(host_w, b'{"jsonrpc":"2.0","id":2,"method":"ping"}\n')
+        assert await anext(stdin) == '{"jsonrpc":"2.0","id":2,"method":"ping"}\n'
+        deadline = time.monotonic() + 10
+        while front.reading:  # the front's reader ends at the line's end: stdin was handed over
+            assert time.monotonic() < deadline, "the front still reads stdin"
+            await asyncio.sleep(0.01)
+        front.wire.watch(1)  # the SDK's second line, as the deliveries watch a held response
+        await stdout.write('{"jsonrpc":"2.0","id":2,"result":{}}\n')
+        await stdout.flush()
+        assert front.relayed.is_set(), "the front still relays the server's lines"
+        assert not front.wire.read(1, wait=False)  # written, not yet read by the client
+        await asyncio.to_thread(host_reads)
+        assert front.wire.read(1, wait=False)
+        os.close(host_w)
+        assert [line async for line in stdin] == []
+
+    asyncio.run(asyncio.wait_for(serve(), 30))
+    reader.close()
+    assert read == [b'{"jsonrpc":"2.0","id":1,"result":{}}\n', b'{"jsonrpc":"2.0","id":2,"result":{}}\n']

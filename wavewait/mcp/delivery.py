@@ -37,6 +37,7 @@ its answer's connection closed (docs/reliability.md).
 from __future__ import annotations
 
 import asyncio
+import errno
 import heapq
 import itertools
 import json
@@ -44,6 +45,8 @@ import logging
 import math
 import os
 import re
+import socket
+import stat
 import sys
 import time
 from collections import OrderedDict, deque
@@ -56,7 +59,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from ..core.delivery import Delivery, delivering
-from .front import HEAD, Lines, Oversized, head_id, too_large
+from .front import HEAD, FdLines, Front, Lines, Oversized, head_id, too_large
 from .wire import Wire
 
 log = logging.getLogger(__name__)
@@ -413,7 +416,17 @@ class ReportingStdout(anyio.AsyncFile[str]):
     runs in a worker thread, as the SDK's stdout does (the client's fd may be shared, and a
     file descriptor made non-blocking is so for every process holding it)."""
 
-    def __init__(self, fp: TextIO, deliveries: Deliveries, wire: Wire | None = None, *, direct: bool = False) -> None:
+    def __init__(
+        self,
+        fp: TextIO,
+        deliveries: Deliveries,
+        wire: Wire | None = None,
+        *,
+        direct: bool = False,
+        front: Front | None = None,
+    ) -> None:
+        """`front`: the front `fp` leads to (`direct`), whose wire this takes over once the
+        front has nothing more to do (`Front.relay_done`)."""
         super().__init__(fp)
         self.deliveries = deliveries
         self.wire = wire
@@ -421,6 +434,8 @@ class ReportingStdout(anyio.AsyncFile[str]):
         self._lines: list[tuple[object | None, int]] = []  # since the last flush: (response id, bytes)
         self._fd: int | None = None
         self._out = bytearray()  # `direct`: written, not yet flushed
+        self._front = front
+        self._client: ClientFd | None = None  # the client's fd, once taken over from the front
         if direct:
             self._fd = fp.fileno()
             os.set_blocking(self._fd, False)
@@ -440,8 +455,12 @@ class ReportingStdout(anyio.AsyncFile[str]):
         return len(b)
 
     async def flush(self) -> None:
+        if self._front is not None and self._front.relay_done():
+            await self._take_wire(self._front)
         lines, self._lines = self._lines, []
-        if self._fd is None:
+        if self._client is not None:
+            await self._client.write_all(self._out)
+        elif self._fd is None:
             await super().flush()
         else:
             await _write_all(self._fd, self._out)
@@ -450,6 +469,47 @@ class ReportingStdout(anyio.AsyncFile[str]):
                 for _, size in lines:
                     self.wire.sdk_line(size)
         self.deliveries.flushed([rid for rid, _ in lines if rid is not None])
+
+    async def _take_wire(self, front: Front) -> None:
+        """Write the client's fd from here on: the front's pipe is closed, the front forwards
+        what was in it (in order, counted on the wire) and ends; the lines after it are written
+        and counted here, on the event loop."""
+        self._front = None
+        self.wrapped.close()  # the front's pipe; `_out` is empty: each flush wrote it whole
+        await anyio.to_thread.run_sync(front.relayed.wait)
+        assert front.wire.fd is not None  # relay_done: a pipe or socket
+        self._client, self.wire = ClientFd(front.wire.fd), front.wire
+
+
+class ClientFd:
+    """The client's end of stdout (a pipe or socket), written on the event loop without making
+    it non-blocking: the fd may be shared with other processes (a blocking fd is blocking for
+    every process that holds it), so each write asks the kernel not to wait (`RWF_NOWAIT` on a
+    pipe, `MSG_DONTWAIT` on a socket), and a full pipe is waited for on the loop."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self._sock = socket.socket(fileno=os.dup(fd)) if stat.S_ISSOCK(os.fstat(fd).st_mode) else None
+        self._blocking = False  # the kernel cannot write a pipe without waiting (before Linux 5.x)
+
+    async def write_all(self, out: bytearray) -> None:
+        while out:
+            if self._blocking:
+                del out[: await anyio.to_thread.run_sync(os.write, self.fd, bytes(out))]
+                continue
+            try:
+                del out[: self._write_some(out)]
+            except BlockingIOError:
+                await _writable(self.fd)
+            except OSError as e:
+                if self._sock is not None or e.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                    raise
+                self._blocking = True
+
+    def _write_some(self, out: bytearray) -> int:
+        if self._sock is not None:
+            return self._sock.send(out, socket.MSG_DONTWAIT)
+        return os.pwritev(self.fd, [out], -1, os.RWF_NOWAIT)
 
 
 async def _write_all(fd: int, out: bytearray) -> None:
@@ -604,6 +664,8 @@ class LoopStdin:
         self.reader = reader
         self.answer: Callable[[dict[str, Any]], Awaitable[None]] | None = None
         self.on_line: Callable[[bytes], None] | None = None  # sees each line before the SDK does
+        #: at the end of what is read, stdin handed over by the front, if it was (Front.take_stdin)
+        self.take_over: Callable[[], FdLines | None] | None = None
         self._lines = Lines()
         self._ready: deque[bytes | Oversized] = deque()
         self._eof = False
@@ -611,13 +673,20 @@ class LoopStdin:
     @classmethod
     async def open(cls, fd: int = 0) -> LoopStdin | None:
         """None when `fd` is not a pipe, socket or terminal (a file, say): read it as the SDK does."""
-        reader = asyncio.StreamReader(limit=CHUNK)
         try:
-            pipe = os.fdopen(os.dup(fd), "rb", buffering=0)
-            await asyncio.get_running_loop().connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
+            return cls(await _loop_reader(fd))
         except (OSError, ValueError):
             return None
-        return cls(reader)
+
+    async def _read(self) -> bytes:
+        data = await self.reader.read(CHUNK)
+        if not data and self.take_over is not None and (stdin := self.take_over()) is not None:
+            # the front's pipe ended because it handed stdin over: read stdin from where it
+            # stopped (the front wrote whole lines; a line it had begun is in `stdin.lines`)
+            self.take_over = None
+            self.reader, self._lines = await _loop_reader(stdin.fd), stdin.lines
+            return await self._read()
+        return data
 
     def __aiter__(self) -> LoopStdin:
         return self
@@ -627,7 +696,7 @@ class LoopStdin:
             while not self._ready:
                 if self._eof:
                     raise StopAsyncIteration
-                data = await self.reader.read(CHUNK)
+                data = await self._read()
                 self._ready.extend(self._lines.feed(data) if data else self._lines.end())
                 self._eof = not data
             line = self._ready.popleft()
@@ -638,6 +707,18 @@ class LoopStdin:
             log.warning("wavewait mcp: dropped a request of %d bytes, over the limit", line.size)
             if self.answer is not None:
                 await self.answer(too_large(line))
+
+
+async def _loop_reader(fd: int) -> asyncio.StreamReader:
+    """A reader of `fd` (a pipe, socket or terminal) on the running event loop."""
+    reader = asyncio.StreamReader(limit=CHUNK)
+    pipe = os.fdopen(os.dup(fd), "rb", buffering=0)
+    try:
+        await asyncio.get_running_loop().connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
+    except BaseException:
+        pipe.close()
+        raise
+    return reader
 
 
 def cancel_handler(deliveries: Deliveries) -> Callable[[Any, Any], Any]:

@@ -10,7 +10,12 @@ answers the requests of a session's opening from `prerendered`, which is generat
 SDK's own answers by `python -m wavewait.mcp.prerender` and compared with them by
 tests/mcp/test_front.py. The SDK's answers to those ids are dropped, so the client sees
 exactly one answer per request, and the SDK's session goes through the same requests as
-without the front.
+without the front. Once the SDK has answered, the front hands stdin (a pipe or socket) over
+at the next line's end: it closes its pipe, and the server's reader on the event loop reads
+stdin itself from there (delivery.LoopStdin). Then the server closes its pipe to the front,
+which forwards what is in it and ends, and writes the client's fd itself, counting what it
+wrote as the front did (delivery.ReportingStdout, wire.py). A request and its response then
+cost no thread wake and no copy.
 
 Only what the SDK would answer the same way is answered here. The SDK takes a connection's
 protocol era from the first request it reads: `initialize` opens a handshake-era connection,
@@ -40,9 +45,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, BinaryIO
@@ -209,6 +216,12 @@ class Front:
         # when each tools/call read before the SDK was up arrived: the host's clock for it runs from there
         self._arrived: dict[str, float] = {}
         self._data: dict[str, Any] = json.loads(prerendered.PAYLOAD)
+        #: set by the server whose reader can take stdin over (delivery.LoopStdin.take_over)
+        self.hand_over = False
+        self._takeable = isinstance(stdin, FdLines) and _pipe_or_socket(stdin.fd)
+        self._handed: FdLines | None = None
+        self.reading = True  # the front's thread reads stdin (until the host's EOF or the hand-over)
+        self.relayed = threading.Event()  # the SDK's pipe ended and every line of it was forwarded
 
     def start(self) -> None:
         threading.Thread(target=self._pump_in, name="wavewait-front-in", daemon=True).start()
@@ -310,6 +323,8 @@ class Front:
                 if self._sdk_spoke.is_set():  # it answers everything now: no need to parse the line
                     out.write(raw if raw.endswith(b"\n") else raw + b"\n")  # (a parse holds the GIL)
                     out.flush()
+                    if self._handing_over():
+                        return  # the pipe's end (below) tells the server's reader to read stdin itself
                     continue
                 try:
                     msg = json.loads(raw)
@@ -325,9 +340,46 @@ class Front:
         except (BrokenPipeError, OSError):
             pass  # the SDK side is gone: the server is ending
         finally:
+            self.reading = False
             out.close()  # end of input for the SDK, as the host's EOF
 
+    def _handing_over(self) -> bool:
+        """Whether to stop here and let the server read stdin on its event loop: the SDK is
+        up (nothing is answered here any more), a reader there can take a pipe or socket over,
+        and every line read so far went through the pipe (what follows them is in the fd, or
+        begun in `FdLines.lines`). Each request then costs no thread wake and no copy."""
+        stdin = self.stdin
+        if not (self.hand_over and self._takeable and isinstance(stdin, FdLines) and stdin.between_reads()):
+            return False
+        self._handed = stdin
+        return True
+
+    def take_stdin(self) -> FdLines | None:
+        """stdin, to be read from where the front stopped, once the front's pipe has ended
+        because it handed stdin over; None when it ended with stdin (the host closed it)."""
+        handed, self._handed = self._handed, None
+        return handed
+
+    def relay_done(self) -> bool:
+        """Whether the server may write the client's fd itself: nothing of the SDK's is left to
+        drop, the front writes nothing of its own any more (its reader has ended), and the
+        client's end is a pipe or socket (a write that would block can be told there)."""
+        return (
+            self._sdk_spoke.is_set()
+            and not self.reading
+            and not self._answered
+            and not self._acked
+            and self.wire.fd is not None
+            and _pipe_or_socket(self.wire.fd)
+        )
+
     def _pump_out(self) -> None:
+        try:
+            self._relay()
+        finally:
+            self.relayed.set()
+
+    def _relay(self) -> None:
         with os.fdopen(self._from_sdk_r, "rb") as sdk:
             for raw in sdk:
                 if self._sdk_spoke.is_set() and not self._answered and not self._acked:
@@ -369,15 +421,46 @@ def queued(request_id: object) -> float:
     return 0.0 if _running is None else _running.queued(request_id)
 
 
-def fd_lines(fd: int, chunk: int = 1 << 16, limit: int = MAX_REQUEST_BYTES) -> Iterator[bytes | Oversized]:
+class FdLines:
     """The lines read from `fd` with `os.read`: no buffered file object, whose lock this
     daemon thread would hold while it blocks, so the interpreter can end while it reads
     (a blocked `sys.stdin.buffer` aborts the process at shutdown: "could not acquire lock").
     A line over `limit` bytes comes out as an `Oversized`, having been dropped as it came."""
-    lines = Lines(limit)
-    while data := os.read(fd, chunk):
-        yield from lines.feed(data)
-    yield from lines.end()
+
+    def __init__(self, fd: int, chunk: int = 1 << 16, limit: int = MAX_REQUEST_BYTES) -> None:
+        self.fd, self.chunk = fd, chunk
+        self.lines = Lines(limit)  # a line begun in the last read
+        self._ready: deque[bytes | Oversized] = deque()
+        self._eof = False
+
+    def __iter__(self) -> Iterator[bytes | Oversized]:
+        return self
+
+    def __next__(self) -> bytes | Oversized:
+        while not self._ready:
+            if self._eof:
+                raise StopIteration
+            data = os.read(self.fd, self.chunk)
+            self._ready.extend(self.lines.feed(data) if data else self.lines.end())
+            self._eof = not data
+        return self._ready.popleft()
+
+    def between_reads(self) -> bool:
+        """Whether every line of the last read came out (what is left is in `lines`), and
+        the stream goes on: another reader can take the fd over from here."""
+        return not self._ready and not self._eof
+
+
+def fd_lines(fd: int, chunk: int = 1 << 16, limit: int = MAX_REQUEST_BYTES) -> FdLines:
+    return FdLines(fd, chunk, limit)
+
+
+def _pipe_or_socket(fd: int) -> bool:
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
 def start() -> Front | None:

@@ -252,8 +252,11 @@ async def _serve_stdio(server: WaveServer, front: Front | None) -> None:
                 stdin: object  # None: the SDK reads stdin itself
                 if front is not None:  # its pipe read on the loop too, so a signal stops the server at once
                     server.deliveries.wire = front.wire  # the front writes the client's fd
-                    stdout = ReportingStdout(front.sdk_stdout, server.deliveries, direct=True)
                     stdin = await LoopStdin.open(front.sdk_stdin.fileno()) or anyio.wrap_file(front.sdk_stdin)
+                    if isinstance(stdin, LoopStdin):  # once the SDK is up, it reads stdin itself
+                        stdin.take_over, front.hand_over = front.take_stdin, True
+                    # and, once the front has read its last line, writes stdout itself
+                    stdout = ReportingStdout(front.sdk_stdout, server.deliveries, direct=True, front=front)
                     stack.callback(front.sdk_stdout.close)
                 else:  # the wire stays open until the deliveries are settled: they ask it what was read
                     wire = await stack.enter_async_context(claimed_stdout())
