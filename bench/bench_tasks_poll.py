@@ -12,7 +12,9 @@ per interval, spread over the interval), and measures:
   host then turns into the model's wake; Claude Code starts that request 0.05–0.13 s later).
 
 Rows: the process that runs the waits answering (from memory), and a second server process
-on the same bus answering (from the task's record on the bus).
+on the same bus answering (from the task's record on the bus). Then the server's CPU per
+bare request asked one at a time (`--pings`), in each protocol era: what any request costs
+before its tool's work.
 
     python bench/bench_tasks_poll.py [--n 1,50,200] [--interval 250,500,1000] [--seconds 6]
     python bench/bench_tasks_poll.py --quick   # 2 waits, 250 ms, 0.5 s, both rows: that it runs (CI)
@@ -76,12 +78,15 @@ class Server:
             if fut is not None and not fut.done():
                 fut.set_result(msg)
 
-    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    async def request(self, method: str, params: dict[str, Any], *, era: str = "2026") -> dict[str, Any]:
+        """`era` "handshake": without the 2026-era envelope (on a session opened by `initialize`)."""
         assert self.proc.stdin is not None
         rid = next(self.ids)
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self.waiting[rid] = fut
         body = {"jsonrpc": "2.0", "id": rid, "method": method, "params": {**params, "_meta": META}}
+        if era == "handshake":
+            body["params"] = params
         self.proc.stdin.write((json.dumps(body) + "\n").encode())
         await self.proc.stdin.drain()
         msg = await asyncio.wait_for(fut, 60)
@@ -209,24 +214,53 @@ async def one_row(n: int, interval: float, seconds: float, other_process: bool) 
     }
 
 
+#: a request with nothing in it, per era: the transport and the SDK's path alone, which every call pays
+BARE = {"2026": "resources/list", "handshake": "ping"}
+HANDSHAKE = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}
+
+
+async def bare_cost(era: str, count: int) -> float:
+    """The server's CPU (µs) per bare request (`BARE`) asked one after another."""
+    with tempfile.TemporaryDirectory() as d:
+        bus = Path(d) / "bus"
+        await setup_bus(bus, 0)
+        server = Server(bus)
+        await server.start()
+        try:
+            if era == "handshake":
+                await server.request("initialize", HANDSHAKE, era=era)
+            for _ in range(50):  # the session opened, the front's hand-over done, the code warm
+                await server.request(BARE[era], {}, era=era)
+            cpu0 = server.cpu()
+            for _ in range(count):
+                await server.request(BARE[era], {}, era=era)
+            return (server.cpu() - cpu0) / count * 1e6
+        finally:
+            await server.stop()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", default="1,50,200", help="backgrounded waits (comma-separated)")
     ap.add_argument("--interval", default="250,500,1000", help="poll interval in ms (comma-separated)")
     ap.add_argument("--seconds", type=float, default=6.0, help="how long to measure the polling cost")
     ap.add_argument("--other-process", action="store_true", help="also poll through a second server on the bus")
+    ap.add_argument("--pings", type=int, default=3000, help="bare requests one at a time, per era (0: none)")
     ap.add_argument("--json", action="store_true")
-    ap.add_argument("--quick", action="store_true", help="--n 2 --interval 250 --seconds 0.5 --other-process")
+    ap.add_argument(
+        "--quick", action="store_true", help="--n 2 --interval 250 --seconds 0.5 --other-process --pings 50"
+    )
     a = ap.parse_args()
     if a.quick:
-        a.n, a.interval, a.seconds, a.other_process = "2", "250", 0.5, True
+        a.n, a.interval, a.seconds, a.other_process, a.pings = "2", "250", 0.5, True, 50
     rows = []
     for n in [int(x) for x in a.n.split(",")]:
         for ms in [int(x) for x in a.interval.split(",")]:
             for other in [False, True] if a.other_process else [False]:
                 rows.append(asyncio.run(one_row(n, ms / 1000, a.seconds, other)))
+    bare = {era: asyncio.run(bare_cost(era, a.pings)) for era in BARE} if a.pings else {}
     if a.json:
-        print(json.dumps(rows))
+        print(json.dumps({"rows": rows, "bare_request_cpu_us": bare}))
         return
     print("| waits | poll interval | answered by | tasks/get per s | server CPU | get p50 / p99 | wake p50 / max |")
     print("|---:|---:|---|---:|---:|---:|---:|")
@@ -236,6 +270,8 @@ def main() -> None:
             f"{r['cpu_pct']:.1f} % | {r['get_p50_ms']:.2f} / {r['get_p99_ms']:.2f} ms | "
             f"{r['wake_p50_ms']:.0f} / {r['wake_max_ms']:.0f} ms |"
         )
+    for era, us in bare.items():
+        print(f"a bare request one at a time ({era} era, `{BARE[era]}`, {a.pings:,}): {us:.0f} µs of server CPU each")
 
 
 if __name__ == "__main__":
