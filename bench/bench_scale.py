@@ -946,6 +946,9 @@ async def fanin_rows(run: Run, kind: str, put: Callable[[str, str, str], None]) 
     )
     if not joins:
         return
+    # the same join with a check over the small wave: its cost per report must not grow with
+    # the flights (keyed wakes: a verdict or a file wakes only its own flight's key)
+    small_checked = await run.fanin(kind, small, join=True, check="true")
     for label, runs in joined.items():
         what = f"{large:,} flights + a file" + (", `true`" if label == "join + check" else "")
         put(f"{label} ({what}): waiter CPU ms/report", kind, cell([x["cpu_ms"] for x in runs], ".3f"))
@@ -960,6 +963,17 @@ async def fanin_rows(run: Run, kind: str, put: Callable[[str, str, str], None]) 
             cell([x["return_ms"] for x in runs], ".1f"),
         )
         put(f"  ({label}: all received)", kind, str(all(x["ok"] for x in runs)))
+    put(
+        f"join + check ({small:,} flights + a file, `true`): waiter CPU ms/report",
+        kind,
+        fmt(small_checked["cpu_ms"], ".3f"),
+    )
+    put(
+        f"  join + check: ratio {large:,} / {small:,} (as the fan-in's)",
+        kind,
+        cell([x["cpu_ms"] / small_checked["cpu_ms"] for x in joined["join + check"]], ".2f", "x"),
+    )
+    put("  (join + check, small: all received)", kind, str(small_checked["ok"]))
 
 
 async def main(args: argparse.Namespace) -> None:
