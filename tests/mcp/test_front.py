@@ -282,7 +282,7 @@ def test_once_the_sdk_is_up_the_server_reads_stdin_itself_from_where_the_front_s
     stdin, a line the front had begun included, with nothing lost, doubled or reordered."""
     import asyncio
 
-    from wavewait.mcp.delivery import LoopStdin
+    from wavewait.mcp.stdio import LoopStdin
 
     host_r, host_w = os.pipe()  # the host's end of our stdin
     front = Front(fd_lines(host_r), io.BytesIO())
@@ -322,7 +322,8 @@ def test_once_the_front_has_read_its_last_line_the_server_writes_the_clients_fd_
     import asyncio
     import socket
 
-    from wavewait.mcp.delivery import Deliveries, LoopStdin, ReportingStdout
+    from wavewait.mcp.delivery import Deliveries
+    from wavewait.mcp.stdio import LoopStdin, ReportingStdout
 
     host_r, host_w = os.pipe()  # the host's end of our stdin
     if client == "pipe":

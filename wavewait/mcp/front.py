@@ -12,9 +12,9 @@ tests/mcp/test_front.py. The SDK's answers to those ids are dropped, so the clie
 exactly one answer per request, and the SDK's session goes through the same requests as
 without the front. Once the SDK has answered, the front hands stdin (a pipe or socket) over
 at the next line's end: it closes its pipe, and the server's reader on the event loop reads
-stdin itself from there (delivery.LoopStdin). Then the server closes its pipe to the front,
+stdin itself from there (stdio.LoopStdin). Then the server closes its pipe to the front,
 which forwards what is in it and ends, and writes the client's fd itself, counting what it
-wrote as the front did (delivery.ReportingStdout, wire.py). A request and its response then
+wrote as the front did (stdio.ReportingStdout, wire.py). A request and its response then
 cost no thread wake and no copy.
 
 Only what the SDK would answer the same way is answered here. The SDK takes a connection's
@@ -37,7 +37,7 @@ handshake era and every later `tools/call` refused (docs/hosts.md).
 
 A line over the request limit (`MAX_REQUEST_BYTES`) is read and dropped as it streams in, never
 held whole, and answered here with an error that names the limit; the session goes on.
-`Lines` splits stdin this way for the front and for the server's own reader (delivery.LoopStdin).
+`Lines` splits stdin this way for the front and for the server's own reader (stdio.LoopStdin).
 """
 
 from __future__ import annotations
@@ -216,7 +216,7 @@ class Front:
         # when each tools/call read before the SDK was up arrived: the host's clock for it runs from there
         self._arrived: dict[str, float] = {}
         self._data: dict[str, Any] = json.loads(prerendered.PAYLOAD)
-        #: set by the server whose reader can take stdin over (delivery.LoopStdin.take_over)
+        #: set by the server whose reader can take stdin over (stdio.LoopStdin.take_over)
         self.hand_over = False
         self._takeable = isinstance(stdin, FdLines) and _pipe_or_socket(stdin.fd)
         self._handed: FdLines | None = None

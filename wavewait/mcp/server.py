@@ -38,21 +38,13 @@ from ..core.bus import Bus, open_bus
 from ..core.errors import WavewaitError
 from ..core.limits import MAX_AGENT_IDS, MAX_LIST_LEN, MAX_REQUEST_BYTES, shown
 from ..core.proc import settle_heap
-from .delivery import (
-    Deliveries,
-    LoopStdin,
-    ReportingStdout,
-    cancel_handler,
-    claimed_stdout,
-    peer_key,
-    response_ids,
-    session_key,
-)
+from .delivery import Deliveries, cancel_handler, peer_key, response_ids, session_key
 from .flight_tools import register_flight_tools
 from .front import HEAD, Front, Oversized, head_id, too_large
 from .question_tools import register_question_tools
 from .queue_tools import open_queue, register_queue_tools
 from .settings import Settings
+from .stdio import LoopStdin, ReportingStdout, claimed_stdout
 from .tasks_ext import TasksExtension
 from .toolkit import error
 from .tools import register, stop_orphans
