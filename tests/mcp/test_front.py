@@ -362,9 +362,14 @@ def test_once_the_front_has_read_its_last_line_the_server_writes_the_clients_fd_
         assert not front.wire.read(1, wait=False)  # written, not yet read by the client
         await asyncio.to_thread(host_reads)
         assert front.wire.read(1, wait=False)
+        front.wire.watch(2)  # and the lines after it
+        await stdout.write('{"jsonrpc":"2.0","id":3,"result":{}}\n')
+        await stdout.flush()
+        await asyncio.to_thread(host_reads)
+        assert front.wire.read(2, wait=False)
         os.close(host_w)
         assert [line async for line in stdin] == []
 
     asyncio.run(asyncio.wait_for(serve(), 30))
     reader.close()
-    assert read == [b'{"jsonrpc":"2.0","id":1,"result":{}}\n', b'{"jsonrpc":"2.0","id":2,"result":{}}\n']
+    assert read == [b'{"jsonrpc":"2.0","id":%d,"result":{}}\n' % n for n in (1, 2, 3)]

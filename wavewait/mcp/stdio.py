@@ -12,6 +12,7 @@ import os
 import socket
 import stat
 import sys
+import threading
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -58,6 +59,7 @@ class ReportingStdout(anyio.AsyncFile[str]):
         self._out = bytearray()  # `direct`: written, not yet flushed
         self._front = front
         self._client: ClientFd | None = None  # the client's fd, once taken over from the front
+        self._relayed: threading.Event | None = None  # set once the front forwarded its last line
         if direct:
             self._fd = fp.fileno()
             os.set_blocking(self._fd, False)
@@ -67,7 +69,7 @@ class ReportingStdout(anyio.AsyncFile[str]):
         if rid is not None:
             self.deliveries.response_line(rid, self._count)
         self._count += 1
-        if self._fd is None:
+        if self._fd is None and self._client is None:
             n = await super().write(b)
             self._lines.append((rid, len(b.encode("utf-8")) if self.wire is not None else 0))
             return n
@@ -78,7 +80,11 @@ class ReportingStdout(anyio.AsyncFile[str]):
 
     async def flush(self) -> None:
         if self._front is not None and self._front.relay_done():
-            await self._take_wire(self._front)
+            self._take_wire(self._front)
+        if self._relayed is not None and not self._relayed.is_set():
+            # the front's last lines go first; a client that stopped reading can hold them,
+            # and a signal still ends the server (what this flush holds stays for the next)
+            await anyio.to_thread.run_sync(self._relayed.wait, abandon_on_cancel=True)
         lines, self._lines = self._lines, []
         if self._client is not None:
             await self._client.write_all(self._out)
@@ -92,15 +98,14 @@ class ReportingStdout(anyio.AsyncFile[str]):
                     self.wire.sdk_line(size)
         self.deliveries.flushed([rid for rid, _ in lines if rid is not None])
 
-    async def _take_wire(self, front: Front) -> None:
+    def _take_wire(self, front: Front) -> None:
         """Write the client's fd from here on: the front's pipe is closed, the front forwards
-        what was in it (in order, counted on the wire) and ends; the lines after it are written
-        and counted here, on the event loop."""
+        what was in it (in order, counted on the wire) and ends (`_relayed`); the lines after
+        it are written and counted here, on the event loop."""
+        assert front.wire.fd is not None  # relay_done: a pipe or socket
         self._front = None
         self.wrapped.close()  # the front's pipe; `_out` is empty: each flush wrote it whole
-        await anyio.to_thread.run_sync(front.relayed.wait)
-        assert front.wire.fd is not None  # relay_done: a pipe or socket
-        self._client, self.wire = ClientFd(front.wire.fd), front.wire
+        self._fd, self._client, self.wire, self._relayed = None, ClientFd(front.wire.fd), front.wire, front.relayed
 
 
 class ClientFd:
