@@ -11,12 +11,33 @@ import when the arguments plainly ask for the stdio server; anything else goes t
 
 from __future__ import annotations
 
+#: the options that may come before the command (wavewait/cli_parser.py), each with a value
+GLOBAL_OPTIONS = ("--bus", "--agent", "--queue")
+
+
+def command_at(argv: list[str]) -> int | None:
+    """Where the command is in `argv`, after the options that may come before it; None for the
+    TUI (no command) and for anything else before it (`-h`, an abbreviation)."""
+    i = 0
+    while i < len(argv) and argv[i].startswith("-"):
+        if argv[i].partition("=")[0] not in GLOBAL_OPTIONS:
+            return None
+        i += 1 if "=" in argv[i] else 2
+    return i if i < len(argv) else None
+
+
+def command_of(argv: list[str]) -> str | None:
+    """The command `argv` names (`command_at`)."""
+    i = command_at(argv)
+    return None if i is None else argv[i]
+
 
 def mcp_on_stdio(argv: list[str]) -> bool:
-    """`wavewait mcp ...` serving on stdio, as a host starts it (nothing that only prints)."""
-    if not argv or argv[0] != "mcp":
+    """`wavewait [--bus X] mcp ...` serving on stdio, as a host starts it (nothing that only prints)."""
+    at = command_at(argv)
+    if at is None or argv[at] != "mcp":
         return False
-    for i, a in enumerate(argv[1:], 1):
+    for i, a in enumerate(argv[at + 1 :], at + 1):
         if a in ("-h", "--help") or a.startswith("--print-config"):
             return False
         if a.startswith("--transport"):

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import sys
 
-from .command import crashed, mcp_on_stdio, run
+from .command import command_of, crashed, mcp_on_stdio, run
 
 
 def main() -> None:
     argv = sys.argv[1:]
-    if argv[:1] != ["mcp"] or mcp_on_stdio(argv):  # `mcp --http` serves many clients: cold
+    if command_of(argv) != "mcp" or mcp_on_stdio(argv):  # `mcp --http` serves many clients: cold
         from . import warm
 
         if warm.wanted(argv):

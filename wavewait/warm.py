@@ -42,6 +42,7 @@ import time
 from collections.abc import Callable
 from typing import Any, NoReturn
 
+from .command import command_of
 from .warm_procs import SERVE, folder
 
 OFF = "WAVEWAIT_WARM"  # "0": every command starts cold
@@ -142,27 +143,11 @@ COLD = frozenset({"demo", "serve", "warm"})
 STARTS = frozenset({"mcp", "spawn"})
 
 
-#: the options `wavewait` takes before its command (wavewait/cli_parser.py), each with a value
-GLOBAL_OPTIONS = ("--bus", "--agent", "--queue")
-
-
-def command_of(argv: list[str]) -> str | None:
-    """The command `argv` names, after the options that may come before it; None for the TUI
-    (no command) and for anything else before it (`-h`, an abbreviation): that starts cold."""
-    i = 0
-    while i < len(argv) and argv[i].startswith("-"):
-        name = argv[i].partition("=")[0]
-        if name not in GLOBAL_OPTIONS:
-            return None
-        i += 1 if "=" in argv[i] else 2
-    return argv[i] if i < len(argv) else None
-
-
 def wanted(argv: list[str]) -> bool:
-    """Whether the command may run in a warm process: every one but `COLD`; `mcp` only as
-    the first word (wavewait/launch.py has checked it serves on stdio)."""
+    """Whether the command may run in a warm process: every one but `COLD` (wavewait/launch.py
+    has checked that `mcp` serves on stdio)."""
     command = command_of(argv)
-    named = command is not None and command not in COLD and (command != "mcp" or argv[0] == "mcp")
+    named = command is not None and command not in COLD
     return os.environ.get(OFF) != "0" and named and not sandboxed()
 
 

@@ -244,6 +244,12 @@ def test_the_front_answers_initialize_only_as_the_first_request():
         (["mcp", "--help"], False),
         (["wait", "mcp"], False),
         ([], False),
+        (["--bus", "/tmp/b", "mcp"], True),  # the options that may come before the command
+        (["--bus=/tmp/b", "--agent", "me", "mcp", "--max-block", "240"], True),
+        (["--bus", "/tmp/b", "mcp", "--transport", "http"], False),
+        (["--bus", "/tmp/b", "mcp", "--help"], False),
+        (["--verbose", "mcp"], False),  # not an option before a command: the CLI says so
+        (["--bus", "/tmp/b"], False),
     ],
 )
 def test_the_front_starts_before_the_cli_imports_only_for_the_stdio_server(argv, early):
