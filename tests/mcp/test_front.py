@@ -21,7 +21,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERS
 
 from wavewait.command import mcp_on_stdio
 from wavewait.mcp import prerendered
-from wavewait.mcp.front import OFF, SUBSCRIPTION_KEY, Front, fd_lines
+from wavewait.mcp.front import OFF, SUBSCRIPTION_KEY, FdLines, Front
 from wavewait.mcp.prerender import ask_sdk, payload
 
 ENVELOPE = {
@@ -278,7 +278,7 @@ def test_the_front_reads_lines_across_reads_without_a_buffered_file():
     for part in (b'{"a":1}\n{"b"', b":2}\n", b'{"c":3}'):
         os.write(w, part)
     os.close(w)
-    assert list(fd_lines(r, chunk=5)) == [b'{"a":1}\n', b'{"b":2}\n', b'{"c":3}']
+    assert list(FdLines(r, chunk=5)) == [b'{"a":1}\n', b'{"b":2}\n', b'{"c":3}']
     os.close(r)
 
 
@@ -291,7 +291,7 @@ def test_once_the_sdk_is_up_the_server_reads_stdin_itself_from_where_the_front_s
     from wavewait.mcp.stdio import LoopStdin
 
     host_r, host_w = os.pipe()  # the host's end of our stdin
-    front = Front(fd_lines(host_r), io.BytesIO())
+    front = Front(FdLines(host_r), io.BytesIO())
     got: list[str] = []
 
     async def serve() -> None:
@@ -340,7 +340,7 @@ def test_once_the_front_has_read_its_last_line_the_server_writes_the_clients_fd_
         out_w = os.dup(ours.fileno())
         ours.close()
         reader = theirs.makefile("rb", buffering=0)
-    front = Front(fd_lines(host_r), os.fdopen(out_w, "wb"))
+    front = Front(FdLines(host_r), os.fdopen(out_w, "wb"))
     read: list[bytes] = []
 
     def host_reads() -> None:

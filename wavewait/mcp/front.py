@@ -451,10 +451,6 @@ class FdLines:
         return not self._ready and not self._eof
 
 
-def fd_lines(fd: int, chunk: int = 1 << 16, limit: int = MAX_REQUEST_BYTES) -> FdLines:
-    return FdLines(fd, chunk, limit)
-
-
 def _pipe_or_socket(fd: int) -> bool:
     try:
         mode = os.fstat(fd).st_mode
@@ -468,6 +464,6 @@ def start() -> Front | None:
     if os.environ.get(OFF) == "0":
         return None
     global _running
-    f = _running = Front(fd_lines(0), sys.stdout.buffer, tools=not queue_named(sys.argv[1:], os.environ))
+    f = _running = Front(FdLines(0), sys.stdout.buffer, tools=not queue_named(sys.argv[1:], os.environ))
     f.start()
     return f
