@@ -379,3 +379,53 @@ def test_once_the_front_has_read_its_last_line_the_server_writes_the_clients_fd_
     asyncio.run(asyncio.wait_for(serve(), 30))
     reader.close()
     assert read == [b'{"jsonrpc":"2.0","id":%d,"result":{}}\n' % n for n in (1, 2, 3)]
+
+
+def test_a_server_whose_client_stopped_reading_still_stops_while_the_front_holds_its_last_lines():
+    """The take-over waits for the front to forward what its pipe held; a client that stopped
+    reading (its pipe full) holds that wait, and cancelling it (a signal ends the server so)
+    returns at once; the lines held stay for the next flush, nothing is cut or lost."""
+    import asyncio
+
+    import anyio
+
+    from wavewait.mcp.delivery import Deliveries
+    from wavewait.mcp.stdio import LoopStdin, ReportingStdout
+
+    host_r, host_w = os.pipe()
+    out_r, out_w = os.pipe()
+    front = Front(FdLines(host_r), os.fdopen(out_w, "wb"))
+    big = '{"jsonrpc":"2.0","id":1,"result":{"x":"' + "y" * 200_000 + '"}}\n'  # over the client's pipe
+
+    async def serve() -> None:
+        stdin = await LoopStdin.open(front.sdk_stdin.fileno())
+        assert stdin is not None
+        stdin.take_over, front.hand_over = front.take_stdin, True
+        stdout = ReportingStdout(front.sdk_stdout, Deliveries(), direct=True, front=front)
+        front.start()
+        await stdout.write(big)  # the SDK's first answer: the front forwards it and blocks, unread
+        await stdout.flush()
+        deadline = time.monotonic() + 10
+        while not front._sdk_spoke.is_set():  # the front read the answer: the next line hands stdin over
+            assert time.monotonic() < deadline, "the front did not see the SDK's answer"
+            await asyncio.sleep(0.01)
+        os.write(host_w, b'{"jsonrpc":"2.0","id":2,"method":"ping"}\n')
+        assert await anext(stdin) == '{"jsonrpc":"2.0","id":2,"method":"ping"}\n'
+        while front.reading:
+            assert time.monotonic() < deadline, "the front still reads stdin"
+            await asyncio.sleep(0.01)
+        await stdout.write('{"jsonrpc":"2.0","id":2,"result":{}}\n')
+        started = time.monotonic()
+        with anyio.move_on_after(0.5) as scope:  # cancelled as the server's task group is on a signal
+            await stdout.flush()
+        assert scope.cancelled_caught and time.monotonic() - started < 5
+        assert not front.relayed.is_set()
+        reader = await asyncio.to_thread(os.fdopen, out_r, "rb")
+        got = [await asyncio.to_thread(reader.readline)]  # the client reads again
+        await stdout.flush()  # the held line goes now, after the front's last one
+        got.append(await asyncio.to_thread(reader.readline))
+        assert got == [big.encode(), b'{"jsonrpc":"2.0","id":2,"result":{}}\n']
+        os.close(host_w)
+        reader.close()
+
+    asyncio.run(asyncio.wait_for(serve(), 60))
