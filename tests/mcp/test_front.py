@@ -5,24 +5,30 @@ a session that opens in the 2026 era as Claude Code 2.1.330 does)."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import os
 import queue
+import socket
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
 
 from wavewait.command import mcp_on_stdio
 from wavewait.mcp import prerendered
+from wavewait.mcp.delivery import Deliveries
 from wavewait.mcp.front import OFF, SUBSCRIPTION_KEY, FdLines, Front
 from wavewait.mcp.prerender import ask_sdk, payload
+from wavewait.mcp.stdio import LoopStdin, ReportingStdout
 
 ENVELOPE = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -282,14 +288,27 @@ def test_the_front_reads_lines_across_reads_without_a_buffered_file():
     os.close(r)
 
 
+async def _served(front: Front) -> tuple[LoopStdin, ReportingStdout]:
+    """The server's stdin and stdout over `front`, as server.py joins them, the front started."""
+    stdin = await LoopStdin.open(front.sdk_stdin.fileno())
+    assert stdin is not None
+    stdin.take_over, front.hand_over = front.take_stdin, True
+    stdout = ReportingStdout(front.sdk_stdout, Deliveries(), direct=True, front=front)
+    front.start()
+    return stdin, stdout
+
+
+async def _until(done: Callable[[], bool], failing: str, within: float = 10.0) -> None:
+    deadline = time.monotonic() + within
+    while not done():
+        assert time.monotonic() < deadline, failing
+        await asyncio.sleep(0.01)
+
+
 def test_once_the_sdk_is_up_the_server_reads_stdin_itself_from_where_the_front_stopped():
     """After the SDK's first answer the front hands stdin over at the next line's end: its
     thread ends, its pipe closes, and the server's reader on the event loop goes on reading
     stdin, a line the front had begun included, with nothing lost, doubled or reordered."""
-    import asyncio
-
-    from wavewait.mcp.stdio import LoopStdin
-
     host_r, host_w = os.pipe()  # the host's end of our stdin
     front = Front(FdLines(host_r), io.BytesIO())
     got: list[str] = []
@@ -325,12 +344,6 @@ def test_once_the_front_has_read_its_last_line_the_server_writes_the_clients_fd_
     forwards what was in it and ends; the next lines go to the client's fd (a pipe, or a
     socket as Node-based hosts give) from the event loop, in order, and each line is counted on
     the wire as the front counted it: read only once the client has read it."""
-    import asyncio
-    import socket
-
-    from wavewait.mcp.delivery import Deliveries
-    from wavewait.mcp.stdio import LoopStdin, ReportingStdout
-
     host_r, host_w = os.pipe()  # the host's end of our stdin
     if client == "pipe":
         out_r, out_w = os.pipe()
@@ -347,20 +360,13 @@ def test_once_the_front_has_read_its_last_line_the_server_writes_the_clients_fd_
         read.append(reader.readline())
 
     async def serve() -> None:
-        stdin = await LoopStdin.open(front.sdk_stdin.fileno())
-        assert stdin is not None
-        stdin.take_over, front.hand_over = front.take_stdin, True
-        stdout = ReportingStdout(front.sdk_stdout, Deliveries(), direct=True, front=front)
-        front.start()
+        stdin, stdout = await _served(front)
         await stdout.write('{"jsonrpc":"2.0","id":1,"result":{}}\n')  # the SDK's first answer
         await stdout.flush()
         await asyncio.to_thread(host_reads)
         os.write(host_w, b'{"jsonrpc":"2.0","id":2,"method":"ping"}\n')
         assert await anext(stdin) == '{"jsonrpc":"2.0","id":2,"method":"ping"}\n'
-        deadline = time.monotonic() + 10
-        while front.reading:  # the front's reader ends at the line's end: stdin was handed over
-            assert time.monotonic() < deadline, "the front still reads stdin"
-            await asyncio.sleep(0.01)
+        await _until(lambda: not front.reading, "the front still reads stdin")  # handed over at the line's end
         front.wire.watch(1)  # the SDK's second line, as the deliveries watch a held response
         await stdout.write('{"jsonrpc":"2.0","id":2,"result":{}}\n')
         await stdout.flush()
@@ -385,35 +391,20 @@ def test_a_server_whose_client_stopped_reading_still_stops_while_the_front_holds
     """The take-over waits for the front to forward what its pipe held; a client that stopped
     reading (its pipe full) holds that wait, and cancelling it (a signal ends the server so)
     returns at once; the lines held stay for the next flush, nothing is cut or lost."""
-    import asyncio
-
-    import anyio
-
-    from wavewait.mcp.delivery import Deliveries
-    from wavewait.mcp.stdio import LoopStdin, ReportingStdout
-
     host_r, host_w = os.pipe()
     out_r, out_w = os.pipe()
     front = Front(FdLines(host_r), os.fdopen(out_w, "wb"))
     big = '{"jsonrpc":"2.0","id":1,"result":{"x":"' + "y" * 200_000 + '"}}\n'  # over the client's pipe
 
     async def serve() -> None:
-        stdin = await LoopStdin.open(front.sdk_stdin.fileno())
-        assert stdin is not None
-        stdin.take_over, front.hand_over = front.take_stdin, True
-        stdout = ReportingStdout(front.sdk_stdout, Deliveries(), direct=True, front=front)
-        front.start()
+        stdin, stdout = await _served(front)
         await stdout.write(big)  # the SDK's first answer: the front forwards it and blocks, unread
         await stdout.flush()
-        deadline = time.monotonic() + 10
-        while not front._sdk_spoke.is_set():  # the front read the answer: the next line hands stdin over
-            assert time.monotonic() < deadline, "the front did not see the SDK's answer"
-            await asyncio.sleep(0.01)
+        # the front read the answer: the next line hands stdin over
+        await _until(front._sdk_spoke.is_set, "the front did not see the SDK's answer")
         os.write(host_w, b'{"jsonrpc":"2.0","id":2,"method":"ping"}\n')
         assert await anext(stdin) == '{"jsonrpc":"2.0","id":2,"method":"ping"}\n'
-        while front.reading:
-            assert time.monotonic() < deadline, "the front still reads stdin"
-            await asyncio.sleep(0.01)
+        await _until(lambda: not front.reading, "the front still reads stdin")
         await stdout.write('{"jsonrpc":"2.0","id":2,"result":{}}\n')
         started = time.monotonic()
         with anyio.move_on_after(0.5) as scope:  # cancelled as the server's task group is on a signal

@@ -369,8 +369,7 @@ class Front:
             and not self.reading
             and not self._answered
             and not self._acked
-            and self.wire.fd is not None
-            and _pipe_or_socket(self.wire.fd)
+            and self.wire.counts_unread
         )
 
     def _pump_out(self) -> None:

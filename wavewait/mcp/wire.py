@@ -47,6 +47,11 @@ class Wire:
         self._lines = 0  # SDK lines written (or dropped by the front) so far
         self._ends: dict[int, int | None] = {}  # watched SDK line → the offset just after it (None: not yet)
 
+    @property
+    def counts_unread(self) -> bool:
+        """Whether the kernel says what is unread here: a pipe or a Unix socket."""
+        return self._unread_op is not None
+
     def watch(self, line: int) -> None:
         """Keep the end offset of SDK line `line` (counted from 0) once it is written."""
         self._ends.setdefault(line, None)
