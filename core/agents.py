@@ -432,10 +432,18 @@ async def stop(bus: Bus, agent: Agent, reason: str) -> Agent:
         return unstarted
     # its record as it is now, not as the caller read it: a flight admitted meanwhile has a
     # pid its queued record lacked (ending the old record's none would leave it running)
-    agent = await mark_dead(bus, agent.id, reason) or await bus.get_agent(agent.id) or agent
+    dead = await bus.transition(agent.id, "dead", ("running", "idle"), reason=reason, ended_at=now())
+    agent = dead or await bus.get_agent(agent.id) or agent
     pgid = agent.supervisor_pid or agent.pid
-    if pgid and alive(agent.pid, agent.pid_start):
-        await _end_group(pgid, agent)
+    running = bool(pgid) and alive(agent.pid, agent.pid_start)
+    try:  # TERMed before anything else is awaited: a caller ended from here on (a host's KILL
+        # of a server that stops its flights) leaves no flight running under a dead record
+        running = running and _signal(pgid, signal.SIGTERM)
+    finally:
+        if dead is not None:
+            await _announce_death(bus, dead)
+    if running:
+        await _end_group(pgid, agent, termed=True)
     return await bus.get_agent(agent.id) or agent
 
 
@@ -481,14 +489,22 @@ def _discard_unstarted(agent: Agent) -> None:
         logging.getLogger("wavewait.agents").warning("%s: its worktree stays: %s", agent.name, e)
 
 
-async def _end_group(pgid: int, agent: Agent) -> None:
+def _signal(pgid: int, sig: signal.Signals) -> bool:
+    """Signal the group: False if it is gone already."""
+    try:
+        _signal_group(pgid, sig)
+    except ProcessLookupError:
+        return False
+    except PermissionError as e:
+        raise BadInput(f"agent: not allowed to signal process group {pgid}: {e}") from e
+    return True
+
+
+async def _end_group(pgid: int, agent: Agent, termed: bool = False) -> None:
+    """TERM the group (unless `termed`: sent already), KILL it if the flight outlives the grace."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            _signal_group(pgid, sig)
-        except ProcessLookupError:
+        if not (sig == signal.SIGTERM and termed) and not _signal(pgid, sig):
             return
-        except PermissionError as e:
-            raise BadInput(f"agent: not allowed to signal process group {pgid}: {e}") from e
         deadline = asyncio.get_running_loop().time() + KILL_GRACE
         while asyncio.get_running_loop().time() < deadline:
             if not alive(agent.pid, agent.pid_start):

@@ -6,8 +6,10 @@ own timeout implies, the printed set-up, and the truthful wait_agent answers.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import tomllib
 
@@ -16,6 +18,7 @@ import pytest
 
 from wavewait.core import messages
 from wavewait.core.agents import register
+from wavewait.core.proc import alive
 
 from conftest import env_for, register_crew, until, wavewait_cmd
 from mcptools import data, error_text, mcp_client
@@ -179,3 +182,55 @@ async def test_flights_of_a_session_that_ended_are_stopped_and_say_why(bus, tmp_
     assert a is not None and "the session that spawned it ended" in (a.reason or "")
     q = await bus.get_agent(done["agent_id"])
     assert q is not None and "session that spawned it ended" not in (q.reason or "")
+
+
+def _server_of(bus) -> int:
+    """The pid of this test's `wavewait mcp` on `bus` (a child of this process)."""
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rpartition(")")[2].split()[1])
+        except (OSError, ValueError):
+            continue
+        if ppid == os.getpid() and b"mcp" in argv and bus.url.encode() in argv:
+            return int(entry)
+    raise AssertionError(f"no wavewait mcp on {bus.url} among this process's children")
+
+
+async def test_a_host_that_signals_its_server_while_it_stops_its_flights_leaves_none_running(bus, tmp_path):
+    """A host closes the server's stdin, then TERMs it (the SDK's client 2 s later, sooner
+    under load): signals that land while the server stops its flights must not cut the stops
+    short, or a flight runs on, unseen, its record often saying dead."""
+    async with anyio.create_task_group() as tg:
+        async with mcp_client(bus, cwd=str(tmp_path)) as c:
+            spawned = [
+                data(await c.call_tool("spawn_agent", {"name": f"sleeper-{i}", "command": ["sleep", "600"]}))
+                for i in range(6)
+            ]
+            ids = [s["agent_id"] for s in spawned]
+            server = _server_of(bus)
+
+            async def signal_once_the_stops_begin() -> None:
+                async def stopping() -> bool:
+                    return any(a.status == "dead" for a in (await bus.get_agents(ids)).values())
+
+                await until(stopping, 30, "the session's end to stop its first flight")
+                while alive(server):
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(server, signal.SIGTERM)
+                    await anyio.sleep(0.002)  # a host's signals, again and again, until the server ends
+
+            tg.start_soon(signal_once_the_stops_begin)
+        # stdin closed: the session is over
+
+    records = await bus.get_agents(ids)
+    assert all(records[i].status == "dead" for i in ids), {r.name: r.status for r in records.values()}
+
+    def none_running() -> bool:
+        return not any(
+            alive(r.pid, r.pid_start) or alive(r.supervisor_pid, r.supervisor_start) for r in records.values()
+        )
+
+    await until(none_running, 20, "every flight's processes to end")

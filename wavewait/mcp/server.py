@@ -15,6 +15,7 @@ import signal
 import socket
 import sys
 import typing
+from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from typing import Any, cast
 
@@ -216,48 +217,50 @@ async def serve(settings: Settings, front: Front | None = None) -> None:
             async with server.deliveries.running(), server.tasks.running():
                 await serve_http(server, settings.host, settings.port, settings.token)
             return
-        await _serve_stdio(server, front)
-        # stdin closed or a signal: the host's session is over, and with it the only one
-        # waiting on the flights it spawned (on HTTP there is no such end: the flights stay)
-        if stopped := await stop_orphans(bus, settings, server.spawned):
-            log.warning("wavewait mcp: session ended; stopped its running flights %s", ", ".join(stopped))
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP, signal.SIGINT) as signals:
+            await _serve_stdio(server, front, signals)
+            # stdin closed or a signal: the host's session is over, and with it the only one
+            # waiting on the flights it spawned (on HTTP there is no such end: the flights
+            # stay). The signals are still caught: a host TERMs its server 2 s after closing
+            # its stdin, and a flight half stopped would run on under a dead record
+            if stopped := await stop_orphans(bus, settings, server.spawned):
+                log.warning("wavewait mcp: session ended; stopped its running flights %s", ", ".join(stopped))
     finally:
         await bus.close()
 
 
-async def _serve_stdio(server: WaveServer, front: Front | None) -> None:
-    """Serve until stdin closes or SIGTERM, SIGHUP or SIGINT arrives (hosts end their servers
-    with a signal right after the last response): either way, what was written is
-    acknowledged and what was not goes back to its inbox before the process ends."""
+async def _serve_stdio(server: WaveServer, front: Front | None, signals: AsyncIterator[signal.Signals]) -> None:
+    """Serve until stdin closes or one of `signals` arrives (hosts end their servers with a
+    signal right after the last response): either way, what was written is acknowledged and
+    what was not goes back to its inbox before the process ends."""
     server.deliveries.writes_reported = True
-    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP, signal.SIGINT) as signals:
-        async with anyio.create_task_group() as tg:
+    async with anyio.create_task_group() as tg:
 
-            async def stop_on_signal() -> None:
-                async for sig in signals:
-                    log.info("wavewait mcp: %s: settling deliveries, then stopping", sig.name)
-                    tg.cancel_scope.cancel()
-                    return
+        async def stop_on_signal() -> None:
+            async for sig in signals:
+                log.info("wavewait mcp: %s: settling deliveries, then stopping", sig.name)
+                tg.cancel_scope.cancel()
+                return
 
-            tg.start_soon(stop_on_signal)
-            async with AsyncExitStack() as stack:
-                stdin: object  # None: the SDK reads stdin itself
-                if front is not None:  # its pipe read on the loop too, so a signal stops the server at once
-                    server.deliveries.wire = front.wire  # the front writes the client's fd
-                    stdin = await LoopStdin.open(front.sdk_stdin.fileno()) or anyio.wrap_file(front.sdk_stdin)
-                    if isinstance(stdin, LoopStdin):  # once the SDK is up, it reads stdin itself
-                        stdin.take_over, front.hand_over = front.take_stdin, True
-                    # and, once the front has read its last line, writes stdout itself
-                    stdout = ReportingStdout(front.sdk_stdout, server.deliveries, direct=True, front=front)
-                    stack.callback(front.sdk_stdout.close)
-                else:  # the wire stays open until the deliveries are settled: they ask it what was read
-                    wire = await stack.enter_async_context(claimed_stdout())
-                    server.deliveries.wire = Wire.of(wire)
-                    stdout = ReportingStdout(wire, server.deliveries, server.deliveries.wire)
-                    stdin = await LoopStdin.open()
-                async with server.deliveries.running(), server.tasks.running():
-                    await _run_stdio(server, stdout, stdin)
-            tg.cancel_scope.cancel()
+        tg.start_soon(stop_on_signal)
+        async with AsyncExitStack() as stack:
+            stdin: object  # None: the SDK reads stdin itself
+            if front is not None:  # its pipe read on the loop too, so a signal stops the server at once
+                server.deliveries.wire = front.wire  # the front writes the client's fd
+                stdin = await LoopStdin.open(front.sdk_stdin.fileno()) or anyio.wrap_file(front.sdk_stdin)
+                if isinstance(stdin, LoopStdin):  # once the SDK is up, it reads stdin itself
+                    stdin.take_over, front.hand_over = front.take_stdin, True
+                # and, once the front has read its last line, writes stdout itself
+                stdout = ReportingStdout(front.sdk_stdout, server.deliveries, direct=True, front=front)
+                stack.callback(front.sdk_stdout.close)
+            else:  # the wire stays open until the deliveries are settled: they ask it what was read
+                wire = await stack.enter_async_context(claimed_stdout())
+                server.deliveries.wire = Wire.of(wire)
+                stdout = ReportingStdout(wire, server.deliveries, server.deliveries.wire)
+                stdin = await LoopStdin.open()
+            async with server.deliveries.running(), server.tasks.running():
+                await _run_stdio(server, stdout, stdin)
+        tg.cancel_scope.cancel()
 
 
 async def _run_stdio(server: WaveServer, stdout: ReportingStdout, stdin: object = None) -> None:
