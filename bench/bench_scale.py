@@ -20,7 +20,11 @@ Rows (goals from issue 13):
   their ratio (goal <= 1.5x between 100 and 10,000 flights);
 - the same at the large F as a join with a file target, and with a file target and a check
   (`true`, run per report in the flight's folder): goal, the same waiter CPU per report as
-  the plain fan-in (issue 41: a verdict or a file event re-read every waiting flight);
+  the plain fan-in (issue 41: a verdict or a file event re-read every waiting flight); and
+  the plain fan-in again with the same checks run beside it, at the same rate, by another
+  process: a check's process (a fork and exec per report) loads a 2-core machine, and the
+  waiter's CPU per report grows with that load whoever starts the checks, so the join with a
+  check is divided by this run too (what the join itself adds for its checks);
 - last report -> fan-in returns, at the large F (goal <= 50 ms files, <= 100 ms PostgreSQL),
   waiting as the MCP and CLI faces do (the result is handed over, then its claims are
   acknowledged: that take is timed on its own row);
@@ -438,7 +442,24 @@ async def role_saturate(a: argparse.Namespace) -> None:
         await loops(mcp_one)
 
 
+async def role_checks(a: argparse.Namespace) -> None:
+    """Run `a.n` checks (`a.join_check`, in `a.folder`) at `a.rate` a second through this
+    process's check runner: the machine's load of a join's checks, with no join."""
+    from wavewait.core import checks
+
+    t0 = time.monotonic()
+    running = []
+    for i in range(a.n):
+        ahead = t0 + i / a.rate - time.monotonic()
+        if ahead > 0:
+            await asyncio.sleep(ahead)
+        running.append(asyncio.create_task(checks.run_check(a.join_check, a.folder, 600)))
+    verdicts = await asyncio.gather(*running)
+    print(json.dumps({"passed": sum(v.passed for v in verdicts)}), flush=True)
+
+
 ROLES = {
+    "checks": role_checks,
     "listen": role_listen,
     "fanin": role_fanin,
     "server": role_server,
@@ -540,14 +561,15 @@ class Run:
                 raise RuntimeError(f"only {len(await bus.list_waits())} of {n} waits registered")
             await asyncio.sleep(0.1)
 
-    async def fanin(self, kind: str, n: int, join: bool = False, check: str = "") -> dict[str, Any]:
+    async def fanin(self, kind: str, n: int, join: bool = False, check: str = "", beside: str = "") -> dict[str, Any]:
         """One fan-in over `n` flights (`join`: and a file target, as a join; `check`: and a
-        check each report passes, run in the flight's folder) at the bench's rate."""
+        check each report passes, run in the flight's folder) at the bench's rate; `beside`:
+        a plain fan-in with that check run `n` times at the same rate by another process."""
         from wavewait.core.messages import send
 
         url, bus = await self.fresh_bus(kind)
         flights = [f"flight-{i:05d}" for i in range(n)]
-        folder = tempfile.mkdtemp(prefix="bench-join-") if join else None
+        folder = tempfile.mkdtemp(prefix="bench-join-") if join or beside else None
         await self.register(bus, ["orchestrator"])
         await self.register(bus, flights, cwd=folder)
         extra: list[str] = []
@@ -557,6 +579,11 @@ class Run:
         p = self.child("--role", "fanin", "--bus", url, "--n", str(n), *extra)
         await self.until_waits(bus, 1)
         rate = self.args.rate
+        checker = None
+        if beside:
+            assert folder is not None
+            argv = ["--role", "checks", "--n", str(n), "--rate", str(rate), "--join-check", beside, "--folder", folder]
+            checker = self.child(*argv)
         t0 = time.time()
         order = flights[:]
         random.shuffle(order)
@@ -568,6 +595,9 @@ class Run:
         last = time.time()
         out, _ = await asyncio.to_thread(p.communicate, timeout=600)
         r = json.loads(out.strip().splitlines()[-1])
+        if checker is not None:
+            checked, _ = await asyncio.to_thread(checker.communicate, timeout=600)
+            assert json.loads(checked.strip().splitlines()[-1])["passed"] == n, checked
         await self.drop(kind, url, bus)
         if folder is not None:
             shutil.rmtree(folder)
@@ -906,8 +936,10 @@ def rows_per_bus(only: str, buses: list[str], once: bool) -> dict[str, set[str]]
 
 
 async def fanin_rows(run: Run, kind: str, put: Callable[[str, str, str], None]) -> None:
-    """The fan-in rows: small and large, then the large as a join (a file) and as a join with
-    a check. With `--fanin-rounds N` the three large runs go round N times, interleaved, and
+    """The fan-in rows: small and large, then the large as a join (a file), as a join with a
+    check, and as a plain fan-in with the same checks run beside it by another process (the
+    machine's load of the checks, without the join). With `--fanin-rounds N` the four large
+    runs go round N times, interleaved, and
     each cell is the median (the range beside it): one run's CPU per report moves by a third
     with what else the machine does, so a ratio of two single runs says little."""
     args = run.args
@@ -916,12 +948,14 @@ async def fanin_rows(run: Run, kind: str, put: Callable[[str, str, str], None]) 
     # code from before joins (--code) has no Join: its rows are left out
     joins = not args.code or "class Join" in open(os.path.join(args.code, "wavewait/core/wait/fan_in.py")).read()
     fanins: list[dict[str, Any]] = []
+    beside: list[dict[str, Any]] = []  # the fan-in with the same checks run by another process
     joined: dict[str, list[dict[str, Any]]] = {"join": [], "join + check": []}
     for _ in range(max(1, args.fanin_rounds)):
         fanins.append(await run.fanin(kind, large))
         if joins:
             joined["join"].append(await run.fanin(kind, large, join=True))
             joined["join + check"].append(await run.fanin(kind, large, join=True, check="true"))
+            beside.append(await run.fanin(kind, large, beside="true"))
 
     def cell(values: list[float], spec: str, unit: str = "") -> str:
         mid = statistics.median(values)
@@ -963,6 +997,16 @@ async def fanin_rows(run: Run, kind: str, put: Callable[[str, str, str], None]) 
             cell([x["return_ms"] for x in runs], ".1f"),
         )
         put(f"  ({label}: all received)", kind, str(all(x["ok"] for x in runs)))
+    put(
+        f"fan-in, {large:,} flights, `true` run beside it per report by another process: waiter CPU ms/report",
+        kind,
+        cell([x["cpu_ms"] for x in beside], ".3f"),
+    )
+    put(
+        "  join + check / that fan-in CPU per report (what the join adds for its checks)",
+        kind,
+        cell([x["cpu_ms"] / b["cpu_ms"] for b, x in zip(beside, joined["join + check"], strict=True)], ".2f", "x"),
+    )
     put(
         f"join + check ({small:,} flights + a file, `true`): waiter CPU ms/report",
         kind,
@@ -1074,7 +1118,10 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--bus")
     p.add_argument("--n", type=int, default=0)
     p.add_argument("--join-file", default="", help="role fanin: a join, with a file target matching this glob")
-    p.add_argument("--join-check", default="", help="role fanin: the join's check (with --join-file)")
+    p.add_argument(
+        "--join-check", default="", help="role fanin: the join's check (with --join-file); role checks: the check"
+    )
+    p.add_argument("--folder", default="", help="role checks: where the checks run")
     p.add_argument("--to", default="")
     p.add_argument("--count", type=int, default=0)
     p.add_argument("--rate", type=float, default=500.0, help="reports/s into the fan-in")

@@ -435,14 +435,15 @@ async def stop(bus: Bus, agent: Agent, reason: str) -> Agent:
     dead = await bus.transition(agent.id, "dead", ("running", "idle"), reason=reason, ended_at=now())
     agent = dead or await bus.get_agent(agent.id) or agent
     pgid = agent.supervisor_pid or agent.pid
-    running = bool(pgid) and alive(agent.pid, agent.pid_start)
+    termed = False
     try:  # TERMed before anything else is awaited: a caller ended from here on (a host's KILL
         # of a server that stops its flights) leaves no flight running under a dead record
-        running = running and _signal(pgid, signal.SIGTERM)
+        if pgid and alive(agent.pid, agent.pid_start):
+            termed = _signal(pgid, signal.SIGTERM)
     finally:
         if dead is not None:
             await _announce_death(bus, dead)
-    if running:
+    if pgid and termed:
         await _end_group(pgid, agent, termed=True)
     return await bus.get_agent(agent.id) or agent
 

@@ -30,12 +30,13 @@ import os
 import subprocess
 import tempfile
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
 
+from .check_runner import WINDOW
 from .proc import kill_session, python_module
 
 #: a join's check may run this long unless the caller says otherwise (`--check-timeout`)
@@ -84,11 +85,16 @@ def tail(text: str) -> str:
     return "\n".join(lines)[-TAIL_CHARS:]
 
 
+#: what is called with a check's reply (None: the runner ended first)
+Replied = Callable[[dict[str, Any] | None], None]
+
+
 class CheckRunner:
     """A check runner (core/check_runner.py) serving one event loop: the checks' processes are
     started and watched there, so a check costs that loop a line written and a line read. Its
     replies are read on the loop itself (`add_reader`: no thread, no hand-over between
-    threads), the requests of one step written together. It ends with this process (its
+    threads) and handed to the asker's callback there (no future, no task per check); the
+    requests go together, at most one write per `WINDOW`. It ends with this process (its
     standard input closes), or when its loop has ended and another asks for a runner."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -105,20 +111,20 @@ class CheckRunner:
         )
         assert self.process.stdin is not None and self.process.stdout is not None
         self.stdin, self.stdout = self.process.stdin.fileno(), self.process.stdout.fileno()
-        self.asked: dict[int, asyncio.Future[dict[str, Any] | None]] = {}
+        self.asked: dict[int, Replied] = {}
         self.ids = itertools.count(1)
         self.env: dict[str, str] | None = None  # the environment it was last given
         self.raw: dict[bytes, bytes] | None = None  # os.environ's store when it was built
         self.slots = 0  # the bound it was last given
-        self.pending = bytearray()  # requests of this step, written once it ends
+        self.pending = bytearray()  # requests not written yet (`_flush` is due)
+        self.flushed = -WINDOW  # the loop's time of the last write
         self.inbuf = bytearray()
         self.alive = True
         os.set_blocking(self.stdout, False)
         loop.add_reader(self.stdout, self._readable)
 
-    def submit(self, command: str, cwd: str, timeout: float) -> tuple[int, asyncio.Future[dict[str, Any] | None]]:
-        """Start a check; its future is the reply, or None if the runner ended first."""
-        reply: asyncio.Future[dict[str, Any] | None] = self.loop.create_future()
+    def submit(self, command: str, cwd: str, timeout: float, replied: Replied) -> int:
+        """Start a check, its id returned; `replied` is called on the loop with its reply."""
         n = next(self.ids)
         request: dict[str, Any] = {"id": n, "command": command, "cwd": cwd, "timeout": timeout}
         # the environment and the bound as they are now (a variable set since the last check
@@ -132,9 +138,9 @@ class CheckRunner:
                 request["env"] = self.env = env
             if (slots := max_checks()) != self.slots:
                 request["slots"] = self.slots = slots
-        self.asked[n] = reply
+        self.asked[n] = replied
         self._write(request)
-        return n, reply
+        return n
 
     def cancel(self, n: int) -> None:
         """End check `n`: every process of its session; its reply follows."""
@@ -142,11 +148,16 @@ class CheckRunner:
             self._write({"id": n, "cancel": True})
 
     def _write(self, request: dict[str, Any]) -> None:
-        if not self.pending:  # the first of this step: the rest of the step's go with it
-            self.loop.call_soon(self._flush)
+        if not self.pending:  # the first since the last write: those until it's due go with it
+            due = self.flushed + WINDOW - self.loop.time()
+            if due > 0:
+                self.loop.call_later(due, self._flush)
+            else:
+                self.loop.call_soon(self._flush)  # the rest of this step's still go with it
         self.pending += json.dumps(request).encode() + b"\n"
 
     def _flush(self) -> None:
+        self.flushed = self.loop.time()
         lines, self.pending = bytes(self.pending), bytearray()
         if not self.alive:
             return
@@ -170,8 +181,8 @@ class CheckRunner:
         self.inbuf = bytearray(rest)
         for line in lines:
             reply = json.loads(line)
-            if (asked := self.asked.pop(reply["id"], None)) is not None and not asked.done():
-                asked.set_result(reply)
+            if (replied := self.asked.pop(reply["id"], None)) is not None:
+                replied(reply)
 
     def _ended(self) -> None:
         """It ended (its stdout closed): what it did not answer fails, and the sessions of
@@ -186,9 +197,8 @@ class CheckRunner:
             )
         for leader in orphans:
             kill_session(leader)
-        for reply in left:
-            if not reply.done():
-                reply.set_result(None)
+        for replied in left:
+            replied(None)
 
     def started(self) -> dict[int, int]:
         """The session leader of each check the runner started, by id (those since it last
@@ -240,7 +250,13 @@ async def run_check(command: str, cwd: str, timeout: float) -> Verdict:
     """Run `command` by `/bin/sh -c` in `cwd` once a slot is free; passed when it exits 0
     within `timeout` seconds of its start. Cancelled, its session is killed before this returns."""
     checks = runner()
-    n, reply = checks.submit(command, cwd, timeout)
+    reply: asyncio.Future[dict[str, Any] | None] = checks.loop.create_future()
+
+    def replied(got: dict[str, Any] | None) -> None:
+        if not reply.done():
+            reply.set_result(got)
+
+    n = checks.submit(command, cwd, timeout, replied)
     try:
         got = await asyncio.shield(reply)
     except anyio.get_cancelled_exc_class():

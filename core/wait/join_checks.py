@@ -41,10 +41,10 @@ class JoinChecks:
         self.running: dict[str, Item] = {}  # reports whose check runs (or waits for a slot), by flight
         self._verdicts: dict[str, Verdict] = {}  # checks that ended, until `verdicts` reads them
         #: the checks asked and not answered, by flight: the runner asked (a runner that ended
-        #: is replaced, and ids are its own), the check's id there, its reply
-        self._asked: dict[str, tuple[checks.CheckRunner, int, asyncio.Future[dict[str, Any] | None]]] = {}
+        #: is replaced, and ids are its own) and the check's id there
+        self._asked: dict[str, tuple[checks.CheckRunner, int]] = {}
         self._later: asyncio.TimerHandle | None = None  # the gathered verdicts' wake
-        self._ended = False
+        self._ended: asyncio.Future[None] | None = None  # once ended: set when none is asked
 
     def start(self, agent: Agent, item: Item) -> None:
         """Check `item`, the report of `agent`, where the flight worked."""
@@ -58,9 +58,8 @@ class JoinChecks:
             self._settle(agent.id, Verdict(False, f"{agent.name} has no folder of its own to run the check in"))
         else:
             runner = checks.runner()
-            n, reply = runner.submit(self.command, folder, self.timeout)
-            self._asked[agent.id] = (runner, n, reply)
-            reply.add_done_callback(functools.partial(self._replied, agent.id))
+            n = runner.submit(self.command, folder, self.timeout, functools.partial(self._replied, agent.id))
+            self._asked[agent.id] = (runner, n)
 
     def verdicts(self) -> Iterator[tuple[Item, Verdict]]:
         """The reports whose check ended since the last call, with its verdict."""
@@ -72,23 +71,26 @@ class JoinChecks:
     async def end(self) -> None:
         """End every check still running or queued (the wait ended), and return once each
         one's session is gone; `running` keeps their reports."""
-        self._ended = True
-        if self._later is not None:
-            self._later.cancel()
-        asked = list(self._asked.values())
-        self._asked.clear()
-        if not asked:
-            return
-        for runner, n, _ in asked:
-            runner.cancel(n)
+        if self._ended is None:
+            self._ended = asyncio.get_running_loop().create_future()
+            if self._later is not None:
+                self._later.cancel()
+            for runner, n in self._asked.values():
+                runner.cancel(n)
+            self._none_asked()
         with anyio.CancelScope(shield=True):
-            await asyncio.gather(*(reply for _, _, reply in asked))
+            await self._ended
 
-    def _replied(self, a_id: str, reply: asyncio.Future[dict[str, Any] | None]) -> None:
-        if self._ended or reply.cancelled():
-            return
+    def _replied(self, a_id: str, reply: dict[str, Any] | None) -> None:
         self._asked.pop(a_id, None)
-        self._settle(a_id, checks.verdict(reply.result(), self.timeout))
+        if self._ended is not None:
+            self._none_asked()  # a verdict after the end is not read: its report goes back
+        else:
+            self._settle(a_id, checks.verdict(reply, self.timeout))
+
+    def _none_asked(self) -> None:
+        if not self._asked and self._ended is not None and not self._ended.done():
+            self._ended.set_result(None)
 
     def _settle(self, a_id: str, verdict: Verdict) -> None:
         self._verdicts[a_id] = verdict
@@ -100,5 +102,5 @@ class JoinChecks:
 
     def _gathered(self) -> None:
         self._later = None
-        if self._verdicts and not self._ended:  # no step read them meanwhile
+        if self._verdicts and self._ended is None:  # no step read them meanwhile
             self.control.wake(CHECKS_KEY)

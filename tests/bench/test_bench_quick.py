@@ -24,6 +24,7 @@ TIMEOUT = 300.0  # seconds: each takes a few on a quiet machine, many more under
 
 #: script -> extra arguments after --quick (sizes its quick mode leaves large)
 QUICK: dict[str, tuple[str, ...]] = {
+    "bench_checks.py": (),
     "bench_core.py": (),
     "bench_mcp.py": (),
     "bench_pg.py": (),
