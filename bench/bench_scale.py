@@ -939,9 +939,9 @@ async def fanin_rows(run: Run, kind: str, put: Callable[[str, str, str], None]) 
     """The fan-in rows: small and large, then the large as a join (a file), as a join with a
     check, and as a plain fan-in with the same checks run beside it by another process (the
     machine's load of the checks, without the join). With `--fanin-rounds N` the four large
-    runs go round N times, interleaved, and
-    each cell is the median (the range beside it): one run's CPU per report moves by a third
-    with what else the machine does, so a ratio of two single runs says little."""
+    runs go round N times, interleaved, and each cell is the median (the range beside it):
+    one run's CPU per report moves by a third with what else the machine does, so a ratio of
+    two single runs says little."""
     args = run.args
     small, large = args.small, args.flights
     s = await run.fanin(kind, small)
