@@ -1,8 +1,9 @@
 """A join's checks (docs/joins.md, "Check"): one per report, run beside the wait.
 
 The join's condition hands each report here and reads the verdicts back. Each check goes to
-the process's check runner (core/checks.py) as it comes, with no task of its own here: its
-reply settles it. A verdict that decides the join (met, or beyond reach) wakes the wait at
+the process's check runner (core/checks.py) as it comes (with the others of the same 10 ms
+while they come faster), with no task of its own here: its reply, handed to a callback,
+settles it. A verdict that decides the join (met, or beyond reach) wakes the wait at
 once with its own key (`CHECKS_KEY`), so its step reads the verdicts alone; the others are
 read by the next step, which reports arriving bring, or GATHER seconds later at most: a join
 over 10,000 reporting flights then steps once a report, as the plain fan-in does, not twice.
