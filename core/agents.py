@@ -503,14 +503,20 @@ def _signal(pgid: int, sig: signal.Signals) -> bool:
 
 async def _end_group(pgid: int, agent: Agent, termed: bool = False) -> None:
     """TERM the group (unless `termed`: sent already), KILL it if the flight outlives the grace."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        if not (sig == signal.SIGTERM and termed) and not _signal(pgid, sig):
-            return
-        deadline = asyncio.get_running_loop().time() + KILL_GRACE
-        while asyncio.get_running_loop().time() < deadline:
-            if not alive(agent.pid, agent.pid_start):
-                return
-            await asyncio.sleep(0.02)
+    if not termed and not _signal(pgid, signal.SIGTERM):
+        return
+    if not await _ended_within(agent, KILL_GRACE) and _signal(pgid, signal.SIGKILL):
+        await _ended_within(agent, KILL_GRACE)
+
+
+async def _ended_within(agent: Agent, seconds: float) -> bool:
+    """Whether the flight's process ended within `seconds` (polled: it is not our child)."""
+    deadline = asyncio.get_running_loop().time() + seconds
+    while asyncio.get_running_loop().time() < deadline:
+        if not alive(agent.pid, agent.pid_start):
+            return True
+        await asyncio.sleep(0.02)
+    return False
 
 
 async def mark_dead(bus: Bus, agent_id: str, reason: str, **fields: object) -> Agent | None:

@@ -68,3 +68,19 @@ def error_text(result: CallToolResult) -> str:
     text = result.content[0].text
     assert text.startswith("Error: "), text
     return text.removeprefix("Error: ")
+
+
+def server_pid() -> int:
+    """The `wavewait mcp` child of this test process (the MCP client started it)."""
+    me = str(os.getpid())
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            ppid = (d / "stat").read_text().rsplit(")", 1)[1].split()[1]
+            cmd = (d / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if ppid == me and b"mcp" in cmd and b"wavewait" in cmd:
+            return int(d.name)
+    raise AssertionError("no wavewait mcp server among this process's children")

@@ -21,7 +21,7 @@ from wavewait.core.agents import register
 from wavewait.core.proc import alive
 
 from conftest import env_for, register_crew, until, wavewait_cmd
-from mcptools import data, error_text, mcp_client
+from mcptools import data, error_text, mcp_client, server_pid
 
 pytestmark = [pytest.mark.anyio, pytest.mark.one_bus]
 
@@ -184,21 +184,6 @@ async def test_flights_of_a_session_that_ended_are_stopped_and_say_why(bus, tmp_
     assert q is not None and "session that spawned it ended" not in (q.reason or "")
 
 
-def _server_of(bus) -> int:
-    """The pid of this test's `wavewait mcp` on `bus` (a child of this process)."""
-    for entry in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
-            with open(f"/proc/{entry}/stat") as f:
-                ppid = int(f.read().rpartition(")")[2].split()[1])
-        except (OSError, ValueError):
-            continue
-        if ppid == os.getpid() and b"mcp" in argv and bus.url.encode() in argv:
-            return int(entry)
-    raise AssertionError(f"no wavewait mcp on {bus.url} among this process's children")
-
-
 async def test_a_host_that_signals_its_server_while_it_stops_its_flights_leaves_none_running(bus, tmp_path):
     """A host closes the server's stdin, then TERMs it (the SDK's client 2 s later, sooner
     under load): signals that land while the server stops its flights must not cut the stops
@@ -210,7 +195,7 @@ async def test_a_host_that_signals_its_server_while_it_stops_its_flights_leaves_
                 for i in range(6)
             ]
             ids = [s["agent_id"] for s in spawned]
-            server = _server_of(bus)
+            server = server_pid()
 
             async def signal_once_the_stops_begin() -> None:
                 async def stopping() -> bool:

@@ -8,7 +8,6 @@ dropped as it streams in (never held whole), answered with a JSON-RPC error nami
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import httpx2
@@ -20,27 +19,11 @@ from wavewait.core.limits import MAX_REQUEST_BYTES
 from wavewait.mcp.front import Lines, Oversized, head_id, too_large
 
 from conftest import register_crew
-from mcptools import data, mcp_client
+from mcptools import data, mcp_client, server_pid
 
 pytestmark = [pytest.mark.anyio, pytest.mark.one_bus]
 
 BIG = 50_000_000  # bytes of message: the request line is a little longer
-
-
-def _server_pid() -> int:
-    """The `wavewait mcp` child of this test process (the MCP client started it)."""
-    me = str(os.getpid())
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            ppid = (d / "stat").read_text().rsplit(")", 1)[1].split()[1]
-            cmd = (d / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if ppid == me and b"mcp" in cmd and b"wavewait" in cmd:
-            return int(d.name)
-    raise AssertionError("no wavewait mcp server among this process's children")
 
 
 def _peak_rss_mib(pid: int) -> float:
@@ -63,7 +46,7 @@ async def test_an_oversized_request_is_refused_and_the_session_goes_on(bus, tool
     env = {} if front == "front" else {"WAVEWAIT_MCP_PRERENDER": "0"}
     async with mcp_client(bus, env=env) as c:
         assert data(await c.call_tool("list_agents", {}))  # the SDK server is up
-        pid = _server_pid()
+        pid = server_pid()
         before = _peak_rss_mib(pid)
         with pytest.raises(MCPError) as refused:
             await c.call_tool(tool, args)
