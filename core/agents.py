@@ -432,7 +432,7 @@ async def stop(bus: Bus, agent: Agent, reason: str) -> Agent:
         return unstarted
     # its record as it is now, not as the caller read it: a flight admitted meanwhile has a
     # pid its queued record lacked (ending the old record's none would leave it running)
-    dead = await bus.transition(agent.id, "dead", ("running", "idle"), reason=reason, ended_at=now())
+    dead = await _record_death(bus, agent.id, reason)
     agent = dead or await bus.get_agent(agent.id) or agent
     pgid = agent.supervisor_pid or agent.pid
     termed = False
@@ -521,10 +521,15 @@ async def _ended_within(agent: Agent, seconds: float) -> bool:
 
 async def mark_dead(bus: Bus, agent_id: str, reason: str, **fields: object) -> Agent | None:
     """Record a death once and tell the parent (an `agent_dead` event in its inbox)."""
-    dead = await bus.transition(agent_id, "dead", ("running", "idle"), reason=reason, ended_at=now(), **fields)
+    dead = await _record_death(bus, agent_id, reason, **fields)
     if dead is not None:
         await _announce_death(bus, dead)
     return dead
+
+
+async def _record_death(bus: Bus, agent_id: str, reason: str, **fields: object) -> Agent | None:
+    """The death on the record, once (None: ended already); `stop` announces it after its TERM."""
+    return await bus.transition(agent_id, "dead", ("running", "idle"), reason=reason, ended_at=now(), **fields)
 
 
 async def _announce_death(bus: Bus, agent: Agent) -> None:
