@@ -70,9 +70,15 @@ def bus_waits(bus: Path) -> list[dict[str, Any]]:
 
 # --------------------------------------------------------------------------- the model's side
 def last_user_parts(turn: Turn) -> list[dict[str, Any]]:
-    msgs = [m for m in turn.body.get("messages", []) if m.get("role") == "user"]
-    content = msgs[-1].get("content") if msgs else None
-    return [p for p in content if isinstance(p, dict)] if isinstance(content, list) else []
+    """What the host sent since the model last spoke: its user message, and the `system` message
+    it adds when a background task ended before this request was made (the task's notification
+    then comes beside the tool result that backgrounded it, not in a request of its own)."""
+    msgs = turn.body.get("messages", [])
+    since = len(msgs)
+    while since > 0 and msgs[since - 1].get("role") != "assistant":
+        since -= 1
+    contents = [m.get("content") for m in msgs[since:]]
+    return [p for c in contents if isinstance(c, list) for p in c if isinstance(p, dict)]
 
 
 def wake_of(turn: Turn) -> tuple[str, str] | None:
@@ -106,12 +112,13 @@ class Wave:
     project: Project | None = None  # set before the host starts
 
     def __call__(self, turn: Turn) -> Call | Say:
+        wake = wake_of(turn)  # in the same request as the placeholder when the task ended first
         if placeholder_of(turn) is not None:
             self.placeholders.append(turn)
             if self.on_placeholder is not None and len(self.placeholders) == 1:
                 threading.Thread(target=self.on_placeholder, args=(self.project,), daemon=True).start()
-            return Say("The wave is running; I will be told when it lands.")
-        wake = wake_of(turn)
+            if wake is None:
+                return Say("The wave is running; I will be told when it lands.")
         if wake is not None:
             self.wakes.append((turn, *wake))
             try:
